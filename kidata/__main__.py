@@ -1,0 +1,3 @@
+from kidata.cli import main
+
+main()

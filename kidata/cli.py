@@ -1,0 +1,219 @@
+"""The ``kidata`` command line: a thin layer over :class:`kidata.Warehouse`.
+
+Exit codes: 0 success, 1 the work failed or some records were rejected, 2 bad usage.
+Heavy modules are imported inside the commands so ``kidata --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kidata import __version__
+from kidata.errors import KidataError, UsageError
+
+app = typer.Typer(
+    name="kidata",
+    help="Load GPU-kernel benchmark results into a Parquet warehouse and query them with SQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+_state: dict[str, Any] = {"warehouse": None, "debug": False}
+
+WarehouseOpt = Annotated[
+    Path | None,
+    typer.Option("--warehouse", "-w", envvar="KIDATA_WAREHOUSE",
+                 help="Warehouse folder (default ./warehouse; env KIDATA_WAREHOUSE)."),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kidata {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    warehouse: WarehouseOpt = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Load GPU-kernel benchmark results into a Parquet warehouse and query them with SQL."""
+    _state["warehouse"] = warehouse
+    _state["debug"] = debug
+
+
+def _wh(warehouse: Path | None = None):
+    from kidata.warehouse import Warehouse
+
+    return Warehouse(warehouse or _state["warehouse"])
+
+
+def _err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+@app.command()
+def load(
+    paths: Annotated[list[str], typer.Argument(
+        help="Files, folders (read recursively), globs, or '-' for standard input.")],
+    format: Annotated[str | None, typer.Option(
+        "--format", "-f", help="Force the input format: kernelindex, trainkernel, liger-csv "
+        "(default: detected from content).")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Load nothing if any record would be rejected.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print the summary.")] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Validate records and add them to the warehouse (duplicates are skipped)."""
+    wh = _wh(warehouse)
+    progress = None
+    if not quiet and sys.stderr.isatty():
+        def progress(file: str, records: int) -> None:
+            sys.stderr.write(f"\r\x1b[K{records:,} records read; now {file}")
+            sys.stderr.flush()
+    report = wh.load(paths, format=format, strict=strict, progress=progress)
+    if progress is not None:
+        sys.stderr.write("\r\x1b[K")
+    for message in report.warnings:
+        _err(f"warning: {message}")
+    if report.warned > len(report.warnings):
+        _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
+    shown = report.rejects[:50]
+    for reject in shown:
+        _err(f"rejected: {reject}")
+    if report.rejected > len(shown):
+        _err(f"rejected: … and {report.rejected - len(shown):,} more (all are in the "
+             f"rejects table: kidata sql 'select * from rejects')")
+    added = report.added
+    if strict and report.rejected:
+        typer.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
+                   f"would be rejected")
+        raise typer.Exit(1)
+    typer.echo(
+        f"{report.files:,} files, {report.records:,} records: {added.get('runs', 0):,} runs "
+        f"added ({added.get('measurements', 0):,} measurements, "
+        f"{added.get('environments', 0):,} environments, {added.get('protocols', 0):,} "
+        f"protocols, {added.get('workloads', 0):,} workloads), {report.duplicates:,} "
+        f"duplicates skipped, {report.rejected:,} rejected, {report.warned:,} warnings "
+        f"[{wh.path}]")
+    if report.rejected:
+        raise typer.Exit(1)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL over the tables and views.")],
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    limit: Annotated[int, typer.Option(
+        "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Run a SQL query and print the result."""
+    from kidata import output
+
+    if format not in output.FORMATS:
+        raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
+                                 param_hint="--format")
+    relation = _wh(warehouse).sql(query)
+    if relation is None:  # a statement without a result
+        return
+    output.write(relation, format, sys.stdout, max_rows=limit)
+
+
+@app.command()
+def views(
+    as_sql: Annotated[bool, typer.Option(
+        "--sql", help="Print every table and view as one SQL script for the duckdb shell.")]
+    = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """List the views with their one-line purpose."""
+    from kidata import views as views_mod
+
+    if as_sql:
+        typer.echo(views_mod.script(_wh(warehouse).path.resolve()), nl=False)
+        return
+    found = views_mod.load_views()
+    width = max(len(n) for n in found)
+    for view in found.values():
+        typer.echo(f"{view.name:<{width}}  {view.purpose}")
+
+
+@app.command()
+def export(
+    name: Annotated[str, typer.Argument(help="Table or view to export.")],
+    output_path: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
+    format: Annotated[str | None, typer.Option(
+        "--format", "-f", help="csv, parquet, json, ndjson or xlsx (default: from the "
+        "suffix).")] = None,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Export a table or view to CSV, Parquet, JSON, NDJSON or Excel."""
+    from kidata import export as export_mod
+
+    fmt = export_mod.format_for(output_path, format)
+    wh = _wh(warehouse)
+    rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name)
+    typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
+
+
+@app.command()
+def info(warehouse: WarehouseOpt = None) -> None:
+    """Show tables and row counts, sources, GPUs and the time range of the runs."""
+    data = _wh(warehouse).info()
+    typer.echo(f"warehouse: {data['warehouse']}")
+    typer.echo("tables:")
+    for table, t in data["tables"].items():
+        typer.echo(f"  {table:<13} {t['rows']:>10,} rows in {t['files']:,} files")
+    typer.echo("sources: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["sources"].items())
+                              or "none"))
+    typer.echo("gpus: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["gpus"].items())
+                           or "none"))
+    lo, hi = data["observed_from"], data["observed_to"]
+    typer.echo(f"observed: {lo:%Y-%m-%d %H:%M:%S} to {hi:%Y-%m-%d %H:%M:%S} UTC"
+               if lo else "observed: no timestamps")
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI with ``argv`` and return its exit code: the one handler that turns kidata
+    errors into ``Error: …`` on stderr (re-raised under ``--debug``)."""
+    _state.update(warehouse=None, debug=False)
+    try:
+        result = app(args=argv, standalone_mode=False, prog_name="kidata")
+        return result if isinstance(result, int) else 0
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        _err("Aborted.")
+        return 1
+    except typer.TyperException as exc:  # usage errors found by the parser
+        exc.show()
+        return getattr(exc, "exit_code", 2)
+    except KidataError as exc:
+        if _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+            raise
+        _err(f"Error: {exc}")
+        return 2 if isinstance(exc, UsageError) else 1
+    except KeyboardInterrupt:
+        _err("Interrupted.")
+        return 130
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

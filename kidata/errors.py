@@ -1,0 +1,52 @@
+"""One error hierarchy for kidata. The CLI turns any of these into ``Error: …`` and exit 1."""
+
+from __future__ import annotations
+
+
+class KidataError(Exception):
+    """Base class of every error kidata raises on purpose."""
+
+
+class UsageError(KidataError):
+    """The caller asked for something that cannot be done as asked (bad option, unknown name)."""
+
+
+class NoSuchView(UsageError):
+    def __init__(self, name: str, known: list[str]):
+        super().__init__(
+            f"no table or view named {name!r}; known: {', '.join(sorted(known))}"
+        )
+        self.name = name
+
+
+class UnknownFormat(UsageError):
+    def __init__(self, fmt: str, allowed: list[str], what: str = "format"):
+        super().__init__(f"unknown {what} {fmt!r}; allowed {what}s are: {', '.join(allowed)}")
+        self.format = fmt
+
+
+class QueryError(KidataError):
+    """A SQL query failed; the message is DuckDB's."""
+
+
+class WarehouseError(KidataError):
+    """The warehouse folder is missing, locked, or not a kidata warehouse."""
+
+
+class RecordError(KidataError):
+    """One input record is invalid. Names the file, the record and the field.
+
+    ``position`` is human readable: ``line 3``, ``row 12``, ``index 0``, ``document``.
+    ``field`` is a dotted path into the record (``run.spec.timing.latencyNs.median``) or a
+    column name for CSV input.
+    """
+
+    def __init__(self, file: str, position: str, field: str | None, message: str):
+        self.file = file
+        self.position = position
+        self.field = field
+        self.reason = message
+        where = f"{file}, {position}"
+        if field:
+            where += f", field {field}"
+        super().__init__(f"{where}: {message}")

@@ -1,0 +1,289 @@
+"""Flatten validated kernelindex records into table rows (one dict per row).
+
+One code path for every source: readers turn their input into kernelindex documents, this
+module checks them (:mod:`kidata.validate`) and maps them onto the tables of
+:mod:`kidata.schema`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from kidata.catalog import Gpu, gpu_from_hardware, lookup_gpu
+from kidata.digest import canonical_json, digest
+from kidata.errors import RecordError
+from kidata.readers import Item
+from kidata.validate import UNITS, Checker
+
+QUANTILE_ORDER = ("p20", "median", "p80")
+
+
+@dataclass
+class Flat:
+    """The rows one record contributes, by table."""
+
+    runs: list[dict] = field(default_factory=list)
+    measurements: list[dict] = field(default_factory=list)
+    environments: list[dict] = field(default_factory=list)
+    protocols: list[dict] = field(default_factory=list)
+    workloads: list[dict] = field(default_factory=list)
+    published: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+class Flattener:
+    """Turns :class:`~kidata.readers.Item` into :class:`Flat` rows.
+
+    Remembers the environments and protocols it has seen (and those already in the warehouse,
+    via :meth:`know_environment`/:meth:`know_protocol`) so that a bare run can name its GPU.
+    """
+
+    def __init__(self) -> None:
+        self.env_gpu: dict[str, Gpu] = {}
+        self._digests: dict[bytes, str] = {}
+
+    def know_environment(self, environment_id: str, gpu_key: str) -> None:
+        self.env_gpu[environment_id] = lookup_gpu(gpu_key)
+
+    def _digest(self, doc: dict) -> str:
+        # Documents repeat across records: cache digests by their raw bytes.
+        key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        found = self._digests.get(key)
+        if found is None:
+            found = self._digests[key] = digest(doc)
+            if len(self._digests) > 100_000:
+                self._digests.clear()
+        return found
+
+    def flatten(self, item: Item) -> Flat:
+        c = Checker(item.file, item.position)
+        out = Flat(warnings=list(item.warnings))
+        docs = item.docs
+        env_doc = docs.get("environment")
+        protocol_doc = docs.get("protocol")
+        workload_doc = docs.get("workload")
+        impl_doc = docs.get("implementation")
+        env_id = protocol_id = workload_id = impl_id = None
+        gpu: Gpu | None = None
+        if env_doc is not None:
+            c.document(env_doc, "environment", "ExecutionEnvironment")
+            hardware = c.obj(env_doc, "spec.hardware", "environment.")
+            c.text(env_doc, "spec.hardware.product", "environment.")
+            env_id = self._digest(env_doc)
+            gpu = gpu_from_hardware(hardware)
+            self.env_gpu[env_id] = gpu
+            out.environments.append({
+                "environment_id": env_id,
+                "name": c.get(env_doc, "metadata.name"),
+                "title": c.get(env_doc, "metadata.title"),
+                "gpu": gpu.key,
+                "vendor": hardware.get("vendor"),
+                "product": hardware.get("product"),
+                "form_factor": hardware.get("formFactor"),
+                "architecture": hardware.get("architecture"),
+                "software": _json(c.get(env_doc, "spec.software")),
+                "document": canonical_json(env_doc),
+            })
+        family = None
+        if protocol_doc is not None:
+            c.document(protocol_doc, "protocol", "BenchmarkProtocol")
+            protocol_id = self._digest(protocol_doc)
+            family = c.text(protocol_doc, "spec.comparability.family", "protocol.",
+                            required=False) or protocol_id
+            out.protocols.append({
+                "protocol_id": protocol_id,
+                "name": c.get(protocol_doc, "metadata.name"),
+                "title": c.get(protocol_doc, "metadata.title"),
+                "family": family,
+                "harness": c.get(protocol_doc, "spec.harness.name"),
+                "repository": c.get(protocol_doc, "spec.harness.repository"),
+                "timer": c.get(protocol_doc, "spec.measurement.timer"),
+                "primary_statistic": c.get(protocol_doc, "spec.measurement.primaryStatistic"),
+                "notes": c.get(protocol_doc, "spec.comparability.notes"),
+                "document": canonical_json(protocol_doc),
+            })
+        workload_name = None
+        if workload_doc is not None:
+            c.document(workload_doc, "workload", "Workload")
+            workload_id = self._digest(workload_doc)
+            workload_name = c.text(workload_doc, "spec.name", "workload.", required=False) \
+                or c.get(workload_doc, "metadata.name")
+            params = c.get(workload_doc, "spec.parameters")
+            if params is not None and not isinstance(params, dict):
+                raise c.fail("workload.spec.parameters", "expected an object")
+            out.workloads.append({
+                "workload_id": workload_id,
+                "name": workload_name,
+                "kernel": c.get(workload_doc, "spec.kernel"),
+                "parameters": _json(params),
+                "shape": _json(c.get(workload_doc, "spec.shape")),
+                "document": canonical_json(workload_doc),
+            })
+        impl_name = None
+        if impl_doc is not None:
+            c.document(impl_doc, "implementation", "Implementation")
+            impl_id = self._digest(impl_doc)
+            impl_name = c.text(impl_doc, "spec.name", "implementation.", required=False)
+
+        run = docs.get("run")
+        if run is None:
+            return out
+        c.document(run, "run", "BenchmarkRun")
+        run_id = c.get(run, "metadata.name")
+        env_id = c.declared_digest(run, "environmentDigest", env_doc, "environment")
+        protocol_id = c.declared_digest(run, "protocolDigest", protocol_doc, "protocol")
+        workload_id = c.declared_digest(run, "workloadDigest", workload_doc, "workload")
+        impl_id = c.declared_digest(run, "implementationDigest", impl_doc, "implementation")
+
+        labels: dict[str, str] = c.get(run, "metadata.labels") or {}
+        native = c.obj(run, "spec.sourceNative", "run.", required=False) or {}
+        external_id = native.get("externalId")
+        parts = external_id.split("/") if isinstance(external_id, str) else []
+        six = len(parts) == 6  # {kernel}/{pass}/{implementation}/{gpu}/{workload}/{time}
+
+        benchmark = native.get("benchmark")
+        if isinstance(benchmark, str) and benchmark.count("/") == 1 and all(benchmark.split("/")):
+            kernel, pass_ = benchmark.split("/")
+        elif labels.get("kernel") and labels.get("pass"):
+            kernel, pass_ = labels["kernel"], labels["pass"]
+        else:
+            raise c.fail("run.spec.sourceNative.benchmark",
+                         f"expected 'kernel/pass' such as 'rms_norm/forward', got {benchmark!r}")
+        implementation = impl_name or labels.get("implementation") or (parts[2] if six else None)
+        if not implementation:
+            raise c.fail("run.metadata.labels.implementation",
+                         "cannot tell the implementation: expected an Implementation document, "
+                         "a label 'implementation', or a 6-part sourceNative.externalId")
+        workload = labels.get("workload") or workload_name or (parts[4] if six else None)
+        if not workload:
+            raise c.fail("run.metadata.labels.workload",
+                         "cannot tell the workload: expected a Workload document, a label "
+                         "'workload', or a 6-part sourceNative.externalId")
+        gpu_name = labels.get("gpu_name")
+        if gpu is None and env_id is not None:
+            gpu = self.env_gpu.get(env_id)
+        if gpu is None:
+            hint = gpu_name or (parts[3] if six else None)
+            if not hint:
+                raise c.fail("run.spec.environmentDigest",
+                             f"environment {env_id} is not in this record, this load or the "
+                             "warehouse, and no label 'gpu_name' names the GPU")
+            gpu = lookup_gpu(hint)
+        if gpu_name is None and env_doc is not None:
+            hw = env_doc["spec"]["hardware"]
+            gpu_name = f"{hw.get('product', '')} {hw.get('formFactor', '')}".strip()
+        if not gpu.known:
+            out.warnings.append(f"{item.file}, {item.position}: unknown GPU "
+                                f"{gpu_name or gpu.product!r}; loaded under derived key "
+                                f"{gpu.key!r} (add it to kidata/data/gpus.toml)")
+
+        measurements, metric = self._measurements(c, run, run_id)
+        out.measurements = measurements
+        numbers = sorted((m["metric"], m["statistic"], m["unit"], m["value"]) for m in measurements)
+        content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
+        version = labels.get("version") or next(
+            (v for k, v in sorted(labels.items()) if k.endswith("version")), None)
+        out.runs.append({
+            "run_id": run_id,
+            "source": native.get("source") if isinstance(native.get("source"), str) else None,
+            "external_id": external_id if isinstance(external_id, str) else None,
+            "kernel": kernel,
+            "pass": pass_,
+            "implementation": implementation,
+            "variant": labels.get("variant"),
+            "workload": workload,
+            "gpu": gpu.key,
+            "gpu_name": gpu_name,
+            "metric": metric,
+            "environment_id": env_id,
+            "protocol_id": protocol_id,
+            "workload_id": workload_id,
+            "implementation_id": impl_id,
+            "observed_at": c.timestamp(run, "spec.observedAt", "run."),
+            "status": c.text(run, "spec.status", "run.", required=False) or "unknown",
+            "version": version,
+            "title": c.get(run, "metadata.title"),
+            "labels": _json(labels) if labels else None,
+            "content_hash": content_hash,
+            "document": orjson.dumps(run).decode(),
+        })
+        if workload_id is not None and workload_doc is None:
+            # Only the digest is known: keep a row so every run's workload is listed.
+            out.workloads.append({"workload_id": workload_id, "name": workload,
+                                  "kernel": kernel, "parameters": None, "shape": None,
+                                  "document": None})
+        for i, claim in enumerate(native.get("published") or []):
+            prefix = f"run.spec.sourceNative.published[{i}]."
+            if not isinstance(claim, dict):
+                raise c.fail(prefix[:-1], "expected an object")
+            out.published.append({
+                "run_id": run_id,
+                "baseline_run_id": c.text(claim, "baselineRun", prefix, required=False),
+                "quantity": c.text(claim, "quantity", prefix),
+                "definition": c.text(claim, "definition", prefix, required=False),
+                "value": c.positive(claim, "value", prefix),
+                "resolution": c.positive(claim, "resolution", prefix, required=False),
+            })
+        return out
+
+    def _measurements(self, c: Checker, run: dict, run_id: str) -> tuple[list[dict], str]:
+        rows: dict[tuple[str, str], dict] = {}
+        resolution = c.get(run, "spec.timing.resolutionNs")
+        if resolution is not None:
+            resolution = c.positive_value(resolution, "run.spec.timing.resolutionNs")
+        median = c.get(run, "spec.timing.latencyNs.median")
+        if median is not None:
+            value = c.positive_value(median, "run.spec.timing.latencyNs.median")
+            rows[("latency", "median")] = {"run_id": run_id, "metric": "latency",
+                                           "statistic": "median", "unit": "ns",
+                                           "value": value, "resolution": resolution}
+        items = c.get(run, "spec.measurements")
+        if items is not None and not isinstance(items, list):
+            raise c.fail("run.spec.measurements", "expected a list")
+        for i, m in enumerate(items or []):
+            prefix = f"run.spec.measurements[{i}]."
+            if not isinstance(m, dict):
+                raise c.fail(prefix[:-1], "expected an object")
+            metric = c.text(m, "metric", prefix)
+            statistic = c.text(m, "statistic", prefix)
+            unit = c.text(m, "unit", prefix)
+            if metric not in UNITS:
+                raise c.fail(f"{prefix}metric",
+                             f"unknown metric {metric!r}; expected one of {', '.join(UNITS)}")
+            target, factors = UNITS[metric]
+            if unit not in factors:
+                raise c.fail(f"{prefix}unit", f"unknown unit {unit!r} for {metric}; expected "
+                                              f"one of {', '.join(factors)}")
+            value = c.positive(m, "value", prefix) * factors[unit]
+            res = c.positive(m, "resolution", prefix, required=False)
+            key = (metric, statistic)
+            if key in rows and rows[key]["value"] != value:
+                raise c.fail(f"{prefix}value", f"{metric} {statistic} given twice with "
+                                               f"different values ({rows[key]['value']} and {value})")
+            rows[key] = {"run_id": run_id, "metric": metric, "statistic": statistic,
+                         "unit": target, "value": value,
+                         "resolution": res * factors[unit] if res is not None
+                         else (resolution if metric == "latency" else None)}
+        metrics = sorted({m for m, s in rows if s == "median"})
+        if not metrics:
+            raise c.fail("run.spec.timing.latencyNs.median",
+                         "expected a median: spec.timing.latencyNs.median or a measurement "
+                         "with statistic 'median'")
+        for metric in {m for m, _ in rows}:
+            present = [(s, rows[(metric, s)]["value"]) for s in QUANTILE_ORDER
+                       if (metric, s) in rows]
+            for (s1, v1), (s2, v2) in zip(present, present[1:], strict=False):
+                if v1 > v2:
+                    raise c.fail("run.spec.measurements",
+                                 f"quantiles out of order for {metric}: {s1} = {v1:g} is above "
+                                 f"{s2} = {v2:g}; expected p20 <= median <= p80")
+        primary = "latency" if "latency" in metrics else metrics[0]
+        return list(rows.values()), primary

@@ -1,0 +1,149 @@
+"""Read a source: open files (plain, gzip, stdin), detect their format, yield records.
+
+Every reader yields :class:`Item` (one record as kernelindex documents, with its position in
+the file) or :class:`~kidata.errors.RecordError` (a record that could not be read). Readers
+never raise for bad records, so one bad record never stops the good ones.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kidata.errors import RecordError, UnknownFormat, UsageError
+
+# A single record larger than this is rejected unread, so one huge line cannot exhaust memory.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class Item:
+    """One record read from a file, as kernelindex documents.
+
+    ``docs`` maps a role (``run``, ``protocol``, ``environment``, ``workload``,
+    ``implementation``) to a document. ``title`` is a bundle's title line, if any.
+    """
+
+    file: str
+    position: str
+    docs: dict[str, Any]
+    raw: str | None = None
+    title: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def formats() -> dict[str, Any]:
+    from kidata.readers import kernelindex, liger, trainkernel
+
+    return {
+        "kernelindex": kernelindex.read,
+        "trainkernel": trainkernel.read,
+        "liger-csv": liger.read,
+    }
+
+
+def expand_paths(paths: Iterable[str]) -> list[str]:
+    """Files, folders (recursively, sorted) and globs to a list of files; ``-`` is stdin."""
+    out: list[str] = []
+    for p in paths:
+        if p == "-":
+            out.append(p)
+            continue
+        if any(ch in p for ch in "*?["):
+            matches = sorted(glob.glob(p, recursive=True))
+            if not matches:
+                raise UsageError(f"no files match {p!r}")
+            for m in matches:
+                out.extend(expand_paths([m]) if os.path.isdir(m) else [m])
+            continue
+        path = Path(p)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                out.extend(str(Path(root) / f) for f in sorted(files) if not f.startswith("."))
+        elif path.exists():
+            out.append(str(path))
+        else:
+            raise UsageError(f"no such file or folder: {p}")
+    return out
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """Open ``path`` for reading bytes, transparently un-gzipping; ``-`` is stdin."""
+    raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    buffered = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
+    if buffered.peek(2)[:2] == b"\x1f\x8b":
+        return io.BufferedReader(gzip.GzipFile(fileobj=buffered), buffer_size=1 << 16)  # type: ignore[arg-type]
+    return buffered
+
+
+def iter_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES) -> Iterator[tuple[int, bytes | None]]:
+    """Yield ``(line_number, line)`` with 1-based numbers; ``line`` is None when the line is
+    longer than ``limit`` bytes (the rest of it is skipped without being kept in memory)."""
+    number = 0
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            while True:
+                more = stream.readline(1 << 20)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield number, None
+            continue
+        yield number, line
+
+
+def raw_text(data: bytes | str | None, limit: int = 65536) -> str | None:
+    """The raw text of a record as kept in ``rejects.raw``: decoded leniently, truncated."""
+    if data is None:
+        return None
+    if isinstance(data, bytes):
+        data = data[:limit].decode("utf-8", errors="replace")
+    return data[:limit]
+
+
+def detect(head: bytes) -> str:
+    """Name the format of a file from its first bytes."""
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    first_line = text.split(b"\n", 1)[0].strip().lower()
+    if first_line.startswith(b"kernel_name,") or (b"kernel_name" in first_line
+                                                   and b"," in first_line
+                                                   and not first_line.startswith((b"{", b"["))):
+        return "liger-csv"
+    if b'"held_out"' in head or b'"h100_calibration"' in head:
+        return "trainkernel"
+    return "kernelindex"
+
+
+def read_file(path: str, fmt: str | None = None) -> Iterator[Item | RecordError]:
+    """Yield the records of one file, detecting its format unless ``fmt`` names one."""
+    readers = formats()
+    if fmt is not None and fmt not in readers:
+        raise UnknownFormat(fmt, sorted(readers))
+    name = "<stdin>" if path == "-" else path
+    try:
+        stream = open_binary(path)
+    except OSError as exc:
+        yield RecordError(name, "file", None, f"cannot open: {exc.strerror or exc}")
+        return
+    with stream:
+        try:
+            head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""
+        except (OSError, EOFError) as exc:
+            yield RecordError(name, "file", None, f"cannot read: {exc}")
+            return
+        chosen = fmt or detect(head)
+        try:
+            yield from readers[chosen](stream, name)
+        except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
+            yield RecordError(name, "file", None, f"cannot read the rest of the file: {exc}")

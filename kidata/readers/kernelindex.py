@@ -1,0 +1,153 @@
+"""kernelindex documents: bundles (``{"run": …, "protocol": …, "environment": …}``) and bare
+documents of one kind, as one JSON value (object or array, optionally after a title line and a
+blank line, as in the seeds) or as JSON Lines (one record per line)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+import orjson
+
+from kidata.errors import RecordError
+from kidata.readers import MAX_RECORD_BYTES, Item, iter_lines, raw_text
+
+API_VERSION = "kernelindex.dev/v1alpha1"
+ROLES = {
+    "BenchmarkRun": "run",
+    "BenchmarkProtocol": "protocol",
+    "ExecutionEnvironment": "environment",
+    "Workload": "workload",
+    "Implementation": "implementation",
+}
+KINDS = {role: kind for kind, role in ROLES.items()}
+# A whole-document (non-JSON-Lines) file is parsed in one piece; beyond this, use JSON Lines.
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+
+
+def to_item(value: Any, file: str, position: str, raw: str | None,
+            title: str | None = None) -> Item | RecordError:
+    """Classify one parsed JSON value as a bundle or a bare document."""
+    if not isinstance(value, dict):
+        return RecordError(file, position, None,
+                           f"expected a JSON object (a bundle or a document), got {_type(value)}")
+    if "kind" in value:
+        kind = value["kind"]
+        role = ROLES.get(kind) if isinstance(kind, str) else None
+        if role is None:
+            return RecordError(file, position, "kind",
+                               f"unknown kind {kind!r}; expected one of {', '.join(ROLES)}")
+        return Item(file, position, {role: value}, raw, title)
+    docs = {k: v for k, v in value.items() if k in KINDS}
+    if not docs:
+        keys = ", ".join(sorted(map(str, value))[:8]) or "none"
+        return RecordError(file, position, None,
+                           "not a kernelindex bundle or document: expected a 'kind' key or "
+                           f"bundle keys run/protocol/environment (found keys: {keys})")
+    return Item(file, position, docs, raw, title)
+
+
+def _type(value: Any) -> str:
+    return {list: "an array", str: "a string", int: "a number", float: "a number",
+            bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _json_error(exc: Exception) -> str:
+    return f"invalid JSON: {exc}"
+
+
+def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
+    lines = iter_lines(stream)
+    title: str | None = None
+    for number, line in lines:
+        if line is None:
+            yield RecordError(file, f"line {number}", None,
+                              f"record longer than {MAX_RECORD_BYTES // (1024 * 1024)} MiB; "
+                              "not read")
+            yield from _json_lines(lines, file)
+            return
+        if number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped[:1] == b"{":
+            try:
+                value = orjson.loads(stripped)
+            except orjson.JSONDecodeError:
+                # Not complete on one line: a pretty-printed document.
+                yield from _whole(line, lines, file, title, number)
+                return
+            yield to_item(value, file, f"line {number}", raw_text(stripped), title)
+            yield from _json_lines(lines, file, title)
+            return
+        if stripped[:1] == b"[":
+            yield from _whole(line, lines, file, title, number)
+            return
+        if title is not None:
+            yield RecordError(file, f"line {number}", None,
+                              "expected JSON after the title line, got text: "
+                              f"{raw_text(stripped, 80)!r}")
+            return
+        try:
+            title = stripped.decode("utf-8")
+        except UnicodeDecodeError:
+            yield RecordError(file, f"line {number}", None,
+                              "not UTF-8 text: the file is not kernelindex JSON")
+            return
+        if len(title) > 200:
+            yield RecordError(file, f"line {number}", None,
+                              "not JSON and too long to be a title line: expected kernelindex "
+                              "JSON, JSON Lines, or a title line then JSON")
+            return
+    if title is not None:
+        yield RecordError(file, "document", None, "a title line but no JSON document after it")
+    else:
+        yield RecordError(file, "document", None, "empty file: no records")
+
+
+def _json_lines(lines: Iterator[tuple[int, bytes | None]], file: str,
+                title: str | None = None) -> Iterator[Item | RecordError]:
+    for number, line in lines:
+        position = f"line {number}"
+        if line is None:
+            yield RecordError(file, position, None,
+                              f"record longer than {MAX_RECORD_BYTES // (1024 * 1024)} MiB; "
+                              "not read")
+            continue
+        stripped = line.strip()
+        if not stripped:
+            continue
+        try:
+            value = orjson.loads(stripped)
+        except orjson.JSONDecodeError as exc:
+            yield RecordError(file, position, None, _json_error(exc))
+            continue
+        yield to_item(value, file, position, raw_text(stripped), title)
+
+
+def _whole(first: bytes, lines: Iterator[tuple[int, bytes | None]], file: str,
+           title: str | None, first_number: int) -> Iterator[Item | RecordError]:
+    chunks = [first]
+    size = len(first)
+    for number, line in lines:
+        if line is None or size > MAX_DOCUMENT_BYTES:
+            yield RecordError(file, f"line {number}", None,
+                              "document too large to parse in one piece; write it as JSON "
+                              "Lines (one record per line)")
+            return
+        chunks.append(line)
+        size += len(line)
+    text = b"".join(chunks)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        yield RecordError(file, "document" if first_number == 1 else f"line {first_number}",
+                          None, _json_error(exc))
+        return
+    if isinstance(value, list):
+        for index, element in enumerate(value):
+            raw = raw_text(orjson.dumps(element)) if isinstance(element, dict | list) else None
+            yield to_item(element, file, f"index {index}", raw, title)
+    else:
+        yield to_item(value, file, "document", raw_text(text), title)

@@ -1,0 +1,173 @@
+"""The warehouse tables, declared once as Arrow schemas.
+
+Every table is a folder of Parquet files under the warehouse. These schemas are used to write
+the files, to check a warehouse (``kidata check``) and to generate ``docs/tables.md``. Each
+field carries its description in the Arrow field metadata (key ``description``).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+def _f(name: str, type_: pa.DataType, description: str, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"description": description})
+
+
+_PROVENANCE = [
+    _f("source_file", pa.string(), "Path of the input file the row was read from.", False),
+    _f("loaded_at", TS, "When the load that added the row committed (UTC).", False),
+    _f("load_id", pa.string(), "Identifier of the load (commit) that added the row.", False),
+]
+
+RUNS = pa.schema(
+    [
+        _f("run_id", pa.string(), "Run identity: the kernelindex `metadata.name`.", False),
+        _f("source", pa.string(), "Producer of the result (`sourceNative.source`), "
+           "e.g. `liger-kernel-bench`, `trainkernel-results`."),
+        _f("external_id", pa.string(), "The source's own id of the result (`sourceNative.externalId`)."),
+        _f("kernel", pa.string(), "Kernel benchmarked, e.g. `rms_norm`.", False),
+        _f("pass", pa.string(), "Timed pass: `forward`, `backward`, `full`, `no-grad-forward`, "
+           "`train_step`.", False),
+        _f("implementation", pa.string(), "Implementation key, e.g. `liger`, `torch`, `trainkernel`, "
+           "`inductor`.", False),
+        _f("variant", pa.string(), "Variant of the implementation (a schedule), or null."),
+        _f("workload", pa.string(), "Workload name/slug as the source names it, e.g. "
+           "`hidden4096-rows2048-bf16`, `tiny-online`.", False),
+        _f("gpu", pa.string(), "Canonical GPU key (one per physical card), e.g. `a100-sxm4-80gb`.", False),
+        _f("gpu_name", pa.string(), "The GPU name as the source wrote it."),
+        _f("metric", pa.string(), "The run's primary metric: `latency` or `memory`.", False),
+        _f("environment_id", pa.string(), "`sha256:` digest of the ExecutionEnvironment document."),
+        _f("protocol_id", pa.string(), "`sha256:` digest of the BenchmarkProtocol document."),
+        _f("workload_id", pa.string(), "`sha256:` digest of the Workload document."),
+        _f("implementation_id", pa.string(), "`sha256:` digest of the Implementation document."),
+        _f("observed_at", TS, "When the result was measured (UTC), null when the source does not say."),
+        _f("status", pa.string(), "Run status as recorded, e.g. `passed`.", False),
+        _f("version", pa.string(), "Release of the implementation or harness (e.g. the Liger "
+           "version), from the run's labels."),
+        _f("title", pa.string(), "Human-readable title (`metadata.title`)."),
+        _f("labels", pa.string(), "All `metadata.labels` as a JSON object."),
+        _f("content_hash", pa.string(), "Hash of the run's numbers; the same run_id with another "
+           "hash is a conflict.", False),
+        _f("document", pa.string(), "The BenchmarkRun document as loaded (JSON), for lossless export.", False),
+        *_PROVENANCE,
+    ]
+)
+
+MEASUREMENTS = pa.schema(
+    [
+        _f("run_id", pa.string(), "The run this number belongs to.", False),
+        _f("metric", pa.string(), "`latency` or `memory`.", False),
+        _f("statistic", pa.string(), "`median`, `p20`, `p80`, … .", False),
+        _f("unit", pa.string(), "One unit per metric: `ns` for latency, `MB` for memory.", False),
+        _f("value", pa.float64(), "The number, in `unit`.", False),
+        _f("resolution", pa.float64(), "Rounding step of the value as published, in `unit` "
+           "(e.g. 10 ns for latencies published to 0.01 µs); null when unknown."),
+        _f("load_id", pa.string(), "Identifier of the load (commit) that added the row.", False),
+    ]
+)
+
+ENVIRONMENTS = pa.schema(
+    [
+        _f("environment_id", pa.string(), "`sha256:` digest of the document without its metadata.", False),
+        _f("name", pa.string(), "`metadata.name` of the first document loaded with this digest."),
+        _f("title", pa.string(), "`metadata.title`."),
+        _f("gpu", pa.string(), "Canonical GPU key.", False),
+        _f("vendor", pa.string(), "`spec.hardware.vendor`."),
+        _f("product", pa.string(), "`spec.hardware.product`."),
+        _f("form_factor", pa.string(), "`spec.hardware.formFactor`."),
+        _f("architecture", pa.string(), "`spec.hardware.architecture`, e.g. `sm_90`."),
+        _f("software", pa.string(), "`spec.software` as JSON."),
+        _f("document", pa.string(), "The whole document (JSON).", False),
+        *_PROVENANCE,
+    ]
+)
+
+PROTOCOLS = pa.schema(
+    [
+        _f("protocol_id", pa.string(), "`sha256:` digest of the document without its metadata.", False),
+        _f("name", pa.string(), "`metadata.name`."),
+        _f("title", pa.string(), "`metadata.title`."),
+        _f("family", pa.string(), "`spec.comparability.family`: results compare only within one family.", False),
+        _f("harness", pa.string(), "`spec.harness.name`."),
+        _f("repository", pa.string(), "`spec.harness.repository`."),
+        _f("timer", pa.string(), "`spec.measurement.timer`."),
+        _f("primary_statistic", pa.string(), "`spec.measurement.primaryStatistic`."),
+        _f("notes", pa.string(), "`spec.comparability.notes`."),
+        _f("document", pa.string(), "The whole document (JSON).", False),
+        *_PROVENANCE,
+    ]
+)
+
+WORKLOADS = pa.schema(
+    [
+        _f("workload_id", pa.string(), "`sha256:` digest of the Workload document (the run's "
+           "`workloadDigest` when only the digest is known).", False),
+        _f("name", pa.string(), "Workload name/slug, as in `runs.workload`.", False),
+        _f("kernel", pa.string(), "Kernel the workload is for."),
+        _f("parameters", pa.string(), "Named parameters as a JSON object (null when only the "
+           "digest is known)."),
+        _f("shape", pa.string(), "Shape as given by the source (JSON list), or null."),
+        _f("document", pa.string(), "The Workload document (JSON), null when not supplied."),
+        *_PROVENANCE,
+    ]
+)
+
+PUBLISHED = pa.schema(
+    [
+        _f("run_id", pa.string(), "The candidate run the published number is about.", False),
+        _f("baseline_run_id", pa.string(), "The baseline run, for ratios."),
+        _f("quantity", pa.string(), "What was published, e.g. `latency_ratio`.", False),
+        _f("definition", pa.string(), "How the source derived it, e.g. "
+           "`trainkernel_us / inductor_us`."),
+        _f("value", pa.float64(), "The published value.", False),
+        _f("resolution", pa.float64(), "Rounding step of the published value (e.g. 0.001)."),
+        *_PROVENANCE,
+    ]
+)
+
+REJECTS = pa.schema(
+    [
+        _f("source_file", pa.string(), "File the rejected record came from.", False),
+        _f("position", pa.string(), "Record position: `line N`, `row N`, `index N`, `document`.", False),
+        _f("field", pa.string(), "Field or column at fault, when one is."),
+        _f("reason", pa.string(), "What was wrong and what was expected.", False),
+        _f("raw", pa.string(), "The raw record text (truncated to 64 KiB)."),
+        _f("loaded_at", TS, "When the load committed (UTC).", False),
+        _f("load_id", pa.string(), "The load that rejected it.", False),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "runs": RUNS,
+    "measurements": MEASUREMENTS,
+    "environments": ENVIRONMENTS,
+    "protocols": PROTOCOLS,
+    "workloads": WORKLOADS,
+    "published": PUBLISHED,
+    "rejects": REJECTS,
+}
+
+# Identity of a row in each table: loading the same key twice adds nothing.
+KEYS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",),
+    "measurements": ("run_id", "metric", "statistic"),
+    "environments": ("environment_id",),
+    "protocols": ("protocol_id",),
+    "workloads": ("workload_id",),
+    "published": ("run_id", "quantity", "baseline_run_id"),
+    "rejects": (),
+}
+
+# Order in which a commit makes its files visible. Dimension tables and measurements first,
+# runs (the table every view starts from) after them, so a reader never sees a run whose
+# measurements are missing. See docs/guarantees.md.
+COMMIT_ORDER = ("environments", "protocols", "workloads", "measurements", "published", "runs",
+                "rejects")
+
+
+def description(field: pa.Field) -> str:
+    meta = field.metadata or {}
+    return meta.get(b"description", b"").decode()

@@ -1,0 +1,131 @@
+"""Validate kernelindex documents field by field.
+
+Each check raises :class:`~kidata.errors.RecordError` naming the file, the record and the
+dotted field path, and saying what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from kidata.digest import digest
+from kidata.errors import RecordError
+
+API_VERSION = "kernelindex.dev/v1alpha1"
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+# One unit per metric in the warehouse; every accepted unit with its factor to that unit.
+UNITS: dict[str, tuple[str, dict[str, float]]] = {
+    "latency": ("ns", {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}),
+    "memory": ("MB", {"MB": 1.0, "MiB": 1.0, "GB": 1024.0, "GiB": 1024.0, "KB": 1 / 1024,
+                      "B": 1 / (1024 * 1024), "bytes": 1 / (1024 * 1024)}),
+}
+
+
+class Checker:
+    """Field access for one record, producing errors that say where."""
+
+    def __init__(self, file: str, position: str):
+        self.file = file
+        self.position = position
+
+    def fail(self, field: str | None, message: str) -> RecordError:
+        return RecordError(self.file, self.position, field, message)
+
+    def get(self, obj: Any, path: str, prefix: str = "") -> Any:
+        """The value at dotted ``path`` in ``obj``, or None when any step is missing."""
+        cur = obj
+        for part in path.split("."):
+            if not isinstance(cur, dict):
+                return None
+            cur = cur.get(part)
+        return cur
+
+    def obj(self, obj: Any, path: str, prefix: str, required: bool = True) -> dict | None:
+        value = self.get(obj, path)
+        if value is None and not required:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(f"{prefix}{path}", f"expected an object, got {_show(value)}")
+        return value
+
+    def text(self, obj: Any, path: str, prefix: str, required: bool = True) -> str | None:
+        value = self.get(obj, path)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(f"{prefix}{path}", f"expected a non-empty string, got {_show(value)}")
+        return value
+
+    def positive(self, obj: Any, path: str, prefix: str, required: bool = True) -> float | None:
+        value = self.get(obj, path)
+        if value is None and not required:
+            return None
+        return self.positive_value(value, f"{prefix}{path}")
+
+    def positive_value(self, value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(field, f"expected a number, got {_show(value)}")
+        value = float(value)
+        if not math.isfinite(value) or value <= 0:
+            raise self.fail(field, f"expected a finite number > 0, got {_show(value)}")
+        return value
+
+    def timestamp(self, obj: Any, path: str, prefix: str) -> datetime | None:
+        value = self.get(obj, path)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f"{prefix}{path}", f"expected an ISO 8601 timestamp, got {_show(value)}")
+        try:
+            ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise self.fail(f"{prefix}{path}",
+                            f"expected an ISO 8601 timestamp such as 2024-09-03T15:39:30Z, "
+                            f"got {value!r}") from None
+        if ts.tzinfo is None:
+            raise self.fail(f"{prefix}{path}",
+                            f"timestamp {value!r} has no time zone; expected e.g. a trailing Z")
+        return ts.astimezone(UTC)
+
+    def document(self, doc: Any, role: str, kind: str) -> dict:
+        """Check the envelope every kernelindex document shares."""
+        if not isinstance(doc, dict):
+            raise self.fail(role, f"expected a {kind} document (object), got {_show(doc)}")
+        api = doc.get("apiVersion")
+        if api != API_VERSION:
+            raise self.fail(f"{role}.apiVersion", f"expected {API_VERSION!r}, got {_show(api)}")
+        if doc.get("kind") != kind:
+            raise self.fail(f"{role}.kind", f"expected {kind!r}, got {_show(doc.get('kind'))}")
+        self.text(doc, "metadata.name", f"{role}.")
+        self.obj(doc, "spec", f"{role}.")
+        labels = self.get(doc, "metadata.labels")
+        if labels is not None and not (isinstance(labels, dict)
+                                       and all(isinstance(v, str) for v in labels.values())):
+            raise self.fail(f"{role}.metadata.labels", "expected an object of strings")
+        return doc
+
+    def declared_digest(self, run: dict, key: str, doc: dict | None, role: str) -> str | None:
+        """The digest a run declares for a document, checked against the document if given."""
+        field = f"run.spec.{key}"
+        declared = self.get(run, f"spec.{key}")
+        if declared is not None and (not isinstance(declared, str)
+                                     or not DIGEST_RE.match(declared)):
+            raise self.fail(field, f"expected 'sha256:' and 64 hex digits, got {_show(declared)}")
+        if doc is None:
+            return declared
+        actual = digest(doc)
+        if declared is not None and declared != actual:
+            raise self.fail(field, f"digest mismatch: the run declares {declared} but the "
+                                   f"{role} document in the record hashes to {actual}")
+        return actual
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "nothing (missing or null)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,523 @@
+"""Write the warehouse: staged, deduplicated, atomic loads into folders of Parquet files.
+
+Layout (one folder of Parquet files per table, readable by any engine)::
+
+    <warehouse>/runs/part-<load_id>.parquet
+    <warehouse>/measurements/part-<load_id>.parquet
+    ...
+    <warehouse>/_kidata/lock             writer lock (one commit at a time)
+    <warehouse>/_kidata/journal/*.json   commits whose files are being moved into place
+    <warehouse>/_kidata/staging/<load>/  files of loads in progress
+
+A load reads and validates its inputs into staging files (memory bounded by the batch size),
+then, holding the writer lock, deduplicates them against the warehouse with DuckDB, writes one
+final file per table, records the moves in a journal and renames the files into the table
+folders, runs last. The commit unit is one call of :meth:`Warehouse.load` (one ``kidata load``).
+See ``docs/guarantees.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from filelock import FileLock, Timeout
+
+from kidata import views as views_mod
+from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
+from kidata.flatten import Flattener
+from kidata.readers import expand_paths, read_file
+from kidata.schema import COMMIT_ORDER, TABLES
+
+DEFAULT_BATCH = 50_000
+MAX_REPORTED = 1000
+PRIVATE = "_kidata"
+LOCK_TIMEOUT = 600.0
+
+
+def default_path() -> Path:
+    return Path(os.environ.get("KIDATA_WAREHOUSE") or "warehouse")
+
+
+@dataclass
+class Reject:
+    file: str
+    position: str
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}, {self.position}"
+        if self.field:
+            where += f", field {self.field}"
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class LoadReport:
+    """What a load did. ``rejects`` and ``warnings`` keep the first 1,000 of each; the counts
+    and the ``rejects`` table keep them all."""
+
+    load_id: str
+    files: int = 0
+    records: int = 0
+    added: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    rejected: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+    warned: int = 0
+    warnings: list[str] = field(default_factory=list)
+    committed: bool = False
+
+    @property
+    def runs_added(self) -> int:
+        return self.added.get("runs", 0)
+
+    @property
+    def ok(self) -> bool:
+        return self.rejected == 0
+
+    def _reject(self, reject: Reject) -> None:
+        self.rejected += 1
+        if len(self.rejects) < MAX_REPORTED:
+            self.rejects.append(reject)
+
+    def _warn(self, message: str) -> None:
+        self.warned += 1
+        if len(self.warnings) < MAX_REPORTED:
+            self.warnings.append(message)
+
+
+def _staged_schema(table: str) -> pa.Schema:
+    fields = [f for f in TABLES[table] if f.name not in ("loaded_at", "load_id")]
+    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string())])
+
+
+class _Stager:
+    """Buffers rows per table and writes them to staging Parquet files in batches."""
+
+    def __init__(self, folder: Path, batch: int):
+        self.folder = folder
+        self.batch = batch
+        self.rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        self.parts = 0
+
+    def add(self, table: str, row: dict, seq: int, position: str) -> None:
+        row["_seq"] = seq
+        row["_position"] = position
+        self.rows[table].append(row)
+
+    def maybe_flush(self) -> None:
+        if len(self.rows["runs"]) >= self.batch or len(self.rows["rejects"]) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        for table, rows in self.rows.items():
+            if not rows:
+                continue
+            data = pa.Table.from_pylist(rows, schema=_staged_schema(table))
+            pq.write_table(data, self.folder / f"{table}-{self.parts:06d}.parquet",
+                           compression="zstd")
+            rows.clear()
+        self.parts += 1
+
+    def has(self, table: str) -> bool:
+        return any(self.folder.glob(f"{table}-*.parquet"))
+
+
+class Warehouse:
+    """A kidata warehouse folder: load records into it, query it with SQL, export from it."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None):
+        self.path = Path(path) if path is not None else default_path()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._con_state: tuple | None = None
+
+    def __repr__(self) -> str:
+        return f"Warehouse({str(self.path)!r})"
+
+    # -- layout -------------------------------------------------------------------------------
+
+    @property
+    def private(self) -> Path:
+        return self.path / PRIVATE
+
+    def table_files(self, table: str) -> list[Path]:
+        return sorted((self.path / table).glob("*.parquet"))
+
+    def _ensure(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise WarehouseError(f"{self.path} exists and is not a folder")
+        for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *TABLES):
+            (self.path / sub).mkdir(parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def _writer_lock(self):
+        lock = FileLock(str(self.private / "lock"), timeout=LOCK_TIMEOUT)
+        try:
+            with lock:
+                self._recover()
+                yield
+        except Timeout:
+            raise WarehouseError(f"{self.path} is locked by another writer for more than "
+                                 f"{LOCK_TIMEOUT:.0f} s; is a load stuck?") from None
+
+    def _recover(self) -> None:
+        """Finish commits that were interrupted after their journal was written, and remove
+        staging folders whose load died before committing. Called with the writer lock held."""
+        for journal in sorted((self.private / "journal").glob("*.json")):
+            moves = json.loads(journal.read_text("utf-8"))["moves"]
+            for src, dst in moves:
+                if (self.path / src).exists():
+                    os.replace(self.path / src, self.path / dst)
+            _fsync_dirs(self.path, [dst for _, dst in moves])
+            journal.unlink()
+        for staging in (self.private / "staging").iterdir():
+            if not staging.is_dir():
+                continue
+            owner = FileLock(str(staging / "owner.lock"), timeout=0)
+            try:
+                with owner:
+                    shutil.rmtree(staging, ignore_errors=True)
+            except Timeout:
+                continue  # a live load still owns it
+
+    # -- load ---------------------------------------------------------------------------------
+
+    def load(self, paths: Iterable[str], format: str | None = None, strict: bool = False,
+             batch_size: int = DEFAULT_BATCH,
+             progress: Callable[[str, int], None] | None = None) -> LoadReport:
+        """Read, validate and add records from files, folders (recursive), globs or ``-``.
+
+        Returns a :class:`LoadReport`. Bad records are rejected (listed in the report and kept
+        in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
+        if anything would be rejected. ``progress(file, records_so_far)`` is called per file.
+        """
+        files = expand_paths(paths)
+        self._ensure()
+        load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
+        report = LoadReport(load_id=load_id)
+        staging = self.private / "staging" / load_id
+        staging.mkdir()
+        owner = FileLock(str(staging / "owner.lock"))
+        with owner:
+            try:
+                self._stage(files, staging, format, batch_size, report, progress)
+                if strict and report.rejected:
+                    return report
+                with self._writer_lock():
+                    self._commit(staging, report, strict)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        self._con_state = None
+        return report
+
+    def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
+               report: LoadReport, progress: Callable[[str, int], None] | None) -> None:
+        stager = _Stager(staging, batch)
+        flattener = Flattener()
+        for env_id, gpu in self._existing_environments():
+            flattener.know_environment(env_id, gpu)
+        seq = 0
+        for path in files:
+            report.files += 1
+            name = "<stdin>" if path == "-" else path
+            for item in read_file(path, fmt):
+                seq += 1
+                report.records += 1
+                if isinstance(item, RecordError):
+                    self._stage_reject(stager, report, item, None, seq)
+                    continue
+                try:
+                    flat = flattener.flatten(item)
+                except RecordError as err:
+                    self._stage_reject(stager, report, err, item.raw, seq)
+                    continue
+                for message in flat.warnings:
+                    report._warn(message)
+                for table in ("runs", "measurements", "environments", "protocols", "workloads",
+                              "published"):
+                    for row in getattr(flat, table):
+                        if table not in ("measurements",):
+                            row["source_file"] = name
+                        stager.add(table, row, seq, item.position)
+                stager.maybe_flush()
+                if progress is not None and seq % 10_000 == 0:
+                    progress(name, report.records)
+            if progress is not None:
+                progress(name, report.records)
+        stager.flush()
+
+    @staticmethod
+    def _stage_reject(stager: _Stager, report: LoadReport, err: RecordError, raw: str | None,
+                      seq: int) -> None:
+        report._reject(Reject(err.file, err.position, err.field, err.reason))
+        stager.add("rejects", {"source_file": err.file, "position": err.position,
+                               "field": err.field, "reason": err.reason, "raw": raw},
+                   seq, err.position)
+        stager.maybe_flush()
+
+    def _existing_environments(self) -> list[tuple[str, str]]:
+        if not self.table_files("environments"):
+            return []
+        con = duckdb.connect()
+        try:
+            return con.sql(
+                f"SELECT environment_id, gpu FROM ({views_mod.table_sql(self.path, 'environments')})"
+            ).fetchall()
+        finally:
+            con.close()
+
+    def _commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
+        con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2,
+                                     "temp_directory": str(staging / "spill")})
+        try:
+            self._plan(con, staging)
+            conflicts = con.sql(
+                "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq"
+            ).fetchall()
+            for file, position, reason in conflicts:
+                report._reject(Reject(file, position, "run.metadata.name", reason))
+            if strict and conflicts:
+                return
+            report.duplicates = con.sql(
+                "SELECT count(*) FROM run_outcome WHERE _outcome = 'duplicate'").fetchall()[0][0]
+            now = datetime.now(UTC)
+            final = staging / "final"
+            final.mkdir()
+            moves: list[tuple[str, str]] = []
+            for table in COMMIT_ORDER:
+                count = self._write_final(con, table, final / f"{table}.parquet",
+                                          report.load_id, now)
+                report.added[table] = count
+                if count:
+                    moves.append((str((final / f"{table}.parquet").relative_to(self.path)),
+                                  f"{table}/part-{report.load_id}.parquet"))
+        finally:
+            con.close()
+        if not moves:
+            report.committed = True
+            return
+        journal = self.private / "journal" / f"{report.load_id}.json"
+        _write_atomic(journal, json.dumps({"load_id": report.load_id, "moves": moves}))
+        fault("after-journal")
+        for src, dst in moves:
+            os.replace(self.path / src, self.path / dst)
+            fault(f"after-move:{Path(dst).parent.name}")
+        _fsync_dirs(self.path, [dst for _, dst in moves])
+        journal.unlink()
+        report.committed = True
+
+    def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
+        """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
+        q = views_mod.quote_literal
+        for table in TABLES:
+            existing = views_mod.table_sql(self.path, table)
+            con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
+            if any(staging.glob(f"{table}-*.parquet")):
+                src = f"SELECT * FROM read_parquet({q(str(staging / f'{table}-*.parquet'))})"
+            else:
+                cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
+                                 f"{views_mod.quote_identifier(f.name)}"
+                                 for f in _staged_schema(table))
+                src = f"SELECT {cols} WHERE 1 = 0"
+            con.execute(f"CREATE TEMP VIEW staged_{table} AS {src}")
+        con.execute("""
+            CREATE TEMP TABLE run_outcome AS
+            WITH ranked AS (
+                SELECT s.*,
+                    row_number() OVER w AS _rn,
+                    first_value(content_hash) OVER w AS _first_hash,
+                    first_value(source_file) OVER w AS _first_file,
+                    first_value(_position) OVER w AS _first_position
+                FROM staged_runs s
+                WINDOW w AS (PARTITION BY run_id ORDER BY _seq
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+            )
+            SELECT r.*, e.content_hash AS _old_hash, e.source_file AS _old_file,
+                CASE
+                    WHEN r._rn > 1 AND r.content_hash = r._first_hash THEN 'duplicate'
+                    WHEN r._rn > 1 THEN 'conflict_load'
+                    WHEN e.run_id IS NULL THEN 'added'
+                    WHEN e.content_hash = r.content_hash THEN 'duplicate'
+                    ELSE 'conflict_existing'
+                END AS _outcome
+            FROM ranked r
+            LEFT JOIN (SELECT run_id, content_hash, source_file FROM existing_runs) e
+                ON e.run_id = r.run_id
+        """)
+        con.execute("""
+            CREATE TEMP VIEW conflict_rejects AS
+            SELECT source_file, _position AS position, 'run.metadata.name' AS field,
+                CASE WHEN _outcome = 'conflict_load' THEN
+                    'conflict: run ' || run_id || ' appears earlier in this load (' ||
+                    _first_file || ', ' || _first_position || ') with different numbers'
+                ELSE
+                    'conflict: run ' || run_id || ' is already in the warehouse, loaded from ' ||
+                    _old_file || ', with different numbers'
+                END AS reason,
+                document AS raw, _seq, _position
+            FROM run_outcome WHERE _outcome IN ('conflict_load', 'conflict_existing')
+        """)
+
+    def _select_final(self, table: str) -> str:
+        """The query giving the rows a commit adds to ``table``."""
+        cols = []
+        for f in TABLES[table]:
+            if f.name == "loaded_at":
+                cols.append("CAST($now AS TIMESTAMP WITH TIME ZONE) AS loaded_at")
+            elif f.name == "load_id":
+                cols.append("CAST($load_id AS VARCHAR) AS load_id")
+            else:
+                cols.append(f"s.{views_mod.quote_identifier(f.name)}")
+        select = ", ".join(cols)
+        if table == "runs":
+            return f"SELECT {select} FROM run_outcome s WHERE _outcome = 'added' ORDER BY _seq"
+        if table in ("measurements", "published"):
+            extra = ""
+            if table == "published":
+                extra = ("AND NOT EXISTS (SELECT 1 FROM existing_published e WHERE "
+                         "e.run_id = s.run_id AND e.quantity = s.quantity AND "
+                         "e.baseline_run_id IS NOT DISTINCT FROM s.baseline_run_id)")
+            return (f"SELECT {select} FROM staged_{table} s JOIN run_outcome o "
+                    f"ON o.run_id = s.run_id AND o._seq = s._seq AND o._outcome = 'added' "
+                    f"{extra} ORDER BY s._seq")
+        if table == "rejects":
+            return (f"SELECT {select} FROM (SELECT source_file, position, field, reason, raw, "
+                    f"_seq FROM staged_rejects UNION ALL SELECT source_file, position, field, "
+                    f"reason, raw, _seq FROM conflict_rejects) s ORDER BY s._seq")
+        key = {"environments": "environment_id", "protocols": "protocol_id",
+               "workloads": "workload_id"}[table]
+        prefer = "document IS NULL, " if table == "workloads" else ""
+        return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY {key} "
+                f"ORDER BY {prefer}_seq) AS _rn FROM staged_{table}) s "
+                f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_{table} e "
+                f"WHERE e.{key} = s.{key}) ORDER BY s._seq")
+
+    def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
+                     load_id: str, now: datetime) -> int:
+        schema = TABLES[table]
+        params = {"load_id": load_id}
+        if "loaded_at" in schema.names:
+            params["now"] = now
+        reader = con.sql(self._select_final(table), params=params).to_arrow_reader(65536)
+        count = 0
+        writer = None
+        try:
+            for batch in reader:
+                if batch.num_rows == 0:
+                    continue
+                data = pa.Table.from_batches([batch]).cast(schema)
+                if writer is None:
+                    writer = pq.ParquetWriter(path, schema, compression="zstd")
+                writer.write_table(data)
+                count += batch.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is not None:
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+        return count
+
+    # -- query --------------------------------------------------------------------------------
+
+    def names(self) -> dict[str, str]:
+        """Every table and view name, with ``table`` or ``view``."""
+        out = dict.fromkeys(TABLES, "table")
+        out.update(dict.fromkeys(views_mod.load_views(), "view"))
+        return out
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with every table and view defined (refreshed after loads)."""
+        state = tuple(bool(self.table_files(t)) for t in TABLES)
+        if self._con is not None and self._con_state == state:
+            return self._con
+        if self._con is not None:
+            self._con.close()
+        con = duckdb.connect()
+        for table in TABLES:
+            con.execute(f"CREATE VIEW {table} AS {views_mod.table_sql(self.path, table)}")
+        for view in views_mod.load_views().values():
+            try:
+                con.execute(f"CREATE VIEW {view.name} AS {view.body}")
+            except duckdb.Error as exc:
+                raise QueryError(f"view {view.name} ({view.path}) is invalid: {exc}") from None
+        self._con, self._con_state = con, state
+        return con
+
+    def sql(self, query: str, params: dict[str, Any] | list | None = None
+            ) -> duckdb.DuckDBPyRelation:
+        """Run SQL over the tables and views; returns a DuckDB relation (``.pl()``,
+        ``.arrow()``, ``.fetchall()``). Errors become :class:`QueryError` with DuckDB's text."""
+        con = self.connect()
+        try:
+            return con.sql(query, params=params)
+        except duckdb.Error as exc:
+            raise QueryError(str(exc)) from None
+
+    def relation(self, name: str) -> duckdb.DuckDBPyRelation:
+        """A table or view by name."""
+        if name not in self.names():
+            raise NoSuchView(name, list(self.names()))
+        return self.sql(f"SELECT * FROM {views_mod.quote_identifier(name)}")
+
+    def info(self) -> dict[str, Any]:
+        """Tables with row and file counts, sources, GPUs and the time range of the runs."""
+        tables = {}
+        for table in TABLES:
+            count = self.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            tables[table] = {"rows": count, "files": len(self.table_files(table))}
+        sources = self.sql("SELECT coalesce(source, '(none)'), count(*) FROM runs "
+                           "GROUP BY 1 ORDER BY 1").fetchall()
+        gpus = self.sql("SELECT gpu, count(*) FROM runs GROUP BY 1 ORDER BY 1").fetchall()
+        lo, hi = self.sql("SELECT min(observed_at), max(observed_at) FROM runs").fetchall()[0]
+        return {
+            "warehouse": str(self.path),
+            "tables": tables,
+            "sources": dict(sources),
+            "gpus": dict(gpus),
+            "observed_from": lo,
+            "observed_to": hi,
+        }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dirs(root: Path, relative_files: list[str]) -> None:
+    for folder in sorted({(root / f).parent for f in relative_files}):
+        if folder.exists():
+            _fsync_dir(folder)
+
+
+# Fault injection for crash-safety tests: KIDATA_FAULT=<point> makes the commit raise there.
+def fault(point: str) -> None:
+    if os.environ.get("KIDATA_FAULT") == point:
+        raise RuntimeError(f"injected fault at {point}")
