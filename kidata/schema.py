@@ -29,8 +29,8 @@ RUNS = pa.schema(
            "e.g. `liger-kernel-bench`, `trainkernel-results`."),
         _f("external_id", pa.string(), "The source's own id of the result (`sourceNative.externalId`)."),
         _f("kernel", pa.string(), "Kernel benchmarked, e.g. `rms_norm`.", False),
-        _f("pass", pa.string(), "Timed pass: `forward`, `backward`, `full`, `no-grad-forward`, "
-           "`train_step`.", False),
+        _f("pass", pa.string(), "Timed pass: `forward`, `backward`, `full`, `no-grad-forward` "
+           "(Liger), `step` (a whole training step: forward, loss, backward, update).", False),
         _f("implementation", pa.string(), "Implementation key, e.g. `liger`, `torch`, `trainkernel`, "
            "`inductor`.", False),
         _f("variant", pa.string(), "Variant of the implementation (a schedule), or null."),

@@ -80,7 +80,13 @@ def open_binary(path: str) -> IO[bytes]:
     raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     buffered = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return io.BufferedReader(gzip.GzipFile(fileobj=buffered), buffer_size=1 << 16)  # type: ignore[arg-type]
+        if path == "-":
+            gz = gzip.GzipFile(fileobj=buffered)
+        else:
+            # Opened by name so that closing the reader closes the file too.
+            buffered.close()
+            gz = gzip.open(path, "rb")
+        return io.BufferedReader(gz, buffer_size=1 << 16)  # type: ignore[arg-type]
     return buffered
 
 
