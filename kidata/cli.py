@@ -29,8 +29,8 @@ _state: dict[str, Any] = {"warehouse": None, "debug": False}
 
 WarehouseOpt = Annotated[
     Path | None,
-    typer.Option("--warehouse", "-w", envvar="KIDATA_WAREHOUSE",
-                 help="Warehouse folder (default ./warehouse; env KIDATA_WAREHOUSE)."),
+    typer.Option("--warehouse", "-w",
+                 help="Warehouse folder (default: $KIDATA_WAREHOUSE, else ./warehouse)."),
 ]
 
 

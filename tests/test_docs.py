@@ -1,0 +1,24 @@
+"""Generated reference docs must be current: regenerate with `python -m kidata.docs`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kidata.docs import GENERATED
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.mark.parametrize("relative", sorted(GENERATED))
+def test_generated_doc_is_current(relative: str):
+    committed = (ROOT / relative).read_text("utf-8")
+    assert committed == GENERATED[relative](), (
+        f"{relative} is stale: run `python -m kidata.docs` and commit the result")
+
+
+def test_readme_links_the_references():
+    readme = (ROOT / "README.md").read_text("utf-8")
+    for relative in GENERATED:
+        assert f"({relative})" in readme

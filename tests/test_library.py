@@ -1,0 +1,48 @@
+"""The Python library: what the CLI does, without printing or exiting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import kidata
+
+SEEDS = Path(__file__).parent / "data" / "seeds"
+
+
+def test_load_report_and_relations(tmp_path: Path):
+    wh = kidata.Warehouse(tmp_path / "wh")
+    report = wh.load([str(SEEDS)])
+    assert isinstance(report, kidata.LoadReport)
+    assert (report.files, report.records, report.runs_added, report.duplicates,
+            report.rejected) == (3, 26, 26, 0, 0)
+    rel = wh.sql("select gpu, workload, speedup from speedups where candidate = $c "
+                 "order by gpu, workload", params={"c": "inductor"})
+    frame = rel.pl()
+    assert isinstance(frame, pl.DataFrame) and frame.height == 8
+    table = wh.relation("speedup_summary").to_arrow_table()
+    assert isinstance(table, pa.Table) and table.num_rows == 4
+    # DuckDB 2's relation.arrow() streams: a RecordBatchReader of the same rows.
+    assert wh.relation("speedup_summary").arrow().read_all().num_rows == 4
+
+
+def test_query_error_is_a_kidata_error(tmp_path: Path):
+    wh = kidata.Warehouse(tmp_path / "wh")
+    with pytest.raises(kidata.QueryError, match="Table with name nope does not exist"):
+        wh.sql("select * from nope")
+
+
+def test_empty_warehouse_has_typed_empty_tables(tmp_path: Path):
+    wh = kidata.Warehouse(tmp_path / "never-loaded")
+    assert wh.sql("select count(*) from speedups").fetchall() == [(0,)]
+    assert "median_us" in wh.relation("latencies").columns
+
+
+def test_default_path_follows_the_environment(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(tmp_path / "env-wh"))
+    assert kidata.Warehouse().path == tmp_path / "env-wh"
+    monkeypatch.delenv("KIDATA_WAREHOUSE")
+    assert kidata.Warehouse().path == Path("warehouse")
