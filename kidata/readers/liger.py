@@ -1,13 +1,462 @@
-"""Liger-Kernel's benchmark CSV (issue 3: not yet implemented)."""
+"""Liger-Kernel's benchmark CSV (``benchmark/data/all_benchmark_data.csv``).
+
+Every data row becomes one run as kernelindex documents (run, protocol, environment, workload,
+implementation), so :mod:`kidata.flatten` is the one path to table rows. ``speed`` rows are
+latency runs (ms from ``triton.testing.do_bench``, stored as integer ns), ``memory`` rows are
+memory runs (MB). The mapping, with examples, is in ``docs/liger.md``; seeds 000 and 001 are
+two rows mapped by it.
+
+Positions are ``row N``: N counts data rows (the first row after the header is row 1), not
+file lines, because a quoted field may span lines. Errors name the CSV column as the field.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import math
+import re
+import tomllib
 from collections.abc import Iterator
-from typing import IO
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import cache
+from importlib import resources
+from typing import IO, Any
 
+from kidata.catalog import Gpu, display_name, lookup_gpu, slugify
+from kidata.digest import digest
+from kidata.documents import document
 from kidata.errors import RecordError
-from kidata.readers import Item
+from kidata.readers import Item, raw_text
+
+SOURCE = "liger-kernel-bench"
+REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
+FAMILY = "liger_kernel_bench"
+COLUMNS = (
+    "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
+    "x_name", "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80",
+    "extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version",
+)
+# The CSV's quantile columns, in the order sourceNative.metrics lists them.
+QUANTILES = (("20", "y_value_20", "p20"), ("50", "y_value_50", "median"),
+             ("80", "y_value_80", "p80"))
+# Speed units and their factor to ns (exact, so rounding happens once).
+SPEED_UNITS = {"ms": Decimal(10) ** 6, "us": Decimal(10) ** 3, "ns": Decimal(1),
+               "s": Decimal(10) ** 9}
+MEMORY_UNITS = ("MB", "MiB", "GB", "GiB", "KB", "B", "bytes")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+INT_RE = re.compile(r"^[+-]?\d+$")
+
+_COMMON_NOTES = (
+    "The upstream CSV records no CUDA, driver, or torch version; the Liger release rides each "
+    "run's labels."
+)
+# What each kernel_operation_mode times (benchmark/scripts/utils.py upstream).
+_TIMED = {
+    "forward": "the module forward pass",
+    "backward": "the backward pass of the module output given a random upstream gradient",
+    "full": "the module forward pass followed by the backward pass of its output given a "
+            "random upstream gradient",
+    "no-grad-forward": "the module forward pass under torch.no_grad()",
+}
+
+
+def _what(mode: str) -> str:
+    return _TIMED.get(mode, f"the benchmark script's {mode!r} operation mode")
+
+
+@cache
+def speed_protocol(mode: str) -> dict[str, Any]:
+    """The BenchmarkProtocol of ``speed`` rows of one mode (forward/backward: as in the seeds)."""
+    return document(
+        "BenchmarkProtocol", f"liger-bench-do-bench-{slugify(mode)}",
+        f"Liger benchmark harness · {mode} pass",
+        {
+            "harness": {"name": "Liger-Kernel benchmark scripts", "repository": REPOSITORY},
+            "measurement": {"timer": "cuda_events", "primaryStatistic": "median"},
+            "comparability": {
+                "notes": f"Timed: {_what(mode)}, via triton.testing.do_bench with quantiles "
+                         f"0.5/0.2/0.8 (median with p20/p80 spread). {_COMMON_NOTES} Comparable "
+                         "only within one kernel, workload, timed pass, and GPU.",
+                "family": FAMILY,
+            },
+        },
+    )
+
+
+@cache
+def memory_protocol(mode: str) -> dict[str, Any]:
+    """The BenchmarkProtocol of ``memory`` rows of one mode."""
+    return document(
+        "BenchmarkProtocol", f"liger-bench-peak-memory-{slugify(mode)}",
+        f"Liger benchmark harness · peak memory · {mode} pass",
+        {
+            "harness": {"name": "Liger-Kernel benchmark scripts", "repository": REPOSITORY},
+            "measurement": {"instrument": "torch.cuda.max_memory_allocated",
+                            "primaryStatistic": "median"},
+            "comparability": {
+                "notes": f"Measured: peak GPU memory allocated while running {_what(mode)} "
+                         "(torch.cuda.max_memory_allocated after reset_peak_memory_stats, "
+                         "bytes / 2^20, written as MB), over repeated runs with quantiles "
+                         f"0.5/0.2/0.8 (median with p20/p80 spread). {_COMMON_NOTES} "
+                         "Comparable only within one kernel, workload, measured pass, and GPU.",
+                "family": FAMILY,
+            },
+        },
+    )
+
+
+# -- workload slugs ---------------------------------------------------------------------------
+
+
+@cache
+def slug_table() -> dict[str, dict[str, Any]]:
+    """The abbreviation table of ``kidata/data/workloads.toml``."""
+    text = resources.files("kidata.data").joinpath("workloads.toml").read_text("utf-8")
+    data = tomllib.loads(text)
+    return {k: data.get(k, {}) for k in ("words", "values", "omit")}
+
+
+def _number(value: int | float) -> str:
+    text = repr(value)
+    if text.startswith("-"):
+        text = "neg" + text[1:]
+    return text.replace(".", "p").replace("e-", "em").replace("e+", "e")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, int | float):
+        return _number(value)
+    if isinstance(value, str):
+        return slug_table()["values"].get(value) or slugify(value) or "empty"
+    return slugify(json.dumps(value, sort_keys=True)) or "empty"
+
+
+def _segment(name: str, value: Any) -> str:
+    words = slug_table()["words"]
+    word = words[name] if name in words else slugify(name)
+    if isinstance(value, bool):
+        return word if value else f"no{word}"
+    if isinstance(value, list):
+        text = "x".join(_scalar(v) for v in value) or "empty"
+    else:
+        text = _scalar(value)
+    if not word:
+        return text
+    if value is None or isinstance(value, str | list | dict) or not text[0].isdigit() \
+            or word[-1].isdigit():
+        return f"{word}-{text}"
+    return f"{word}{text}"
+
+
+def _omitted(name: str, value: Any) -> bool:
+    omit = slug_table()["omit"]
+    return name in omit and type(omit[name]) is type(value) and omit[name] == value
+
+
+def workload_parameters(x_name: str, x_value: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """All named parameters of a row: the swept x value under its x_name, then every config key
+    (a config key named like x_name is the swept one, so the x value wins)."""
+    params = {x_name: x_value}
+    params.update((k, v) for k, v in config.items() if k != x_name)
+    return params
+
+
+def workload_slug(x_name: str, x_value: Any, config: dict[str, Any]) -> str:
+    """The readable workload name: one rule for every kernel (see ``docs/liger.md``).
+
+    >>> workload_slug("H", 4096, {"M": 2048, "dtype": "torch.bfloat16", "eps": 1e-06})
+    'hidden4096-rows2048-bf16'
+    """
+    params = workload_parameters(x_name, x_value, config)
+    parts = [_segment(k, v) for k, v in params.items() if k == x_name or not _omitted(k, v)]
+    return "-".join(p for p in parts if p)
+
+
+# -- row parsing -------------------------------------------------------------------------------
+
+
+def parse_x(text: str) -> int | float | str:
+    """An x value: an integer, a finite float, or else the text itself (a model name)."""
+    text = text.strip()
+    if INT_RE.match(text):
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
+
+
+def parse_timestamp(text: str) -> datetime:
+    """The CSV timestamp (``2024-09-03 15:39:30``, written by the benchmark host without a
+    zone) read as UTC; a timestamp with a zone is converted to UTC."""
+    ts = datetime.fromisoformat(text.strip())
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+def ns_from(text: str, factor: Decimal) -> int:
+    """A speed value in integer ns: exact decimal product, halves rounded away from zero."""
+    return int((Decimal(text.strip()) * factor).to_integral_value(ROUND_HALF_UP))
+
+
+class _Row:
+    """Field access for one CSV row, failing with the column name as the field."""
+
+    def __init__(self, values: list[str], index: dict[str, int], file: str, position: str):
+        self.values = values
+        self.index = index
+        self.file = file
+        self.position = position
+
+    def fail(self, column: str | None, message: str) -> RecordError:
+        return RecordError(self.file, self.position, column, message)
+
+    def get(self, column: str) -> str:
+        return self.values[self.index[column]]
+
+    def text(self, column: str) -> str:
+        value = self.get(column).strip()
+        if not value:
+            raise self.fail(column, "expected a value, got an empty field")
+        return value
+
+    def name(self, column: str) -> str:
+        value = self.text(column)
+        if not NAME_RE.match(value):
+            raise self.fail(column, f"expected a name of letters, digits, '_', '-' or '.' "
+                                    f"(it becomes part of the run id), got {value!r}")
+        return value
+
+    def positive(self, column: str) -> tuple[float, str]:
+        text = self.get(column).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            raise self.fail(column, f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise self.fail(column, f"expected a finite number > 0, got {text!r}"
+                                    + (" (upstream writes nan when a benchmark produced no "
+                                       "result)" if text.lower() == "nan" else ""))
+        return value, text
+
+
+class _Docs:
+    """Builds each shared document once per file and remembers its digest."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, tuple[dict, str]] = {}
+
+    def get(self, key: tuple, build) -> tuple[dict, str]:
+        found = self.cache.get(key)
+        if found is None:
+            doc = build()
+            found = self.cache[key] = (doc, digest(doc))
+        return found
+
+
+def _environment(gpu_name: str, gpu: Gpu) -> dict[str, Any]:
+    hardware: dict[str, Any]
+    if gpu.known:
+        hardware = {"vendor": gpu.vendor, "product": gpu.product, "formFactor": gpu.form_factor}
+        if gpu.architecture:
+            hardware["architecture"] = gpu.architecture
+    else:
+        first = gpu_name.split()[0].lower() if gpu_name.split() else ""
+        hardware = {"vendor": first if first in ("nvidia", "amd", "intel") else "unknown",
+                    "product": gpu_name}
+    short = gpu_name[len("NVIDIA "):] if gpu_name.upper().startswith("NVIDIA ") else gpu_name
+    return document("ExecutionEnvironment", f"liger-bench-{slugify(gpu_name)}",
+                    f"Liger benchmark host · {short}", {"hardware": hardware, "software": {}})
+
+
+def _raw(values: list[str]) -> str | None:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(values)
+    return raw_text(out.getvalue())
+
+
+def _reject_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
-    yield RecordError(file, "file", None, "the Liger-Kernel CSV reader is not implemented yet")
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
+    try:
+        yield from _read(text, file)
+    finally:
+        text.detach()  # the caller closes the binary stream
+
+
+def _read(text: IO[str], file: str) -> Iterator[Item | RecordError]:
+    reader = csv.reader(text, strict=True)
+    try:
+        header = next(reader, None)
+    except (csv.Error, UnicodeDecodeError) as exc:
+        yield RecordError(file, "header", None, f"cannot read the CSV header: {exc}")
+        return
+    if header is None:
+        yield RecordError(file, "header", None, "empty file: expected a CSV header line "
+                                                "starting 'kernel_name,'")
+        return
+    index: dict[str, int] = {}
+    for i, name in enumerate(header):
+        index.setdefault(name.strip(), i)
+    missing = [c for c in COLUMNS if c not in index]
+    if missing:
+        yield RecordError(file, "header", missing[0],
+                          f"missing column{'s' if len(missing) > 1 else ''} "
+                          f"{', '.join(missing)}; expected the Liger-Kernel benchmark CSV "
+                          f"columns {', '.join(COLUMNS)}")
+        return
+    docs = _Docs()
+    number = 0
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            yield RecordError(file, f"row {number + 1}", None,
+                              f"not UTF-8 text ({exc.reason}); the rest of the file is not read")
+            return
+        except csv.Error as exc:
+            number += 1
+            yield RecordError(file, f"row {number}", None, f"malformed CSV: {exc}")
+            continue
+        if not values or (len(values) == 1 and not values[0].strip()):
+            continue  # a blank line is not a row
+        number += 1
+        position = f"row {number}"
+        raw = _raw(values)
+        try:
+            yield _item(values, index, header, file, position, raw, docs)
+        except RecordError as err:
+            yield err
+
+
+def _item(values: list[str], index: dict[str, int], header: list[str], file: str,
+          position: str, raw: str | None, docs: _Docs) -> Item:
+    row = _Row(values, index, file, position)
+    if len(values) < len(header):
+        first_missing = next(c for c in COLUMNS if index[c] >= len(values)) \
+            if any(index[c] >= len(values) for c in COLUMNS) else None
+        raise row.fail(first_missing, f"short row: {len(values)} fields, the header has "
+                                      f"{len(header)}")
+    if len(values) > len(header):
+        raise row.fail(None, f"long row: {len(values)} fields, the header has {len(header)} "
+                             "(an unquoted comma?)")
+    kernel = row.name("kernel_name")
+    provider = row.name("kernel_provider")
+    mode = row.name("kernel_operation_mode")
+    metric_name = row.text("metric_name")
+    unit = row.text("metric_unit")
+    if metric_name == "speed":
+        if unit not in SPEED_UNITS:
+            raise row.fail("metric_unit", f"expected a time unit for speed "
+                                          f"({', '.join(SPEED_UNITS)}), got {unit!r}")
+    elif metric_name == "memory":
+        if unit not in MEMORY_UNITS:
+            raise row.fail("metric_unit", f"expected a memory unit ({', '.join(MEMORY_UNITS)})"
+                                          f", got {unit!r}")
+    else:
+        raise row.fail("metric_name", f"expected 'speed' or 'memory', got {metric_name!r}")
+    x_name = row.text("x_name")
+    x_label = row.get("x_label").strip()
+    x_value = parse_x(row.text("x_value"))
+    numbers = {q: row.positive(column) for q, column, _ in QUANTILES}
+    if not numbers["20"][0] <= numbers["50"][0] <= numbers["80"][0]:
+        raise row.fail("y_value_50", f"quantiles out of order: expected y_value_20 <= "
+                                     f"y_value_50 <= y_value_80, got {numbers['20'][1]}, "
+                                     f"{numbers['50'][1]}, {numbers['80'][1]}")
+    config_text = row.get("extra_benchmark_config_str").strip()
+    try:
+        config = json.loads(config_text, parse_constant=_reject_json_constant) \
+            if config_text else {}
+    except (ValueError, RecursionError) as exc:
+        raise row.fail("extra_benchmark_config_str",
+                       f"expected a JSON object, got invalid JSON: {exc}") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise row.fail("extra_benchmark_config_str",
+                       f"expected a JSON object, got {type(config).__name__}")
+    gpu_name = row.text("gpu_name")
+    gpu_slug = slugify(gpu_name)
+    if not gpu_slug:
+        raise row.fail("gpu_name", f"expected a GPU name with letters or digits, got {gpu_name!r}")
+    stamp = row.text("timestamp")
+    try:
+        observed = parse_timestamp(stamp)
+    except ValueError:
+        raise row.fail("timestamp", f"expected a time such as 2024-09-03 15:39:30, "
+                                    f"got {stamp!r}") from None
+    version = row.get("liger_version").strip()
+
+    params = workload_parameters(x_name, x_value, config)
+    slug = workload_slug(x_name, x_value, config)
+    kernel_title = display_name("kernels", kernel)
+    gpu = lookup_gpu(gpu_name)
+    env, env_digest = docs.get(("env", gpu_name), lambda: _environment(gpu_name, gpu))
+    if metric_name == "speed":
+        protocol, protocol_digest = docs.get(("speed", mode), lambda: (speed_protocol(mode)))
+    else:
+        protocol, protocol_digest = docs.get(("memory", mode), lambda: memory_protocol(mode))
+    workload, workload_digest = docs.get(
+        ("workload", kernel, json.dumps(params, sort_keys=True), x_label),
+        lambda: document("Workload", f"liger-{kernel}-{slug}".replace("_", "-"),
+                         f"{kernel_title} · {slug}",
+                         {"kernel": kernel, "name": slug, "parameters": params},
+                         {"x_name": x_name, "x_label": x_label} if x_label
+                         else {"x_name": x_name}))
+    impl_title = display_name("implementations", provider)
+    implementation, implementation_digest = docs.get(
+        ("implementation", kernel, provider),
+        lambda: document("Implementation", f"liger-impl-{kernel}-{provider}".replace("_", "-"),
+                         f"{impl_title} · {kernel_title}", {"kernel": kernel, "name": provider}))
+
+    time_slug = observed.strftime("%Y-%m-%d-%H-%M-%S")
+    parts = [kernel, mode, provider, gpu_slug, slug, time_slug]
+    title = f"{kernel_title} · {provider} · {mode}"
+    if metric_name == "memory":
+        parts.append("memory")
+        title += " · memory"
+    external_id = "/".join(parts)
+    run_name = "liger-" + "-".join(parts).replace("_", "-")
+    prefix = unit.lower()
+    native = {
+        "source": SOURCE,
+        "metrics": {f"{prefix}_{q}": numbers[q][0] for q, _, _ in QUANTILES},
+        "benchmark": f"{kernel}/{mode}",
+        "externalId": external_id,
+    }
+    spec: dict[str, Any] = {"status": "passed"}
+    if metric_name == "speed":
+        factor = SPEED_UNITS[unit]
+        ns = {q: ns_from(numbers[q][1], factor) for q, _, _ in QUANTILES}
+        spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
+        spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        spec["measurements"] = [
+            {"unit": "ns", "value": ns[q], "metric": "latency", "statistic": stat}
+            for q, _, stat in QUANTILES if stat != "median"]
+    else:
+        spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        spec["measurements"] = [
+            {"unit": unit, "value": numbers[q][0], "metric": "memory", "statistic": stat}
+            for q, _, stat in sorted(QUANTILES, key=lambda t: t[2] != "median")]
+    spec["sourceNative"] = native
+    spec["protocolDigest"] = protocol_digest
+    spec["workloadDigest"] = workload_digest
+    spec["environmentDigest"] = env_digest
+    spec["implementationDigest"] = implementation_digest
+    run = document("BenchmarkRun", run_name, title, spec,
+                   {"liger_version": version} if version else None)
+    return Item(file, position, {"run": run, "protocol": protocol, "environment": env,
+                                 "workload": workload, "implementation": implementation},
+                raw, title=impl_title)
