@@ -169,6 +169,38 @@ def export(
 
 
 @app.command()
+def convert(
+    paths: Annotated[list[str], typer.Argument(
+        help="Files, folders (read recursively), globs, or '-' for standard input.")],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", help="Folder to write the bundles into (created if missing).")],
+    to: Annotated[str, typer.Option(
+        "--to", help="Target format: kernelindex (one bundle file per run, like the "
+        "seeds).")] = "kernelindex",
+    format: Annotated[str | None, typer.Option(
+        "--format", "-f", help="Force the input format: kernelindex, trainkernel, liger-csv "
+        "(default: detected from content).")] = None,
+) -> None:
+    """Convert records of any source kidata reads into kernelindex bundle files."""
+    from kidata import convert as convert_mod
+
+    report = convert_mod.convert(paths, output, to=to, format=format)
+    for message in report.warnings:
+        _err(f"warning: {message}")
+    if report.warned > len(report.warnings):
+        _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
+    for reject in report.rejects[:50]:
+        _err(f"rejected: {reject}")
+    if report.rejected > 50:
+        _err(f"rejected: … and {report.rejected - 50:,} more")
+    typer.echo(f"{report.files:,} files, {report.records:,} records: {report.written:,} "
+               f"bundles written to {output}, {report.duplicates:,} duplicates skipped, "
+               f"{report.rejected:,} rejected, {report.warned:,} warnings")
+    if report.rejected:
+        raise typer.Exit(1)
+
+
+@app.command()
 def info(warehouse: WarehouseOpt = None) -> None:
     """Show tables and row counts, sources, GPUs and the time range of the runs."""
     data = _wh(warehouse).info()
