@@ -31,12 +31,26 @@ class Flat:
     environments: list[dict] = field(default_factory=list)
     protocols: list[dict] = field(default_factory=list)
     workloads: list[dict] = field(default_factory=list)
+    workload_parameters: list[dict] = field(default_factory=list)
     published: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
 def _json(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
+
+
+def _parameter(workload_id: str, name: str, value: Any) -> dict:
+    """One ``workload_parameters`` row: numbers in ``value`` (so SQL can compute with them
+    portably, without JSON functions), everything else as text."""
+    number = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range stays text
+            return {"workload_id": workload_id, "name": name, "value": None, "text": str(value)}
+    text = None if number is not None else value if isinstance(value, str) else _json(value)
+    return {"workload_id": workload_id, "name": name, "value": number, "text": text}
 
 
 class Flattener:
@@ -127,6 +141,8 @@ class Flattener:
                 "shape": _json(c.get(workload_doc, "spec.shape")),
                 "document": canonical_json(workload_doc),
             })
+            out.workload_parameters = [_parameter(workload_id, name, value)
+                                       for name, value in sorted((params or {}).items())]
         impl_name = None
         if impl_doc is not None:
             c.document(impl_doc, "implementation", "Implementation")

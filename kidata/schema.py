@@ -115,6 +115,57 @@ WORKLOADS = pa.schema(
     ]
 )
 
+WORKLOAD_PARAMETERS = pa.schema(
+    [
+        _f("workload_id", pa.string(), "The workload (`workloads.workload_id`).", False),
+        _f("name", pa.string(), "Parameter name as the source writes it, e.g. `M`, `H`, "
+           "`dtype`.", False),
+        _f("value", pa.float64(), "The value when it is a number (booleans are not), else null."),
+        _f("text", pa.string(), "The value when it is not a number: a string as written, "
+           "`true`/`false`, or JSON for lists and objects; null for numbers."),
+        _f("load_id", pa.string(), "Identifier of the load (commit) that added the row.", False),
+    ]
+)
+
+# Reference tables: written into the warehouse from kidata's data files (kidata/reference.py),
+# not by loads, so that the views that need them run unchanged in any engine.
+GPUS = pa.schema(
+    [
+        _f("gpu", pa.string(), "Canonical GPU key, as in `runs.gpu`.", False),
+        _f("vendor", pa.string(), "Vendor, e.g. `nvidia`.", False),
+        _f("product", pa.string(), "Product name, e.g. `NVIDIA H100`.", False),
+        _f("form_factor", pa.string(), "Form factor, e.g. `SXM4-80GB`."),
+        _f("architecture", pa.string(), "Compute architecture, e.g. `sm_90`."),
+        _f("memory_bandwidth_gbps", pa.float64(), "Published peak memory bandwidth (GB/s, "
+           "10^9 bytes/s); null when not in the catalog."),
+        _f("bf16_dense_tflops", pa.float64(), "Published dense BF16 tensor peak (TFLOP/s); null "
+           "when not in the catalog."),
+    ]
+)
+
+DTYPES = pa.schema(
+    [
+        _f("name", pa.string(), "A dtype as sources write it, e.g. `torch.bfloat16`.", False),
+        _f("bytes", pa.int64(), "Bytes per element.", False),
+    ]
+)
+
+BYTE_MODELS = pa.schema(
+    [
+        _f("kernel", pa.string(), "Kernel the model is for, as in `runs.kernel`.", False),
+        _f("pass", pa.string(), "Timed pass, as in `runs.pass`.", False),
+        _f("term", pa.string(), "What the term counts, e.g. `read X (M x H)`.", False),
+        _f("coefficient", pa.float64(), "How many times the tensor is moved.", False),
+        _f("dtype_parameter", pa.string(), "Workload parameter naming the element dtype (e.g. "
+           "`dtype`); null when `dtype` is fixed."),
+        _f("dtype", pa.string(), "Fixed element dtype, when the benchmark does not make it a "
+           "parameter."),
+        _f("factor_1", pa.string(), "First workload parameter multiplied in; null for none."),
+        _f("factor_2", pa.string(), "Second workload parameter multiplied in; null for none."),
+        _f("factor_3", pa.string(), "Third workload parameter multiplied in; null for none."),
+    ]
+)
+
 PUBLISHED = pa.schema(
     [
         _f("run_id", pa.string(), "The candidate run the published number is about.", False),
@@ -146,8 +197,12 @@ TABLES: dict[str, pa.Schema] = {
     "environments": ENVIRONMENTS,
     "protocols": PROTOCOLS,
     "workloads": WORKLOADS,
+    "workload_parameters": WORKLOAD_PARAMETERS,
     "published": PUBLISHED,
     "rejects": REJECTS,
+    "gpus": GPUS,
+    "dtypes": DTYPES,
+    "byte_models": BYTE_MODELS,
 }
 
 # Identity of a row in each table: loading the same key twice adds nothing.
@@ -157,15 +212,22 @@ KEYS: dict[str, tuple[str, ...]] = {
     "environments": ("environment_id",),
     "protocols": ("protocol_id",),
     "workloads": ("workload_id",),
+    "workload_parameters": ("workload_id", "name"),
     "published": ("run_id", "quantity", "baseline_run_id"),
     "rejects": (),
+    "gpus": ("gpu",),
+    "dtypes": ("name",),
+    "byte_models": ("kernel", "pass", "term"),
 }
+
+# Tables written from kidata's data files rather than by loads (see kidata/reference.py).
+REFERENCE = ("gpus", "dtypes", "byte_models")
 
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose
 # measurements are missing. See docs/guarantees.md.
-COMMIT_ORDER = ("environments", "protocols", "workloads", "measurements", "published", "runs",
-                "rejects")
+COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters", "measurements",
+                "published", "runs", "rejects")
 
 
 def description(field: pa.Field) -> str:

@@ -34,11 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from kidata import reference
 from kidata import views as views_mod
 from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
 from kidata.flatten import Flattener
 from kidata.readers import expand_paths, read_file
-from kidata.schema import COMMIT_ORDER, TABLES
+from kidata.schema import COMMIT_ORDER, KEYS, TABLES
 
 DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
@@ -218,6 +219,7 @@ class Warehouse:
                     return report
                 with self._writer_lock():
                     self._commit(staging, report, strict)
+                    reference.write(self.path)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         self._con_state = None
@@ -247,7 +249,7 @@ class Warehouse:
                 for message in flat.warnings:
                     report._warn(message)
                 for table in ("runs", "measurements", "environments", "protocols", "workloads",
-                              "published"):
+                              "workload_parameters", "published"):
                     for row in getattr(flat, table):
                         if table not in ("measurements",):
                             row["source_file"] = name
@@ -397,13 +399,12 @@ class Warehouse:
             return (f"SELECT {select} FROM (SELECT source_file, position, field, reason, raw, "
                     f"_seq FROM staged_rejects UNION ALL SELECT source_file, position, field, "
                     f"reason, raw, _seq FROM conflict_rejects) s ORDER BY s._seq")
-        key = {"environments": "environment_id", "protocols": "protocol_id",
-               "workloads": "workload_id"}[table]
+        keys = [views_mod.quote_identifier(k) for k in KEYS[table]]
         prefer = "document IS NULL, " if table == "workloads" else ""
-        return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY {key} "
-                f"ORDER BY {prefer}_seq) AS _rn FROM staged_{table}) s "
+        return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY "
+                f"{', '.join(keys)} ORDER BY {prefer}_seq) AS _rn FROM staged_{table}) s "
                 f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_{table} e "
-                f"WHERE e.{key} = s.{key}) ORDER BY s._seq")
+                f"WHERE {' AND '.join(f'e.{k} = s.{k}' for k in keys)}) ORDER BY s._seq")
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime) -> int:
@@ -449,6 +450,7 @@ class Warehouse:
         con = duckdb.connect()
         for table in TABLES:
             con.execute(f"CREATE VIEW {table} AS {views_mod.table_sql(self.path, table)}")
+        reference.define_missing(con, self.path)
         for view in views_mod.load_views().values():
             try:
                 con.execute(f"CREATE VIEW {view.name} AS {view.body}")
