@@ -191,6 +191,22 @@ REJECTS = pa.schema(
     ]
 )
 
+LOADS = pa.schema(
+    [
+        _f("load_id", pa.string(), "Identifier of the load (commit); every row a load added "
+           "carries it.", False),
+        _f("loaded_at", TS, "When the load committed (UTC).", False),
+        _f("kidata_version", pa.string(), "Version of kidata that wrote the load.", False),
+        _f("files", pa.int64(), "Input files read.", False),
+        _f("records", pa.int64(), "Records read (added, duplicate or rejected).", False),
+        _f("added", pa.string(), "Rows the load added, per table, as a JSON object, e.g. "
+           "`{\"runs\": 2, \"measurements\": 6}`.", False),
+        _f("duplicates", pa.int64(), "Runs skipped because the warehouse already had them.", False),
+        _f("rejected", pa.int64(), "Records rejected (see `rejects`).", False),
+        _f("warnings", pa.int64(), "Warnings reported (e.g. unknown GPUs).", False),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
     "measurements": MEASUREMENTS,
@@ -200,6 +216,7 @@ TABLES: dict[str, pa.Schema] = {
     "workload_parameters": WORKLOAD_PARAMETERS,
     "published": PUBLISHED,
     "rejects": REJECTS,
+    "loads": LOADS,
     "gpus": GPUS,
     "dtypes": DTYPES,
     "byte_models": BYTE_MODELS,
@@ -214,7 +231,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "workloads": ("workload_id",),
     "workload_parameters": ("workload_id", "name"),
     "published": ("run_id", "quantity", "baseline_run_id"),
-    "rejects": (),
+    "rejects": ("source_file", "position", "field", "reason", "raw"),
+    "loads": ("load_id",),
     "gpus": ("gpu",),
     "dtypes": ("name",),
     "byte_models": ("kernel", "pass", "term"),
@@ -225,9 +243,10 @@ REFERENCE = ("gpus", "dtypes", "byte_models")
 
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose
-# measurements are missing. See docs/guarantees.md.
+# measurements are missing. ``loads`` comes last: its row is the load's commit marker, and
+# kidata's readers show only rows of loads listed there. See docs/guarantees.md.
 COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters", "measurements",
-                "published", "runs", "rejects")
+                "published", "runs", "rejects", "loads")
 
 
 def description(field: pa.Field) -> str:

@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,8 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from kidata import reference
+from kidata import durable, reference, snapshot
 from kidata import views as views_mod
+from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
 from kidata.flatten import Flattener
 from kidata.readers import expand_paths, read_file
@@ -45,6 +47,8 @@ DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
 PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
+# A staging folder still being created this long after a crash is removed by the next writer.
+STALE_NEW_STAGING = 3600.0
 
 
 def default_path() -> Path:
@@ -105,32 +109,62 @@ def _staged_schema(table: str) -> pa.Schema:
     return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string())])
 
 
+# Tables whose rows repeat across records (one row per key): the stager drops repeats it has
+# already staged, so a load of a million runs does not stage a million copies of the same
+# environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
+# document) still decides; dropping a row that dedupe would never pick changes nothing.
+_DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
+               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name")}
+_MAX_SEEN = 200_000
+
+
 class _Stager:
-    """Buffers rows per table and writes them to staging Parquet files in batches."""
+    """Buffers rows per table as columns and writes them to staging Parquet files in batches."""
 
     def __init__(self, folder: Path, batch: int):
         self.folder = folder
         self.batch = batch
-        self.rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        self.schemas = {t: _staged_schema(t) for t in TABLES}
+        self.columns: dict[str, list[tuple[str, list]]] = {
+            t: [(f.name, []) for f in schema] for t, schema in self.schemas.items()}
+        self.counts = dict.fromkeys(TABLES, 0)
+        self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
 
     def add(self, table: str, row: dict, seq: int, position: str) -> None:
+        seen = self.seen.get(table)
+        if seen is not None:
+            key = tuple(row.get(k) for k in _DIMENSIONS[table])
+            has_document = row.get("document") is not None or table != "workloads"
+            if key in seen and (seen[key] or not has_document):
+                return  # an earlier staged row is the one the commit would keep
+            if len(seen) >= _MAX_SEEN:
+                seen.clear()
+            seen[key] = has_document
         row["_seq"] = seq
         row["_position"] = position
-        self.rows[table].append(row)
+        for name, column in self.columns[table]:
+            column.append(row.get(name))
+        self.counts[table] += 1
 
     def maybe_flush(self) -> None:
-        if len(self.rows["runs"]) >= self.batch or len(self.rows["rejects"]) >= self.batch:
+        if self.counts["runs"] >= self.batch or self.counts["rejects"] >= self.batch:
             self.flush()
 
     def flush(self) -> None:
-        for table, rows in self.rows.items():
-            if not rows:
+        for table, columns in self.columns.items():
+            if not self.counts[table]:
                 continue
-            data = pa.Table.from_pylist(rows, schema=_staged_schema(table))
+            schema = self.schemas[table]
+            data = pa.Table.from_arrays(
+                [pa.array(values, type=f.type) for f, (_, values) in zip(schema, columns,
+                                                                            strict=True)],
+                schema=schema)
             pq.write_table(data, self.folder / f"{table}-{self.parts:06d}.parquet",
                            compression="zstd")
-            rows.clear()
+            for _, values in columns:
+                values.clear()
+            self.counts[table] = 0
         self.parts += 1
 
     def has(self, table: str) -> bool:
@@ -165,26 +199,38 @@ class Warehouse:
 
     @contextlib.contextmanager
     def _writer_lock(self):
+        """Hold the writer lock (one commit or compaction at a time), after finishing what
+        dead writers left (:meth:`_recover`)."""
+        self._ensure()
         lock = FileLock(str(self.private / "lock"), timeout=LOCK_TIMEOUT)
         try:
-            with lock:
-                self._recover()
-                yield
+            lock.acquire()
         except Timeout:
             raise WarehouseError(f"{self.path} is locked by another writer for more than "
                                  f"{LOCK_TIMEOUT:.0f} s; is a load stuck?") from None
+        except OSError as exc:
+            raise WarehouseError(f"cannot lock {self.path} for writing: {exc}") from None
+        try:
+            self._recover()
+            yield
+        finally:
+            lock.release()
 
-    def _recover(self) -> None:
-        """Finish commits that were interrupted after their journal was written, and remove
-        staging folders whose load died before committing. Called with the writer lock held."""
-        for journal in sorted((self.private / "journal").glob("*.json")):
-            moves = json.loads(journal.read_text("utf-8"))["moves"]
-            for src, dst in moves:
-                if (self.path / src).exists():
-                    os.replace(self.path / src, self.path / dst)
-            _fsync_dirs(self.path, [dst for _, dst in moves])
-            journal.unlink()
+    def _recover(self) -> list[str]:
+        """Complete (or, if a file it needs is gone, undo) every commit that stopped after its
+        journal was written; remove staging and compaction folders of dead processes. Called
+        with the writer lock held; returns one line per thing done."""
+        done = [self._roll_forward(journal)
+                for journal in sorted((self.private / "journal").glob("*.json"))]
+        for tmp in (self.private / "journal").glob("*.tmp"):
+            tmp.unlink(missing_ok=True)  # a journal that was never complete: never decided
         for staging in (self.private / "staging").iterdir():
+            if staging.name.startswith(".new-"):
+                # Being created (its owner lock is taken before it gets its name); left
+                # behind only by a crash in that instant.
+                if time.time() - staging.stat().st_mtime > STALE_NEW_STAGING:
+                    shutil.rmtree(staging, ignore_errors=True)
+                continue
             if not staging.is_dir():
                 continue
             owner = FileLock(str(staging / "owner.lock"), timeout=0)
@@ -193,6 +239,50 @@ class Warehouse:
                     shutil.rmtree(staging, ignore_errors=True)
             except Timeout:
                 continue  # a live load still owns it
+            done.append(f"removed the staging files of dead load {staging.name}")
+        compact = self.private / "compact"
+        if compact.is_dir():  # compaction holds the writer lock throughout: these are dead
+            for leftover in compact.iterdir():
+                shutil.rmtree(leftover, ignore_errors=True)
+                done.append(f"removed the leftovers of interrupted compaction {leftover.name}")
+        return done
+
+    def _roll_forward(self, journal: Path) -> str:
+        """Finish the renames a journal lists. If a file the commit needs is gone from both
+        places (someone deleted it), undo the commit instead, so it is fully out."""
+        try:
+            entry = json.loads(journal.read_bytes())
+            load_id, moves = entry["load_id"], entry["moves"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise WarehouseError(f"commit journal {journal} is unreadable ({exc}); move it "
+                                 "aside and run `kidata check`") from None
+        lost = [src for src, dst in moves
+                if not (self.path / src).exists() and not (self.path / dst).exists()]
+        if lost:
+            for _, dst in moves:
+                (self.path / dst).unlink(missing_ok=True)
+            action = f"undid load {load_id}: its staged file {lost[0]} is gone"
+        else:
+            for src, dst in moves:
+                if (self.path / src).exists():
+                    os.replace(self.path / src, self.path / dst)
+            action = f"completed the interrupted commit of load {load_id}"
+        _fsync_dirs(self.path, [dst for _, dst in moves])
+        journal.unlink()
+        durable.fsync_dir(journal.parent)
+        return action
+
+    def _new_staging(self, load_id: str) -> tuple[Path, FileLock]:
+        """A staging folder owned by this process. The owner lock is taken before the folder
+        gets its final name, so :meth:`_recover` never sees a live load's folder unlocked."""
+        root = self.private / "staging"
+        fresh = root / f".new-{load_id}"
+        fresh.mkdir()
+        owner = FileLock(str(fresh / "owner.lock"), timeout=0)
+        owner.acquire()
+        staging = root / load_id
+        os.rename(fresh, staging)
+        return staging, owner
 
     # -- load ---------------------------------------------------------------------------------
 
@@ -209,10 +299,11 @@ class Warehouse:
         self._ensure()
         load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
         report = LoadReport(load_id=load_id)
-        staging = self.private / "staging" / load_id
-        staging.mkdir()
-        owner = FileLock(str(staging / "owner.lock"))
-        with owner:
+        try:
+            staging, owner = self._new_staging(load_id)
+        except OSError as exc:
+            raise WarehouseError(f"cannot start a load in {self.path}: {exc}") from None
+        try:
             try:
                 self._stage(files, staging, format, batch_size, report, progress)
                 if strict and report.rejected:
@@ -220,9 +311,16 @@ class Warehouse:
                 with self._writer_lock():
                     self._commit(staging, report, strict)
                     reference.write(self.path)
-            finally:
+            except (OSError, duckdb.Error) as exc:
+                state = ("was committed, but then failed" if report.committed
+                         else "failed and committed nothing")
+                raise WarehouseError(f"load {load_id} {state}: {exc}") from exc
+        finally:
+            owner.release()
+            # A load that passed its commit point keeps its files until they are in place.
+            if not (self.private / "journal" / f"{load_id}.json").exists():
                 shutil.rmtree(staging, ignore_errors=True)
-        self._con_state = None
+            self._con_state = None
         return report
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
@@ -239,7 +337,7 @@ class Warehouse:
                 seq += 1
                 report.records += 1
                 if isinstance(item, RecordError):
-                    self._stage_reject(stager, report, item, None, seq)
+                    self._stage_reject(stager, report, item, getattr(item, "raw", None), seq)
                     continue
                 try:
                     flat = flattener.flatten(item)
@@ -300,26 +398,64 @@ class Warehouse:
             final.mkdir()
             moves: list[tuple[str, str]] = []
             for table in COMMIT_ORDER:
+                if table == "loads":
+                    continue
                 count = self._write_final(con, table, final / f"{table}.parquet",
                                           report.load_id, now)
                 report.added[table] = count
                 if count:
                     moves.append((str((final / f"{table}.parquet").relative_to(self.path)),
                                   f"{table}/part-{report.load_id}.parquet"))
+                fault(f"after-write:{table}")
         finally:
             con.close()
         if not moves:
             report.committed = True
             return
+        # The load's row in `loads` is its commit marker, renamed last: kidata's readers show
+        # only rows of the loads listed there (see kidata/snapshot.py).
+        marker = final / "loads.parquet"
+        self._write_marker(marker, report, now)
+        moves.append((str(marker.relative_to(self.path)), f"loads/part-{report.load_id}.parquet"))
+        durable.fsync_dir(final)
+        fault("before-journal")
         journal = self.private / "journal" / f"{report.load_id}.json"
-        _write_atomic(journal, json.dumps({"load_id": report.load_id, "moves": moves}))
-        fault("after-journal")
-        for src, dst in moves:
-            os.replace(self.path / src, self.path / dst)
-            fault(f"after-move:{Path(dst).parent.name}")
-        _fsync_dirs(self.path, [dst for _, dst in moves])
-        journal.unlink()
+        durable.write_atomic(journal, json.dumps({"load_id": report.load_id,
+                                                  "moves": moves}).encode())
+        # Commit point: from here on the load is decided and is completed, if not by this
+        # process then by the next writer (_recover).
+        try:
+            fault("after-journal")
+            for src, dst in moves:
+                os.replace(self.path / src, self.path / dst)
+                fault(f"after-move:{Path(dst).parent.name}")
+            _fsync_dirs(self.path, [dst for _, dst in moves])
+            journal.unlink()
+        except Exception as exc:
+            try:
+                self._roll_forward(journal)
+            except Exception as again:
+                raise WarehouseError(
+                    f"load {report.load_id} passed its commit point but could not finish "
+                    f"({exc}; then: {again}); the next kidata command that writes to "
+                    f"{self.path} will complete it") from exc
+            report._warn(f"the commit of load {report.load_id} was interrupted ({exc}) and "
+                         "has been completed")
+        report.added["loads"] = 1
         report.committed = True
+
+    @staticmethod
+    def _write_marker(path: Path, report: LoadReport, now: datetime) -> None:
+        from kidata import __version__
+
+        added = {t: n for t, n in sorted(report.added.items()) if n}
+        row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
+               "files": report.files, "records": report.records,
+               "added": json.dumps(added, sort_keys=True), "duplicates": report.duplicates,
+               "rejected": report.rejected, "warnings": report.warned}
+        pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), path,
+                       compression="zstd")
+        durable.fsync_file(path)
 
     def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
         """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
@@ -396,9 +532,14 @@ class Warehouse:
                     f"ON o.run_id = s.run_id AND o._seq = s._seq AND o._outcome = 'added' "
                     f"{extra} ORDER BY s._seq")
         if table == "rejects":
-            return (f"SELECT {select} FROM (SELECT source_file, position, field, reason, raw, "
-                    f"_seq FROM staged_rejects UNION ALL SELECT source_file, position, field, "
-                    f"reason, raw, _seq FROM conflict_rejects) s ORDER BY s._seq")
+            # A record rejected again for the same reason (a re-run) is kept once.
+            same = " AND ".join(f"e.{k} IS NOT DISTINCT FROM s.{k}" for k in KEYS["rejects"])
+            cols = ", ".join(KEYS["rejects"])
+            return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY {cols} "
+                    f"ORDER BY _seq) AS _rn FROM (SELECT {cols}, _seq FROM staged_rejects "
+                    f"UNION ALL SELECT {cols}, _seq FROM conflict_rejects)) s "
+                    f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_rejects e "
+                    f"WHERE {same}) ORDER BY s._seq")
         keys = [views_mod.quote_identifier(k) for k in KEYS[table]]
         prefer = "document IS NULL, " if table == "workloads" else ""
         return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY "
@@ -422,14 +563,14 @@ class Warehouse:
                 data = pa.Table.from_batches([batch]).cast(schema)
                 if writer is None:
                     writer = pq.ParquetWriter(path, schema, compression="zstd")
+                fault(f"write-final:{table}")
                 writer.write_table(data)
                 count += batch.num_rows
         finally:
             if writer is not None:
                 writer.close()
         if writer is not None:
-            with open(path, "rb") as fh:
-                os.fsync(fh.fileno())
+            durable.fsync_file(path)
         return count
 
     # -- query --------------------------------------------------------------------------------
@@ -442,14 +583,15 @@ class Warehouse:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with every table and view defined (refreshed after loads)."""
-        state = tuple(bool(self.table_files(t)) for t in TABLES)
+        state = (tuple(bool(self.table_files(t)) for t in TABLES),
+                 snapshot.marker_state(self.path))
         if self._con is not None and self._con_state == state:
             return self._con
         if self._con is not None:
             self._con.close()
         con = duckdb.connect()
-        for table in TABLES:
-            con.execute(f"CREATE VIEW {table} AS {views_mod.table_sql(self.path, table)}")
+        # Tables show only rows of committed loads: a consistent state even mid-commit.
+        snapshot.define(con, self.path)
         reference.define_missing(con, self.path)
         for view in views_mod.load_views().values():
             try:
@@ -495,31 +637,7 @@ class Warehouse:
         }
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_dirs(root: Path, relative_files: list[str]) -> None:
     for folder in sorted({(root / f).parent for f in relative_files}):
         if folder.exists():
-            _fsync_dir(folder)
-
-
-# Fault injection for crash-safety tests: KIDATA_FAULT=<point> makes the commit raise there.
-def fault(point: str) -> None:
-    if os.environ.get("KIDATA_FAULT") == point:
-        raise RuntimeError(f"injected fault at {point}")
+            durable.fsync_dir(folder)

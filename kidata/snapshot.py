@@ -1,0 +1,71 @@
+"""What kidata's readers see: a snapshot made of whole, committed loads.
+
+A load makes its files visible one rename at a time, in ``schema.COMMIT_ORDER``, and renames
+its row of the ``loads`` table (its commit marker) last. A reader that first lists the
+committed loads and then reads every table keeping only rows whose ``load_id`` is among them
+sees exactly the warehouse as it was when it listed the loads: each load fully in or fully
+out, in every table at once, whatever commits or crashes happen meanwhile.
+
+Files are never removed except by compaction, which swaps a table's folder atomically and
+keeps every row with its ``load_id``; so the filter holds across compactions too. Any engine
+can do the same two steps (see ``docs/guarantees.md``); this module does them for DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from kidata import views as views_mod
+from kidata.errors import WarehouseError
+from kidata.schema import COMMIT_ORDER, TABLES
+
+VISIBLE = "_kidata_visible_loads"
+ATTEMPTS = 5
+
+
+def filtered_tables() -> list[str]:
+    """Tables written by loads, whose rows are shown only for committed loads."""
+    return [t for t in COMMIT_ORDER if t in TABLES and "load_id" in TABLES[t].names]
+
+
+def marker_state(warehouse: Path) -> tuple[str, ...]:
+    """The names of the commit-marker files: changes whenever a load commits or the
+    ``loads`` table is compacted (cheap: one folder listing)."""
+    try:
+        return tuple(sorted(os.listdir(warehouse / "loads")))
+    except FileNotFoundError:
+        return ()
+
+
+def committed_loads(warehouse: Path) -> list[str]:
+    """Ids of the loads whose commit marker is in place, read now."""
+    folder = warehouse / "loads"
+    for _ in range(ATTEMPTS):
+        try:
+            ids: list[str] = []
+            for path in sorted(folder.glob("*.parquet")):
+                ids.extend(pq.read_table(path, columns=["load_id"]).column(0).to_pylist())
+            return ids
+        except FileNotFoundError:
+            continue  # compaction swapped the folder between listing and reading: list again
+        except OSError as exc:
+            raise WarehouseError(f"cannot read the loads table of {warehouse}: {exc}") from None
+    raise WarehouseError(f"the loads table of {warehouse} kept changing while being read")
+
+
+def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """Define one view per table on ``con``, showing the snapshot of the committed loads."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {VISIBLE} AS "
+                "SELECT unnest($ids::VARCHAR[]) AS load_id",
+                {"ids": committed_loads(warehouse)})
+    filtered = set(filtered_tables())
+    for table in TABLES:
+        body = views_mod.table_sql(warehouse, table)
+        if table in filtered:
+            body = (f"SELECT * FROM ({body}) WHERE load_id IN "
+                    f"(SELECT load_id FROM {VISIBLE})")
+        con.execute(f"CREATE VIEW {views_mod.quote_identifier(table)} AS {body}")
