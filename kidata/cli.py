@@ -217,6 +217,61 @@ def info(warehouse: WarehouseOpt = None) -> None:
                if lo else "observed: no timestamps")
 
 
+def _format_option(format: str) -> None:
+    from kidata import output
+
+    if format not in output.FORMATS:
+        raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
+                                 param_hint="--format")
+
+
+@app.command()
+def audit(
+    all_claims: Annotated[bool, typer.Option(
+        "--all", help="Show every published number, not only the flagged ones.")] = False,
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Recompute every published derived number (e.g. trainkernel's ratio) from its inputs and
+    show those that disagree beyond rounding; exit 1 if any does."""
+    from kidata import analysis, output
+
+    _format_option(format)
+    result = analysis.audit(_wh(warehouse), everything=all_claims)
+    if all_claims or result.flagged:
+        output.write(result.rows, format, sys.stdout, max_rows=1_000_000)
+    _err(f"{result.flagged:,} of {result.claims:,} published numbers disagree with their "
+         f"inputs beyond rounding; {result.unchecked:,} could not be checked (see the status "
+         f"column: kidata audit --all)")
+    if result.flagged:
+        raise typer.Exit(1)
+
+
+@app.command()
+def regressions(
+    threshold: Annotated[float, typer.Option(
+        "--threshold", "-t", help="Smallest slowdown reported, as a fraction of the previous "
+        "median (0.05 = 5%).")] = 0.05,
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Show results slower than the previous result of their series, beyond noise (p20 above
+    the previous p80) and by more than the threshold, with the versions involved; exit 1 if
+    there are any."""
+    from kidata import analysis, output
+
+    _format_option(format)
+    rows = analysis.regressions(_wh(warehouse), threshold)
+    found = rows.count("*").fetchall()[0][0]
+    if found:
+        output.write(rows, format, sys.stdout, max_rows=1_000_000)
+    _err(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}")
+    if found:
+        raise typer.Exit(1)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return its exit code: the one handler that turns kidata
     errors into ``Error: …`` on stderr (re-raised under ``--debug``)."""

@@ -32,9 +32,105 @@ def tables_markdown() -> str:
     return "\n".join(out)
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def views_markdown() -> str:
+    """The view reference, from the header comment of every ``sql/*.sql`` file."""
+    from kidata.views import load_views
+
+    found = dict(sorted(load_views().items()))
+    out = ["# View reference", "",
+           "Generated from the header comments of `sql/*.sql` by `python -m kidata.docs`; do not "
+           "edit by hand.",
+           "Each view is one portable `SELECT` (it runs unchanged in DuckDB and Spark SQL over the "
+           "warehouse's Parquet folders). Latencies are in µs.", "",
+           "| view | question it answers |", "|---|---|"]
+    out += [f"| [{v.name}](#{v.name}) | {_cell(v.purpose)} |" for v in found.values()]
+    out.append("")
+    for v in found.values():
+        out += [f"## {v.name}", "", v.purpose, "", f"**Grain:** {v.grain}", ""]
+        if v.sources:
+            out += ["**Reads:** " + ", ".join(f"`{s}`" for s in v.sources), ""]
+        out += ["| column | meaning |", "|---|---|"]
+        out += [f"| `{name}` | {_cell(meaning)} |" for name, meaning in v.columns.items()]
+        out.append("")
+        if v.notes:
+            out += [f"**Notes:** {v.notes}", ""]
+    return "\n".join(out)
+
+
+def _product(coefficient: float, factors: tuple[str, ...]) -> str:
+    parts = [] if coefficient == 1 else [f"{coefficient:g}"]
+    parts += list(factors)
+    return "·".join(parts) or "1"
+
+
+def efficiency_markdown() -> str:
+    """The byte models behind the ``efficiency`` view, from ``kidata/data/byte_models.toml``."""
+    from kidata.reference import byte_models
+
+    sizes, models = byte_models()
+    out = ["# Byte models of the efficiency view", "",
+           "Generated from `kidata/data/byte_models.toml` by `python -m kidata.docs`; do not edit "
+           "by hand.", "",
+           "The `efficiency` view divides the minimum number of bytes a kernel pass must move by "
+           "its median latency (`achieved_gbps`), and that by the GPU's published peak memory "
+           "bandwidth from `kidata/data/gpus.toml` (`peak_fraction`). The bytes come from the "
+           "workload's parameters:", "",
+           "    bytes = Σ over terms  coefficient × size(dtype) × factor_1 × factor_2 × factor_3",
+           "",
+           "Every model is a **lower bound** on the traffic of the timed code, so achieved "
+           "bandwidth is a lower bound as well and never flatters:", "",
+           "- each tensor is counted once per pass, at the workload's dtype, even where an "
+           "implementation keeps it in float32 (Liger's benchmarks create norm weights with "
+           "`nn.Parameter(torch.ones(H))` and never cast them; HF's `LlamaRMSNorm` returns "
+           "float32 output for bf16 input);",
+           "- per-row statistics (`rstd`, `mean`) that some implementations save for the backward "
+           "pass are **not** counted: they can be recomputed from X, and they are M values "
+           "against M × H;",
+           "- `full` (forward then backward in one timed call) counts each distinct tensor once: "
+           "inputs, weights and the upstream gradient read, output and gradients written.", "",
+           "A run is left out, never guessed, when its kernel and pass have no model, when its "
+           "workload lacks a parameter the model names (or gives it as text), or when its dtype "
+           "is not in the table below. Shapes and parameter names are those of Liger-Kernel's "
+           "benchmark scripts and CSV (the `x_name` value plus every key of "
+           "`extra_benchmark_config_str`).", "",
+           "**No model on purpose:** `swiglu` and `geglu`. Liger's swiglu/geglu benchmarks time "
+           "the whole `LlamaMLP` (three matmuls around the elementwise kernel), which is "
+           "compute-bound, so a bandwidth fraction would describe the matmuls, not the kernel. "
+           "`megatron_swiglu` times the elementwise kernel alone and has a model.", "",
+           "| kernel | pass | bytes | terms |", "|---|---|---|---|"]
+    for m in sorted(models, key=lambda m: (m.kernel, m.pass_)):
+        groups: dict[str, dict[tuple[str, ...], float]] = {}
+        for t in m.terms:
+            size = (f"size({t.dtype_parameter})" if t.dtype_parameter
+                    else f"{sizes[t.dtype]} ({t.dtype})")
+            products = groups.setdefault(size, {})
+            products[t.factors] = products.get(t.factors, 0) + t.coefficient
+        formula = " + ".join(
+            f"{size} × " + (" + ".join(_product(c, f) for f, c in products.items())
+                            if len(products) == 1 else
+                            "(" + " + ".join(_product(c, f) for f, c in products.items()) + ")")
+            for size, products in groups.items())
+        terms = "; ".join(t.term if t.coefficient == 1 else f"{t.coefficient:g} × {t.term}"
+                          for t in m.terms)
+        out.append(f"| `{m.kernel}` | {m.pass_} | {_cell(formula)} | {_cell(terms)} |")
+    out += ["", "Where each shape comes from:", ""]
+    for m in sorted(models, key=lambda m: (m.kernel, m.pass_)):
+        out.append(f"- `{m.kernel}` {m.pass_}: {m.benchmark}")
+    out += ["", "Element sizes (`dtypes` table):", "", "| dtype | bytes |", "|---|---|"]
+    out += [f"| `{name}` | {size} |" for name, size in sizes.items()]
+    out.append("")
+    return "\n".join(out)
+
+
 # (relative path, generator) for every generated document.
 GENERATED = {
     "docs/tables.md": tables_markdown,
+    "docs/views.md": views_markdown,
+    "docs/efficiency.md": efficiency_markdown,
 }
 
 

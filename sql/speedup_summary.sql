@@ -14,8 +14,13 @@
 --   max_speedup: largest speedup.
 --   wins: comparisons with speedup > 1 (candidate faster).
 --   losses: comparisons with speedup < 1 (candidate slower); speedup = 1 counts as neither.
+--   faster: comparisons whose verdict is 'faster' (p20-p80 ranges apart, candidate below).
+--   slower: comparisons whose verdict is 'slower' (ranges apart, candidate above).
+--   within_noise: comparisons whose p20-p80 ranges overlap.
+--   no_spread: comparisons where either side lacks p20 or p80.
 -- notes: Speedups are ratios, so they are summarised with the geometric mean, never the
---   arithmetic mean.
+--   arithmetic mean. wins and losses compare medians only; faster, slower, within_noise and
+--   no_spread count the noise-aware verdicts of speedups and always add up to workloads.
 SELECT
     candidate,
     candidate_variant,
@@ -27,6 +32,10 @@ SELECT
     MIN(speedup) AS min_speedup,
     MAX(speedup) AS max_speedup,
     SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS wins,
-    SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses
+    SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
+    SUM(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
+    SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
+    SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise,
+    SUM(CASE WHEN verdict = 'no spread' THEN 1 ELSE 0 END) AS no_spread
 FROM speedups
 GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu

@@ -20,11 +20,24 @@
 --   baseline_run_id: the baseline run used.
 --   candidate_runs: how many passed runs the candidate has for this key (the latest is used).
 --   baseline_runs: how many passed runs the baseline has for this key (the latest is used).
+--   candidate_p20_us: candidate 20th-percentile latency (µs), null when not measured.
+--   candidate_p80_us: candidate 80th-percentile latency (µs), null when not measured.
+--   baseline_p20_us: baseline 20th-percentile latency (µs), null when not measured.
+--   baseline_p80_us: baseline 80th-percentile latency (µs), null when not measured.
+--   speedup_low: baseline_p20_us / candidate_p80_us, the least favourable speedup the two
+--     p20-p80 ranges allow; null when either side lacks p20 or p80.
+--   speedup_high: baseline_p80_us / candidate_p20_us, the most favourable speedup the ranges
+--     allow; null when either side lacks p20 or p80.
+--   verdict: 'faster' when the candidate's whole p20-p80 range lies below the baseline's
+--     (candidate_p80_us < baseline_p20_us, i.e. speedup_low > 1); 'slower' when it lies above
+--     (candidate_p20_us > baseline_p80_us, i.e. speedup_high < 1); 'within noise' when the two
+--     ranges overlap, touching ends included; 'no spread' when either side lacks p20 or p80.
 -- notes: Only runs with status 'passed' are compared. When an implementation (and variant) has
 --   several runs for one kernel, pass, workload, GPU and family, its latest is used: greatest
 --   observed_at, runs without a timestamp last, ties broken by the greatest run_id. Runs are
 --   never paired across GPUs, passes, workloads or protocol families, and two variants of one
---   implementation are not paired with each other.
+--   implementation are not paired with each other. The verdict compares p20-p80 ranges, not
+--   medians: a speedup whose ranges overlap is not clearly different from 1.
 WITH ranked AS (
     SELECT
         l.*,
@@ -58,7 +71,20 @@ SELECT
     c.run_id AS candidate_run_id,
     b.run_id AS baseline_run_id,
     c.runs_in_key AS candidate_runs,
-    b.runs_in_key AS baseline_runs
+    b.runs_in_key AS baseline_runs,
+    c.p20_us AS candidate_p20_us,
+    c.p80_us AS candidate_p80_us,
+    b.p20_us AS baseline_p20_us,
+    b.p80_us AS baseline_p80_us,
+    b.p20_us / c.p80_us AS speedup_low,
+    b.p80_us / c.p20_us AS speedup_high,
+    CASE
+        WHEN c.p20_us IS NULL OR c.p80_us IS NULL OR b.p20_us IS NULL OR b.p80_us IS NULL
+            THEN 'no spread'
+        WHEN c.p80_us < b.p20_us THEN 'faster'
+        WHEN c.p20_us > b.p80_us THEN 'slower'
+        ELSE 'within noise'
+    END AS verdict
 FROM latest c
 JOIN latest b
     ON c.kernel = b.kernel

@@ -1,0 +1,75 @@
+-- view: efficiency
+-- purpose: How close does each run of a memory-bound kernel come to the GPU's published peak memory bandwidth?
+-- grain: one row per passed latency run whose kernel and pass have a byte model and whose workload gives every parameter the model needs.
+-- sources: latencies, runs, byte_models, workload_parameters, dtypes, gpus
+-- columns:
+--   run_id: the run.
+--   kernel: kernel benchmarked.
+--   pass: timed pass.
+--   implementation: implementation key.
+--   variant: implementation variant, null for none.
+--   workload: workload name.
+--   gpu: canonical GPU key.
+--   family: protocol comparability family.
+--   bytes: minimum bytes the pass moves = SUM over the model's terms of coefficient x
+--     element bytes x factor_1 x factor_2 x factor_3 (byte_models; see docs/efficiency.md).
+--   median_us: median latency (µs).
+--   achieved_gbps: bytes / median time, in GB/s (10^9 bytes/s) = bytes / (median_us x 1000).
+--   achieved_gbps_low: bytes / (p80_us x 1000), the rate at the slower end of the p20-p80
+--     range; null without p80.
+--   achieved_gbps_high: bytes / (p20_us x 1000), the rate at the faster end; null without p20.
+--   peak_gbps: the GPU's published peak memory bandwidth (gpus.memory_bandwidth_gbps); null
+--     when the catalog has none.
+--   peak_fraction: achieved_gbps / peak_gbps; null when the peak is unknown.
+--   version: release of the implementation or harness (runs.version).
+-- notes: The byte models are lower bounds on traffic (each tensor counted once, at the
+--   workload's dtype, per-row statistics left out), so achieved_gbps and peak_fraction are lower
+--   bounds too. A kernel or pass without a model, a workload without a parameter the model names
+--   (or whose parameter is not a number), and a dtype not in the dtypes table all leave the run
+--   out: nothing is guessed.
+WITH terms AS (
+    SELECT
+        l.run_id,
+        m.term,
+        m.coefficient
+            * d.bytes
+            * CASE WHEN m.factor_1 IS NULL THEN 1 ELSE f1.value END
+            * CASE WHEN m.factor_2 IS NULL THEN 1 ELSE f2.value END
+            * CASE WHEN m.factor_3 IS NULL THEN 1 ELSE f3.value END AS term_bytes
+    FROM latencies l
+    JOIN runs r ON r.run_id = l.run_id
+    JOIN byte_models m ON m.kernel = l.kernel AND m.pass = l.pass
+    LEFT JOIN workload_parameters dp
+        ON dp.workload_id = r.workload_id AND dp.name = m.dtype_parameter
+    LEFT JOIN dtypes d ON d.name = COALESCE(m.dtype, dp.text)
+    LEFT JOIN workload_parameters f1 ON f1.workload_id = r.workload_id AND f1.name = m.factor_1
+    LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
+    LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
+    WHERE l.status = 'passed'
+),
+sized AS (
+    SELECT run_id, SUM(term_bytes) AS bytes
+    FROM terms
+    GROUP BY run_id
+    HAVING COUNT(term_bytes) = COUNT(*)
+)
+SELECT
+    l.run_id,
+    l.kernel,
+    l.pass,
+    l.implementation,
+    l.variant,
+    l.workload,
+    l.gpu,
+    l.family,
+    CAST(s.bytes AS BIGINT) AS bytes,
+    l.median_us,
+    s.bytes / (l.median_us * 1000) AS achieved_gbps,
+    s.bytes / (l.p80_us * 1000) AS achieved_gbps_low,
+    s.bytes / (l.p20_us * 1000) AS achieved_gbps_high,
+    g.memory_bandwidth_gbps AS peak_gbps,
+    s.bytes / (l.median_us * 1000) / g.memory_bandwidth_gbps AS peak_fraction,
+    l.version
+FROM sized s
+JOIN latencies l ON l.run_id = s.run_id
+LEFT JOIN gpus g ON g.gpu = l.gpu

@@ -1,0 +1,204 @@
+"""Write the kernelindex fixtures of the analysis-view tests (tests/test_views_*.py).
+
+Each file is JSON Lines: one bundle {"run", "protocol", "workload"} per line. The numbers are
+chosen so every expected value in the tests can be worked out by hand; the tests say how.
+Run ``python tests/make_view_fixtures.py`` after changing a table below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).parent / "data" / "views"
+API = "kernelindex.dev/v1alpha1"
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def protocol(family: str) -> dict:
+    return {"apiVersion": API, "kind": "BenchmarkProtocol", "metadata": {"name": family},
+            "spec": {"comparability": {"family": family}}}
+
+
+def workload(name: str, kernel: str, parameters: dict | None = None) -> dict:
+    spec: dict = {"name": name, "kernel": kernel}
+    if parameters is not None:
+        spec["parameters"] = parameters
+    return {"apiVersion": API, "kind": "Workload", "metadata": {"name": name}, "spec": spec}
+
+
+def bundle(run_id: str, benchmark: str, implementation: str, gpu: str, median_ns: float,
+           work: dict, family: str, p20: float | None = None, p80: float | None = None,
+           at: str | None = None, version: str | None = None, variant: str | None = None,
+           status: str = "passed", resolution_ns: float | None = None,
+           published: list | None = None) -> dict:
+    labels = {"implementation": implementation, "gpu_name": gpu}
+    if version:
+        labels["version"] = version
+    if variant:
+        labels["variant"] = variant
+    timing: dict = {"latencyNs": {"median": median_ns}}
+    if resolution_ns is not None:
+        timing["resolutionNs"] = resolution_ns
+    native: dict = {"source": "views-fixture", "benchmark": benchmark}
+    if published:
+        native["published"] = published
+    spec: dict = {"status": status, "timing": timing, "sourceNative": native}
+    if at:
+        spec["observedAt"] = at
+    spec["measurements"] = [{"metric": "latency", "statistic": s, "unit": "ns", "value": v}
+                            for s, v in (("p20", p20), ("p80", p80)) if v is not None]
+    run = {"apiVersion": API, "kind": "BenchmarkRun",
+           "metadata": {"name": run_id, "labels": labels}, "spec": spec}
+    return {"run": run, "protocol": protocol(family), "workload": work}
+
+
+def write(name: str, bundles: list[dict]) -> None:
+    with open(HERE / name, "w", encoding="utf-8") as fh:
+        for b in bundles:
+            fh.write(json.dumps(b, sort_keys=True) + "\n")
+
+
+def speedups() -> list[dict]:
+    f = "views_bench"
+    w = {n: workload(n, "rms_norm") for n in ("w1", "w2", "w3", "w4", "w5")}
+    rows = [
+        # run id, workload, implementation, gpu, median, p20, p80 (ns)
+        ("sp-w1-liger", "w1", "liger", A100, 10000, 9000, 11000),
+        ("sp-w1-torch", "w1", "torch", A100, 20000, 19000, 21000),
+        ("sp-w2-liger", "w2", "liger", A100, 10000, 9000, 12000),
+        ("sp-w2-torch", "w2", "torch", A100, 12000, 12000, 13000),
+        ("sp-w3-liger", "w3", "liger", A100, 10000, None, None),
+        ("sp-w3-torch", "w3", "torch", A100, 15000, 14000, 16000),
+        ("sp-w4-liger-a100", "w4", "liger", A100, 10000, 9000, 11000),
+        ("sp-w4-torch-h100", "w4", "torch", H100, 5000, 4000, 6000),
+        ("sp-w5-liger", "w5", "liger", A100, 10000, 9000, 11000),
+        ("sp-w5-torch", "w5", "torch", A100, 10000, 9500, 10500),
+        ("sp-w1-triton-h100", "w1", "triton", H100, 8000, 7000, 9000),
+    ]
+    return [bundle(r, "rms_norm/forward", impl, gpu, med, w[wl], f, p20, p80)
+            for r, wl, impl, gpu, med, p20, p80 in rows]
+
+
+def trends() -> list[dict]:
+    f = "views_bench"
+    w1, tie, one = (workload(n, "rms_norm") for n in ("w1", "w-tie", "w-one"))
+    rows = [
+        # run id, workload, gpu, observedAt, version, median, p20, p80 (ns), status
+        ("tr-1", w1, A100, "2024-01-01T00:00:00Z", "0.1", 100000, 95000, 105000, "passed"),
+        ("tr-2", w1, A100, "2024-02-01T00:00:00Z", "0.2", 112000, 108000, 116000, "passed"),
+        ("tr-failed", w1, A100, "2024-02-15T00:00:00Z", "0.2", 500000, 490000, 510000, "failed"),
+        ("tr-3", w1, A100, "2024-03-01T00:00:00Z", "0.3", 113000, 110000, 116000, "passed"),
+        ("tr-4", w1, A100, "2024-04-01T00:00:00Z", "0.4", 100000, 98000, 102000, "passed"),
+        ("tr-5", w1, A100, "2024-05-01T00:00:00Z", "0.5", 104000, 103000, 105000, "passed"),
+        ("tr-6", w1, A100, "2024-06-01T00:00:00Z", "0.6", 120000, None, None, "passed"),
+        ("tr-7", w1, A100, "2024-07-01T00:00:00Z", "0.7", 130000, 128000, 132000, "passed"),
+        ("tr-undated", w1, A100, None, "0.8", 900000, 890000, 910000, "passed"),
+        ("tr-h100", w1, H100, "2024-02-15T00:00:00Z", "0.2", 50000, 49000, 51000, "passed"),
+        ("tr-tie-b", tie, A100, "2024-01-01T00:00:00Z", "1.1", 60000, 58000, 62000, "passed"),
+        ("tr-tie-a", tie, A100, "2024-01-01T00:00:00Z", "1.0", 50000, 49000, 51000, "passed"),
+        ("tr-one", one, A100, "2024-01-01T00:00:00Z", "2.0", 70000, 69000, 71000, "passed"),
+    ]
+    return [bundle(r, "rms_norm/forward", "liger", gpu, med, wl, f, p20, p80, at, ver,
+                   status=st)
+            for r, wl, gpu, at, ver, med, p20, p80, st in rows]
+
+
+def calibration() -> list[dict]:
+    small, medium, tiny = (workload(n, "train_step") for n in ("small", "medium", "tiny"))
+    cal, held = "tables_calibration", "tables_held_out"
+    rows = [
+        # run id, workload, gpu, variant, median (ns), family
+        ("cal-small-selected", small, H100, "selected A", 50000, cal),
+        ("cal-small-b", small, H100, "B", 60000, cal),
+        ("cal-small-c", small, H100, "C", 60000, cal),
+        ("cal-small-d", small, H100, "D", 45000, cal),
+        ("cal-small-e", small, H100, "E", 70000, cal),
+        ("cal-medium-x", medium, H100, "X", 10000, cal),
+        ("cal-medium-y", medium, H100, "Y", 20000, cal),
+        ("cal-tiny-only", tiny, H100, "selected A", 5000, cal),
+        ("held-small-h100", small, H100, None, 48000, held),
+        ("held-small-a100", small, A100, None, 70000, held),
+    ]
+    return [bundle(r, "train_step/step", "kern", gpu, med, wl, fam, variant=var)
+            for r, wl, gpu, var, med, fam in rows]
+
+
+def audit() -> list[dict]:
+    f = "views_published"
+    w = workload("pair", "train_step")
+
+    def claim(quantity: str, value: float, baseline: str, resolution: float | None) -> list:
+        c = {"quantity": quantity, "value": value, "baselineRun": baseline,
+             "definition": f"fixture {quantity}"}
+        if resolution is not None:
+            c["resolution"] = resolution
+        return [c]
+
+    return [
+        bundle("au-a-base", "train_step/step", "base", A100, 56780, w, f, resolution_ns=10),
+        bundle("au-a", "train_step/step", "cand-a", A100, 12340, w, f, resolution_ns=10,
+               published=claim("latency_ratio", 0.217, "au-a-base", 0.001)),
+        bundle("au-b-base", "train_step/step", "base", H100, 30000, w, f, resolution_ns=10),
+        bundle("au-b", "train_step/step", "cand-b", H100, 20000, w, f, resolution_ns=10,
+               published=claim("speedup", 1.52, "au-b-base", 0.01)),
+        bundle("au-c", "train_step/step", "cand-c", A100, 20000, w, f, resolution_ns=10,
+               published=claim("latency_ratio", 0.5, "au-c-never-loaded", 0.001)),
+        bundle("au-d", "train_step/step", "cand-d", A100, 20000, w, f,
+               published=claim("throughput", 3.0, "au-a-base", None)),
+        bundle("au-e-base", "train_step/step", "base", B200, 40000, w, f),
+        bundle("au-e", "train_step/step", "cand-e", B200, 10000, w, f,
+               published=claim("latency_ratio", 0.25, "au-e-base", None)),
+    ]
+
+
+B200 = "NVIDIA B200"
+
+
+def efficiency() -> list[dict]:
+    f = "views_bench"
+    rows = [
+        # run id, benchmark, gpu, workload (name, parameters), median, p20, p80 (ns)
+        ("ef-rms", "rms_norm/forward", A100,
+         ("rms-M2048-H4096", {"M": 2048, "H": 4096, "dtype": "torch.bfloat16", "eps": 1e-06}),
+         31072, 30048, 31968),
+        ("ef-ln-bwd", "layer_norm/backward", H100,
+         ("ln-M4-N8", {"M": 4, "N": 8, "dtype": "torch.float32", "eps": 1e-06}),
+         480, None, None),
+        ("ef-mswiglu", "megatron_swiglu/forward", H100,
+         ("msw-S2-B3-F5", {"S": 2, "B": 3, "ffn_local": 5}), 90, 80, 100),
+        ("ef-unknown-gpu", "softmax/forward", "Example GPU 9000",
+         ("sm-M2-N4", {"M": 2, "N": 4, "dtype": "torch.float32"}), 64, 50, 80),
+        ("ef-no-model", "cross_entropy/forward", A100,
+         ("ce-B8-T2048-V4096", {"B": 8, "T": 2048, "V": 4096}), 1000, 900, 1100),
+        ("ef-swiglu", "swiglu/forward", A100,
+         ("swiglu-T1024", {"B": 4, "T": 1024, "hidden_size": 4096, "intermediate_size": 11008,
+                           "dtype": "torch.bfloat16"}), 1000, 900, 1100),
+        ("ef-missing-param", "rms_norm/forward", A100,
+         ("rms-no-H", {"M": 2048, "hidden": 4096, "dtype": "torch.bfloat16"}), 1000, 900, 1100),
+        ("ef-text-param", "rms_norm/forward", A100,
+         ("rms-H-text", {"M": 2048, "H": "4096", "dtype": "torch.bfloat16"}), 1000, 900, 1100),
+        ("ef-unknown-dtype", "rms_norm/forward", A100,
+         ("rms-int3", {"M": 2048, "H": 4096, "dtype": "torch.int3"}), 1000, 900, 1100),
+        ("ef-no-params", "rms_norm/forward", A100, ("rms-bare", None), 1000, 900, 1100),
+    ]
+    return [bundle(r, bench, bench.split("/")[0], gpu, med,
+                   workload(wname, bench.split("/")[0], params), f, p20, p80)
+            for r, bench, gpu, (wname, params), med, p20, p80 in rows]
+
+
+def single() -> list[dict]:
+    w = workload("rms-M2048-H4096", "rms_norm",
+                 {"M": 2048, "H": 4096, "dtype": "torch.bfloat16", "eps": 1e-06})
+    return [bundle("single-rms", "rms_norm/forward", "liger", A100, 31072, w, "views_bench",
+                   30048, 31968, "2024-09-03T15:39:30Z", "0.2.1", variant="selected default")]
+
+
+if __name__ == "__main__":
+    write("speedups.jsonl", speedups())
+    write("trends.jsonl", trends())
+    write("calibration.jsonl", calibration())
+    write("audit.jsonl", audit())
+    write("efficiency.jsonl", efficiency())
+    write("single.jsonl", single())
