@@ -63,6 +63,7 @@ class Flattener:
     def __init__(self) -> None:
         self.env_gpu: dict[str, Gpu] = {}
         self._digests: dict[bytes, str] = {}
+        self._done: dict[tuple[str, bytes], Any] = {}
 
     def know_environment(self, environment_id: str, gpu_key: str) -> None:
         self.env_gpu[environment_id] = lookup_gpu(gpu_key)
@@ -77,24 +78,27 @@ class Flattener:
                 self._digests.clear()
         return found
 
-    def flatten(self, item: Item) -> Flat:
-        c = Checker(item.file, item.position)
-        out = Flat(warnings=list(item.warnings))
-        docs = item.docs
-        env_doc = docs.get("environment")
-        protocol_doc = docs.get("protocol")
-        workload_doc = docs.get("workload")
-        impl_doc = docs.get("implementation")
-        env_id = protocol_id = workload_id = impl_id = None
-        gpu: Gpu | None = None
-        if env_doc is not None:
+    def _memo(self, role: str, doc: dict) -> tuple[bytes, Any]:
+        # Records repeat the same few documents: remember what checking and flattening one
+        # gave, by its bytes, so each distinct document is checked and hashed once per load.
+        key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        return key, self._done.get((role, key))
+
+    def _remember(self, role: str, key: bytes, value: Any) -> None:
+        if len(self._done) > 100_000:
+            self._done.clear()
+        self._done[(role, key)] = value
+
+    def _environment(self, c: Checker, env_doc: Any) -> tuple[str, Gpu, dict]:
+        key, found = self._memo("environment", env_doc) if isinstance(env_doc, dict) \
+            else (None, None)
+        if found is None:
             c.document(env_doc, "environment", "ExecutionEnvironment")
             hardware = c.obj(env_doc, "spec.hardware", "environment.")
             c.text(env_doc, "spec.hardware.product", "environment.")
             env_id = self._digest(env_doc)
             gpu = gpu_from_hardware(hardware)
-            self.env_gpu[env_id] = gpu
-            out.environments.append({
+            found = (env_id, gpu, {
                 "environment_id": env_id,
                 "name": c.get(env_doc, "metadata.name"),
                 "title": c.get(env_doc, "metadata.title"),
@@ -106,13 +110,18 @@ class Flattener:
                 "software": _json(c.get(env_doc, "spec.software")),
                 "document": canonical_json(env_doc),
             })
-        family = None
-        if protocol_doc is not None:
+            self._remember("environment", key, found)
+        return found[0], found[1], dict(found[2])
+
+    def _protocol(self, c: Checker, protocol_doc: Any) -> tuple[str, dict]:
+        key, found = self._memo("protocol", protocol_doc) if isinstance(protocol_doc, dict) \
+            else (None, None)
+        if found is None:
             c.document(protocol_doc, "protocol", "BenchmarkProtocol")
             protocol_id = self._digest(protocol_doc)
             family = c.text(protocol_doc, "spec.comparability.family", "protocol.",
                             required=False) or protocol_id
-            out.protocols.append({
+            found = (protocol_id, {
                 "protocol_id": protocol_id,
                 "name": c.get(protocol_doc, "metadata.name"),
                 "title": c.get(protocol_doc, "metadata.title"),
@@ -124,6 +133,26 @@ class Flattener:
                 "notes": c.get(protocol_doc, "spec.comparability.notes"),
                 "document": canonical_json(protocol_doc),
             })
+            self._remember("protocol", key, found)
+        return found[0], dict(found[1])
+
+    def flatten(self, item: Item) -> Flat:
+        c = Checker(item.file, item.position)
+        out = Flat(warnings=list(item.warnings))
+        docs = item.docs
+        env_doc = docs.get("environment")
+        protocol_doc = docs.get("protocol")
+        workload_doc = docs.get("workload")
+        impl_doc = docs.get("implementation")
+        env_id = protocol_id = workload_id = impl_id = None
+        gpu: Gpu | None = None
+        if env_doc is not None:
+            env_id, gpu, row = self._environment(c, env_doc)
+            self.env_gpu[env_id] = gpu
+            out.environments.append(row)
+        if protocol_doc is not None:
+            protocol_id, row = self._protocol(c, protocol_doc)
+            out.protocols.append(row)
         workload_name = None
         if workload_doc is not None:
             c.document(workload_doc, "workload", "Workload")
@@ -154,10 +183,13 @@ class Flattener:
             return out
         c.document(run, "run", "BenchmarkRun")
         run_id = c.get(run, "metadata.name")
-        env_id = c.declared_digest(run, "environmentDigest", env_doc, "environment")
-        protocol_id = c.declared_digest(run, "protocolDigest", protocol_doc, "protocol")
-        workload_id = c.declared_digest(run, "workloadDigest", workload_doc, "workload")
-        impl_id = c.declared_digest(run, "implementationDigest", impl_doc, "implementation")
+        env_id = c.declared_digest(run, "environmentDigest", env_doc, "environment", env_id)
+        protocol_id = c.declared_digest(run, "protocolDigest", protocol_doc, "protocol",
+                                        protocol_id)
+        workload_id = c.declared_digest(run, "workloadDigest", workload_doc, "workload",
+                                        workload_id)
+        impl_id = c.declared_digest(run, "implementationDigest", impl_doc, "implementation",
+                                    impl_id)
 
         labels: dict[str, str] = c.get(run, "metadata.labels") or {}
         native = c.obj(run, "spec.sourceNative", "run.", required=False) or {}

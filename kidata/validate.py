@@ -108,8 +108,10 @@ class Checker:
             raise self.fail(f"{role}.metadata.labels", "expected an object of strings")
         return doc
 
-    def declared_digest(self, run: dict, key: str, doc: dict | None, role: str) -> str | None:
-        """The digest a run declares for a document, checked against the document if given."""
+    def declared_digest(self, run: dict, key: str, doc: dict | None, role: str,
+                        actual: str | None = None) -> str | None:
+        """The digest a run declares for a document, checked against the document if given
+        (``actual``: the document's digest when the caller has already computed it)."""
         field = f"run.spec.{key}"
         declared = self.get(run, f"spec.{key}")
         if declared is not None and (not isinstance(declared, str)
@@ -117,7 +119,8 @@ class Checker:
             raise self.fail(field, f"expected 'sha256:' and 64 hex digits, got {_show(declared)}")
         if doc is None:
             return declared
-        actual = digest(doc)
+        if actual is None:
+            actual = digest(doc)
         if declared is not None and declared != actual:
             raise self.fail(field, f"digest mismatch: the run declares {declared} but the "
                                    f"{role} document in the record hashes to {actual}")
