@@ -118,15 +118,6 @@ _DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",
 _MAX_SEEN = 200_000
 
 
-# Tables whose rows repeat across records (one row per key): the stager drops repeats it has
-# already staged, so a load of a million runs does not stage a million copies of the same
-# environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
-# document) still decides; dropping a row that dedupe would never pick changes nothing.
-_DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
-               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name")}
-_MAX_SEEN = 200_000
-
-
 class _Stager:
     """Buffers rows per table as columns and writes them to staging Parquet files in batches."""
 
