@@ -11,6 +11,7 @@ import glob
 import gzip
 import io
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -126,7 +127,8 @@ def detect(head: bytes) -> str:
                                                    and b"," in first_line
                                                    and not first_line.startswith((b"{", b"["))):
         return "liger-csv"
-    if b'"held_out"' in head or b'"h100_calibration"' in head:
+    # As keys only: a kernelindex bundle converted from trainkernel has "held_out" as a value.
+    if re.search(rb'"(held_out|h100_calibration)"\s*:', head):
         return "trainkernel"
     return "kernelindex"
 
