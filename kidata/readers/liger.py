@@ -370,7 +370,8 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     x_name = row.text("x_name")
     x_label = row.get("x_label").strip()
     x_value = parse_x(row.text("x_value"))
-    numbers = {q: row.positive(column) for q, column, _ in QUANTILES}
+    # Checked in the CSV's column order (y_value_50 first), so errors name the first bad one.
+    numbers = {q: row.positive(f"y_value_{q}") for q in ("50", "20", "80")}
     if not numbers["20"][0] <= numbers["50"][0] <= numbers["80"][0]:
         raise row.fail("y_value_50", f"quantiles out of order: expected y_value_20 <= "
                                      f"y_value_50 <= y_value_80, got {numbers['20'][1]}, "
