@@ -21,7 +21,8 @@ SEEDS = DATA / "seeds"
 SEED_000 = next(SEEDS.glob("000_*.txt"))
 SEED_001 = next(SEEDS.glob("001_*.txt"))
 SEED_003 = next(SEEDS.glob("003_*.txt"))
-RMS = "liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-2024-09-03-15-39-30"
+RMS = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
+       "2024-09-03-15-39-30")
 RELU = ("liger-relu-squared-backward-torch-nvidia-h100-80gb-hbm3-hidden4096-rows4096-bf16-"
         "2026-03-27-06-09-46")
 # Tables a load fills from records (not the load log or the static reference tables), and the

@@ -24,7 +24,8 @@ EDGE = LIGER / "edge_cases.csv"
 SEEDS = DATA / "seeds"
 SEED_000 = next(SEEDS.glob("000_*.txt"))
 SEED_001 = next(SEEDS.glob("001_*.txt"))
-RMS = "liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-2024-09-03-15-39-30"
+RMS = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
+       "2024-09-03-15-39-30")
 RELU = ("liger-relu-squared-backward-torch-nvidia-h100-80gb-hbm3-hidden4096-rows4096-bf16-"
         "2026-03-27-06-09-46")
 
@@ -271,7 +272,8 @@ def test_edge_cases_file(cli, wh_path: Path):
     runs = {r[0]: r[1:] for r in wh.sql(
         "select run_id, pass, metric, workload, gpu from runs").fetchall()}
     stamp = "2025-01-02-03-04-05"
-    speed = f"liger-rms-norm-no-grad-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-{stamp}"
+    speed = ("liger-rms-norm-no-grad-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-"
+             f"bf16-{stamp}")
     assert runs[speed] == ("no-grad-forward", "latency", "hidden4096-rows2048-bf16",
                            "a100-sxm4-80gb")
     # Row 2: the same key and timestamp as row 1 but memory: its own run.
@@ -313,3 +315,22 @@ def test_gzip_and_format_option(cli, tmp_path: Path):
         shutil.copyfileobj(src, dst)
     result = cli("load", "--format", "liger-csv", gz)
     assert result.code == 1 and "5 runs added" in result.out and "5 rejected" in result.out
+
+
+def test_bad_bytes_spoil_only_their_row_and_an_empty_mode_is_kept(cli, copy_data, wh_path: Path):
+    # edge_cases.csv has 10 rows on lines 2-12 (row 3 spans lines 4-5); append row 11 (line
+    # 13) with bytes that are not UTF-8 and row 12 (line 14) with no kernel_operation_mode.
+    path = copy_data("liger/edge_cases.csv")
+    with open(path, "ab") as f:
+        f.write(b"rms_norm,liger,forward,speed,ms,H,\xff\xfe,1024,0.02,0.01,0.03,{},"
+                b"NVIDIA B200,2025-01-02 03:04:05,0.5.0\r\n"
+                b"rms_norm,liger,,speed,ms,H,hidden size,1024,0.02,0.01,0.03,{},"
+                b"NVIDIA B200,2025-01-02 03:04:05,0.5.0\r\n")
+    result = cli("load", path)
+    assert f"rejected: {path}, row 11: not UTF-8 text (line 13, byte 34: invalid start " \
+           "byte)" in result.err
+    assert "6 runs added" in result.out and "6 rejected" in result.out
+    rows = Warehouse(wh_path).sql(
+        "select r.pass, p.name from runs r join protocols p on p.protocol_id = r.protocol_id "
+        "where r.gpu = 'b200'").fetchall()
+    assert rows == [("unspecified", "liger-bench-do-bench-unspecified")]

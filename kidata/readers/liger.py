@@ -20,7 +20,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
 from importlib import resources
 from typing import IO, Any
@@ -29,11 +29,12 @@ from kidata.catalog import Gpu, display_name, lookup_gpu, slugify
 from kidata.digest import digest
 from kidata.documents import document
 from kidata.errors import RecordError
-from kidata.readers import Item, raw_text
+from kidata.readers import MAX_RECORD_BYTES, Item, raw_text
 
 SOURCE = "liger-kernel-bench"
 REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
 FAMILY = "liger_kernel_bench"
+UNSPECIFIED = "unspecified"
 COLUMNS = (
     "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
     "x_name", "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80",
@@ -60,6 +61,8 @@ _TIMED = {
     "full": "the module forward pass followed by the backward pass of its output given a "
             "random upstream gradient",
     "no-grad-forward": "the module forward pass under torch.no_grad()",
+    "unspecified": "what the benchmark script runs when given no operation mode (the CSV row "
+                   "names none)",
 }
 
 
@@ -286,20 +289,57 @@ def _reject_json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class _Lines:
+    """The file's lines as text for :mod:`csv`, read one at a time so that a line that is not
+    UTF-8, or longer than the record limit, spoils only its own row: the problem is kept in
+    :attr:`problem` for the row that consumed the line."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.number = 0
+        self.problem: str | None = None
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self.stream.readline(MAX_RECORD_BYTES + 1)
+        if not line:
+            raise StopIteration
+        self.number += 1
+        if self.number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+        if len(line) > MAX_RECORD_BYTES and not line.endswith(b"\n"):
+            while True:
+                more = self.stream.readline(1 << 20)
+                if not more or more.endswith(b"\n"):
+                    break
+            self.problem = self.problem or (f"line {self.number} is longer than "
+                                            f"{MAX_RECORD_BYTES // (1024 * 1024)} MiB; not read")
+            return "\n"
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.problem = self.problem or (f"not UTF-8 text (line {self.number}, byte "
+                                            f"{exc.start}: {exc.reason})")
+            return line.decode("utf-8", errors="replace")
+
+    def take_problem(self) -> str | None:
+        problem, self.problem = self.problem, None
+        return problem
+
+
 def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
-    try:
-        yield from _read(text, file)
-    finally:
-        text.detach()  # the caller closes the binary stream
-
-
-def _read(text: IO[str], file: str) -> Iterator[Item | RecordError]:
-    reader = csv.reader(text, strict=True)
+    lines = _Lines(stream)
+    reader = csv.reader(lines, strict=True)
     try:
         header = next(reader, None)
-    except (csv.Error, UnicodeDecodeError) as exc:
-        yield RecordError(file, "header", None, f"cannot read the CSV header: {exc}")
+    except csv.Error as exc:
+        yield RecordError(file, "header", None, f"malformed CSV header: {exc}")
+        return
+    problem = lines.take_problem()
+    if problem:
+        yield RecordError(file, "header", None, f"cannot read the CSV header: {problem}")
         return
     if header is None:
         yield RecordError(file, "header", None, "empty file: expected a CSV header line "
@@ -322,21 +362,22 @@ def _read(text: IO[str], file: str) -> Iterator[Item | RecordError]:
             values = next(reader)
         except StopIteration:
             return
-        except UnicodeDecodeError as exc:
-            yield RecordError(file, f"row {number + 1}", None,
-                              f"not UTF-8 text ({exc.reason}); the rest of the file is not read")
-            return
         except csv.Error as exc:
+            lines.take_problem()
             number += 1
             yield RecordError(file, f"row {number}", None, f"malformed CSV: {exc}")
+            continue
+        problem = lines.take_problem()
+        if problem:
+            number += 1
+            yield RecordError(file, f"row {number}", None, problem)
             continue
         if not values or (len(values) == 1 and not values[0].strip()):
             continue  # a blank line is not a row
         number += 1
         position = f"row {number}"
-        raw = _raw(values)
         try:
-            yield _item(values, index, header, file, position, raw, docs)
+            yield _item(values, index, header, file, position, _raw(values), docs)
         except RecordError as err:
             yield err
 
@@ -354,7 +395,9 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                              "(an unquoted comma?)")
     kernel = row.name("kernel_name")
     provider = row.name("kernel_provider")
-    mode = row.name("kernel_operation_mode")
+    # Upstream writes an empty mode when a script runs without one: kept, as "unspecified".
+    mode = row.name("kernel_operation_mode") if row.get("kernel_operation_mode").strip() \
+        else UNSPECIFIED
     metric_name = row.text("metric_name")
     unit = row.text("metric_unit")
     if metric_name == "speed":
