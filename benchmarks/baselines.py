@@ -1,0 +1,198 @@
+"""The baselines kidata is measured against, each run as its own process by ``benchmarks/run``.
+
+    python benchmarks/baselines.py duckdb-ingest SRC OUT.parquet
+        DuckDB's own ``read_json`` flattening the bundles straight to one Parquet file in one
+        SQL statement: no validation, no digests, no dedupe. The floor for a Python tool.
+    python benchmarks/baselines.py pandas-ingest SRC OUT.parquet
+        What a user would write instead: ``json.loads`` each line, ``pd.json_normalize``,
+        ``to_parquet``.
+    python benchmarks/baselines.py raw-query SRC QUESTION
+        A question (``speedups`` for one kernel on one GPU, or ``speedup_summary``) asked of
+        the raw NDJSON with DuckDB's ``read_json``: what a user without a warehouse does.
+        Prints CSV.
+
+SRC is one NDJSON file or a folder of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# The question asked of both sides: Liger's RMSNorm on the H100 SXM5.
+KERNEL = "rms_norm"
+GPU_KEY = "h100-sxm5-80gb"  # kidata's canonical key
+GPU_HARDWARE = ("NVIDIA H100", "80GB HBM3")  # what the raw documents say
+
+
+def _files(src: str) -> list[str]:
+    path = Path(src)
+    if path.is_dir():
+        return [str(p) for p in sorted(path.glob("*.ndjson"))]
+    return [src]
+
+
+def _read_json(src: str) -> str:
+    path = Path(src)
+    pattern = str(path / "*.ndjson") if path.is_dir() else src
+    return "read_json(" + _literal(pattern) + ", format = 'newline_delimited')"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def duckdb_ingest(src: str, out: str) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"""
+        COPY (
+            SELECT
+                run.metadata.name AS run_id,
+                run.spec.sourceNative.source AS source,
+                run.spec.sourceNative.externalId AS external_id,
+                split_part(run.spec.sourceNative.benchmark, '/', 1) AS kernel,
+                split_part(run.spec.sourceNative.benchmark, '/', 2) AS pass,
+                split_part(run.spec.sourceNative.externalId, '/', 3) AS implementation,
+                split_part(run.spec.sourceNative.externalId, '/', 5) AS workload,
+                environment.spec.hardware.product AS product,
+                environment.spec.hardware.formFactor AS form_factor,
+                run.metadata.labels.liger_version AS version,
+                run.metadata.title AS title,
+                run.spec.status AS status,
+                CAST(run.spec.observedAt AS TIMESTAMPTZ) AS observed_at,
+                run.spec.timing.latencyNs.median AS median_ns,
+                list_filter(run.spec.measurements, lambda m: m.statistic = 'p20')[1].value
+                    AS p20_ns,
+                list_filter(run.spec.measurements, lambda m: m.statistic = 'p80')[1].value
+                    AS p80_ns,
+                run.spec.environmentDigest AS environment_id,
+                run.spec.protocolDigest AS protocol_id,
+                run.spec.workloadDigest AS workload_id,
+                run.spec.implementationDigest AS implementation_id,
+                protocol.spec.comparability.family AS family
+            FROM {_read_json(src)}
+        ) TO {_literal(out)} (FORMAT parquet, COMPRESSION zstd)
+    """)
+
+
+def pandas_ingest(src: str, out: str) -> None:
+    import json
+
+    import pandas as pd
+
+    records = []
+    for name in _files(src):
+        with open(name, encoding="utf-8") as fh:
+            records.extend(json.loads(line) for line in fh if line.strip())
+    df = pd.json_normalize(records)
+    df.to_parquet(out)
+
+
+def _raw_latest(src: str) -> str:
+    """Latest passed run per (kernel, pass, workload, GPU, family, implementation), from the
+    raw bundles: the core of the speedups view, without a warehouse."""
+    return f"""
+        WITH raw AS (
+            SELECT
+                run.metadata.name AS run_id,
+                split_part(run.spec.sourceNative.benchmark, '/', 1) AS kernel,
+                split_part(run.spec.sourceNative.benchmark, '/', 2) AS pass,
+                split_part(run.spec.sourceNative.externalId, '/', 3) AS implementation,
+                split_part(run.spec.sourceNative.externalId, '/', 5) AS workload,
+                environment.spec.hardware.product AS product,
+                environment.spec.hardware.formFactor AS form_factor,
+                coalesce(protocol.spec.comparability.family, run.spec.protocolDigest) AS family,
+                run.spec.status AS status,
+                CAST(run.spec.observedAt AS TIMESTAMPTZ) AS observed_at,
+                run.spec.timing.latencyNs.median / 1000.0 AS median_us,
+                list_filter(run.spec.measurements, lambda m: m.statistic = 'p20')[1].value
+                    / 1000.0 AS p20_us,
+                list_filter(run.spec.measurements, lambda m: m.statistic = 'p80')[1].value
+                    / 1000.0 AS p80_us
+            FROM {_read_json(src)}
+        ),
+        ranked AS (
+            SELECT *,
+                row_number() OVER (
+                    PARTITION BY kernel, pass, workload, product, form_factor, family,
+                        implementation
+                    ORDER BY observed_at DESC NULLS LAST, run_id DESC) AS rn
+            FROM raw WHERE status = 'passed'
+        ),
+        latest AS (SELECT * FROM ranked WHERE rn = 1),
+        pairs AS (
+            SELECT c.kernel, c.pass, c.workload, c.product, c.form_factor, c.family,
+                c.implementation AS candidate, b.implementation AS baseline,
+                c.median_us AS candidate_us, b.median_us AS baseline_us,
+                b.median_us / c.median_us AS speedup,
+                CASE
+                    WHEN c.p20_us IS NULL OR c.p80_us IS NULL OR b.p20_us IS NULL
+                        OR b.p80_us IS NULL THEN 'no spread'
+                    WHEN c.p80_us < b.p20_us THEN 'faster'
+                    WHEN c.p20_us > b.p80_us THEN 'slower'
+                    ELSE 'within noise'
+                END AS verdict
+            FROM latest c JOIN latest b
+                ON c.kernel = b.kernel AND c.pass = b.pass AND c.workload = b.workload
+                AND c.product = b.product AND c.form_factor = b.form_factor
+                AND c.family = b.family AND c.implementation <> b.implementation
+        )
+    """
+
+
+def raw_query(src: str, question: str) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    if question == "speedups":
+        sql = _raw_latest(src) + """
+            SELECT * FROM pairs WHERE kernel = $kernel AND product = $product
+                AND form_factor = $form_factor
+            ORDER BY pass, workload, candidate, baseline"""
+        params = {"kernel": KERNEL, "product": GPU_HARDWARE[0], "form_factor": GPU_HARDWARE[1]}
+    elif question == "speedup_summary":
+        sql = _raw_latest(src) + """
+            SELECT candidate, baseline, product, form_factor, count(*) AS workloads,
+                exp(avg(ln(speedup))) AS geomean_speedup, min(speedup) AS min_speedup,
+                max(speedup) AS max_speedup,
+                sum(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS wins,
+                sum(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
+                sum(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
+                sum(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
+                sum(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise,
+                sum(CASE WHEN verdict = 'no spread' THEN 1 ELSE 0 END) AS no_spread
+            FROM pairs GROUP BY ALL ORDER BY ALL"""
+        params = {}
+    else:
+        raise SystemExit(f"unknown question {question!r}; expected speedups or speedup_summary")
+    con.sql(sql, params=params).write_csv("/dev/stdout")
+
+
+KIDATA_QUERIES = {
+    "speedups": (f"SELECT * FROM speedups WHERE kernel = '{KERNEL}' AND gpu = '{GPU_KEY}' "
+                 "ORDER BY pass, workload, candidate, baseline"),
+    "speedup_summary": "SELECT * FROM speedup_summary ORDER BY ALL",
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    command, src, arg = argv
+    if command == "duckdb-ingest":
+        duckdb_ingest(src, arg)
+    elif command == "pandas-ingest":
+        pandas_ingest(src, arg)
+    elif command == "raw-query":
+        raw_query(src, arg)
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
