@@ -241,9 +241,10 @@ def audit(
     result = analysis.audit(_wh(warehouse), everything=all_claims)
     if all_claims or result.flagged:
         output.write(result.rows, format, sys.stdout, max_rows=1_000_000)
+    unchecked = (f"; {result.unchecked:,} could not be checked (kidata audit --all shows why)"
+                 if result.unchecked else "")
     _err(f"{result.flagged:,} of {result.claims:,} published numbers disagree with their "
-         f"inputs beyond rounding; {result.unchecked:,} could not be checked (see the status "
-         f"column: kidata audit --all)")
+         f"inputs beyond rounding{unchecked}")
     if result.flagged:
         raise typer.Exit(1)
 
