@@ -21,6 +21,9 @@
 --   peak_gbps: the GPU's published peak memory bandwidth (gpus.memory_bandwidth_gbps); null
 --     when the catalog has none.
 --   peak_fraction: achieved_gbps / peak_gbps; null when the peak is unknown.
+--   above_peak: true when achieved_gbps exceeds the published peak (peak_fraction > 1): faster
+--     than the hardware allows, so the measurement (or the workload's parameters) is wrong and
+--     the number should not be quoted; null when the peak is unknown.
 --   version: release of the implementation or harness (runs.version).
 -- notes: The byte models are lower bounds on traffic (each tensor counted once, at the
 --   workload's dtype, per-row statistics left out), so achieved_gbps and peak_fraction are lower
@@ -69,6 +72,7 @@ SELECT
     s.bytes / (l.p20_us * 1000) AS achieved_gbps_high,
     g.memory_bandwidth_gbps AS peak_gbps,
     s.bytes / (l.median_us * 1000) / g.memory_bandwidth_gbps AS peak_fraction,
+    s.bytes / (l.median_us * 1000) > g.memory_bandwidth_gbps AS above_peak,
     l.version
 FROM sized s
 JOIN latencies l ON l.run_id = s.run_id

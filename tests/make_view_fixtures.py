@@ -170,6 +170,8 @@ def efficiency() -> list[dict]:
          ("msw-S2-B3-F5", {"S": 2, "B": 3, "ffn_local": 5}), 90, 80, 100),
         ("ef-unknown-gpu", "softmax/forward", "Example GPU 9000",
          ("sm-M2-N4", {"M": 2, "N": 4, "dtype": "torch.float32"}), 64, 50, 80),
+        ("ef-above-peak", "relu_squared/forward", A100,
+         ("relu-M1000-N1000", {"M": 1000, "N": 1000, "dtype": "torch.bfloat16"}), 1000, 900, 1100),
         ("ef-no-model", "cross_entropy/forward", A100,
          ("ce-B8-T2048-V4096", {"B": 8, "T": 2048, "V": 4096, "sizes": [8, 2048]}),
          1000, 900, 1100),

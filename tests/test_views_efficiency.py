@@ -24,34 +24,40 @@ DATA = Path(__file__).parent / "data"
 def loaded(tmp_path_factory) -> Warehouse:
     wh = Warehouse(tmp_path_factory.mktemp("wh"))
     report = wh.load([str(DATA / "views" / "efficiency.jsonl")])
-    assert report.ok and report.runs_added == 10
+    assert report.ok and report.runs_added == 11
     return wh
 
 
 def test_efficiency_numbers(loaded: Warehouse):
     got = {r[0]: r[1:] for r in loaded.sql(
         "SELECT run_id, bytes, median_us, achieved_gbps, achieved_gbps_low, achieved_gbps_high, "
-        "peak_gbps, peak_fraction FROM efficiency").fetchall()}
-    assert set(got) == {"ef-rms", "ef-ln-bwd", "ef-mswiglu", "ef-unknown-gpu"}
+        "peak_gbps, peak_fraction, above_peak FROM efficiency").fetchall()}
+    assert set(got) == {"ef-rms", "ef-ln-bwd", "ef-mswiglu", "ef-unknown-gpu", "ef-above-peak"}
     # rms_norm forward, M 2048, H 4096, bfloat16 (2 bytes), A100 (2039 GB/s):
     # bytes = 2 x (2 x 2048 x 4096 + 4096) = 2 x 16,781,312 = 33,562,624;
     # achieved = 33,562,624 / 31,072 ns = 1080.1565 GB/s; at p80 / 31,968 = 1049.8819;
     # at p20 / 30,048 = 1116.9670; fraction 1080.1565 / 2039 = 0.529748.
-    b, med, gbps, low, high, peak, frac = got["ef-rms"]
+    b, med, gbps, low, high, peak, frac, above = got["ef-rms"]
     assert b == 33_562_624 and med == 31.072 and peak == 2039
     assert (gbps, low, high) == pytest.approx((1080.1565, 1049.8819, 1116.9670), abs=1e-4)
-    assert frac == pytest.approx(0.529748, abs=1e-6)
+    assert frac == pytest.approx(0.529748, abs=1e-6) and above is False
     # layer_norm backward, M 4, N 8, float32 (4 bytes), H100 (3350 GB/s):
     # 4 x (3 x 4 x 8 + 3 x 8) = 4 x 120 = 480 bytes in 480 ns = 1 GB/s; 1/3350 = 0.000298507;
     # no p20/p80, so no range.
     assert got["ef-ln-bwd"][:6] == (480, 0.48, 1.0, None, None, 3350)
     assert got["ef-ln-bwd"][6] == pytest.approx(0.000298507, abs=1e-9)
+    assert got["ef-ln-bwd"][7] is False
     # megatron_swiglu forward, S 2, B 3, ffn_local 5, always bfloat16:
     # 2 x (2 x 30 + 30) = 180 bytes in 90 ns = 2 GB/s; 180/100 = 1.8; 180/80 = 2.25.
     assert got["ef-mswiglu"][:6] == pytest.approx((180, 0.09, 2.0, 1.8, 2.25, 3350))
     # softmax forward, M 2, N 4, float32 on a GPU the catalog does not know:
     # 4 x 2 x 8 = 64 bytes in 64 ns = 1 GB/s (64/80 = 0.8, 64/50 = 1.28); no peak, no fraction.
-    assert got["ef-unknown-gpu"] == pytest.approx((64, 0.064, 1.0, 0.8, 1.28, None, None))
+    assert got["ef-unknown-gpu"] == pytest.approx((64, 0.064, 1.0, 0.8, 1.28, None, None, None))
+    # relu_squared forward, M 1000, N 1000, bfloat16: 2 x 2 x 10^6 = 4,000,000 bytes in 1000 ns
+    # = 4000 GB/s, above the A100's 2039: 4000 / 2039 = 1.961746, flagged above_peak.
+    b, med, gbps, low, high, peak, frac, above = got["ef-above-peak"]
+    assert (b, gbps, above) == (4_000_000, 4000.0, True)
+    assert frac == pytest.approx(1.961746, abs=1e-6)
 
 
 def test_runs_without_a_model_or_parameters_are_absent(loaded: Warehouse):
