@@ -189,7 +189,10 @@ def parse_x(text: str) -> int | float | str:
     """An x value: an integer, a finite float, or else the text itself (a model name)."""
     text = text.strip()
     if INT_RE.match(text):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:  # beyond Python's digit limit for int(): keep the text
+            return text
     try:
         value = float(text)
     except ValueError:
