@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import math
 import shutil
@@ -12,9 +13,14 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kidata import Warehouse
 from kidata.catalog import display_name, lookup_gpu
+from kidata.errors import RecordError
+from kidata.flatten import Flattener
+from kidata.readers.liger import read as read_liger
 
 DATA = Path(__file__).parent / "data"
 LIGER = DATA / "liger"
@@ -334,3 +340,22 @@ def test_bad_bytes_spoil_only_their_row_and_an_empty_mode_is_kept(cli, copy_data
         "select r.pass, p.name from runs r join protocols p on p.protocol_id = r.protocol_id "
         "where r.gpu = 'b200'").fetchall()
     assert rows == [("unspecified", "liger-bench-do-bench-unspecified")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from('ab1.-e,"\n\r{}[]:x '), max_size=12),
+                min_size=15, max_size=17),
+       st.binary(max_size=40))
+def test_any_row_is_read_or_rejected_never_raises(fields: list[str], tail: bytes):
+    # A header, one row built from odd fields, and arbitrary bytes: the reader yields items or
+    # RecordErrors, and every item either flattens or fails with a RecordError.
+    header = RECENT.read_bytes().split(b"\n", 1)[0] + b"\n"
+    data = header + ",".join(fields).encode() + b"\n" + tail
+    for item in read_liger(io.BufferedReader(io.BytesIO(data)), "fuzz.csv"):
+        if isinstance(item, RecordError):
+            assert item.file == "fuzz.csv" and item.position.startswith(("row ", "header"))
+            continue
+        try:
+            Flattener().flatten(item)
+        except RecordError:
+            pass
