@@ -117,15 +117,18 @@ def sql(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
+    write: Annotated[bool, typer.Option(
+        "--write", help="Allow statements that write (COPY, ATTACH, SET, ...); by default "
+        "only queries run.")] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Run a SQL query and print the result."""
+    """Run a SQL query (read-only unless --write) and print the result."""
     from kidata import output
 
     if format not in output.FORMATS:
         raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
                                  param_hint="--format")
-    relation = _wh(warehouse).sql(query)
+    relation = _wh(warehouse).sql(query, read_only=not write)
     if relation is None:  # a statement without a result
         return
     output.write(relation, format, sys.stdout, max_rows=limit)
@@ -156,12 +159,22 @@ def export(
     output_path: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
     format: Annotated[str | None, typer.Option(
         "--format", "-f", help="csv, parquet, json, ndjson or xlsx (default: from the "
-        "suffix).")] = None,
+        "suffix); for runs also kernelindex (bundles as JSON Lines, loadable again).")] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Export a table or view to CSV, Parquet, JSON, NDJSON or Excel."""
     from kidata import export as export_mod
 
+    if format == "kernelindex":
+        if name != "runs":
+            raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
+                                     "their documents); use: kidata export runs --format "
+                                     "kernelindex -o FILE", param_hint="--format")
+        from kidata import records
+
+        count = records.export(_wh(warehouse), output_path)
+        typer.echo(f"wrote {count:,} runs as kernelindex bundles to {output_path}")
+        return
     fmt = export_mod.format_for(output_path, format)
     wh = _wh(warehouse)
     rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name)
@@ -271,6 +284,70 @@ def regressions(
     _err(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}")
     if found:
         raise typer.Exit(1)
+
+
+@app.command()
+def rejects(
+    load_id: Annotated[str | None, typer.Option(
+        "--load", help="Only this load (see `kidata sql 'select * from loads'`).")] = None,
+    file: Annotated[str | None, typer.Option(
+        "--file", help="Only records from this input file (as it was named when loaded).")]
+    = None,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Also show the raw text of each record (up to 64 KiB).")] = False,
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    limit: Annotated[int, typer.Option(
+        "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """List rejected records: file, position, field and what was wrong."""
+    from kidata import output
+
+    if format not in output.FORMATS:
+        raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
+                                 param_hint="--format")
+    relation = _wh(warehouse).rejects(load_id=load_id, file=file)
+    if not raw:
+        relation = relation.project("loaded_at, load_id, source_file, position, field, reason")
+    output.write(relation, format, sys.stdout, max_rows=limit)
+
+
+@app.command()
+def check(
+    repair: Annotated[bool, typer.Option(
+        "--repair", help="First complete interrupted commits and remove what dead writers "
+        "left (what any load does before committing).")] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Verify the warehouse: schemas, identities, references, commit markers, digests."""
+    from kidata.check import summary
+
+    report = _wh(warehouse).check(repair=repair)
+    for line in report.repaired:
+        typer.echo(f"repaired: {line}")
+    for line in report.notes:
+        typer.echo(f"note: {line}")
+    for line in report.problems:
+        _err(f"problem: {line}")
+    typer.echo(summary(report))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compact(
+    tables: Annotated[list[str] | None, typer.Argument(
+        help="Tables to compact (default: every table loads write).")] = None,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Merge each table's small files into one, without changing any query result."""
+    report = _wh(warehouse).compact(tables or None)
+    for table, (before, after) in report.tables.items():
+        if before != after:
+            typer.echo(f"{table}: {before:,} files -> {after:,}")
+    typer.echo(f"compacted: {report.files_removed:,} fewer files, {report.rows:,} rows "
+               "rewritten")
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -69,10 +69,14 @@ class Checker:
     def positive_value(self, value: Any, field: str) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(field, f"expected a number, got {_show(value)}")
-        value = float(value)
-        if not math.isfinite(value) or value <= 0:
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            raise self.fail(field, f"expected a number that fits a 64-bit float, got "
+                                   f"{_show(value)}") from None
+        if not math.isfinite(number) or number <= 0:
             raise self.fail(field, f"expected a finite number > 0, got {_show(value)}")
-        return value
+        return number
 
     def timestamp(self, obj: Any, path: str, prefix: str) -> datetime | None:
         value = self.get(obj, path)

@@ -178,6 +178,7 @@ class Warehouse:
         self.path = Path(path) if path is not None else default_path()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_state: tuple | None = None
+        self._last_recovery: list[str] = []  # what the last _recover() did
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.path)!r})"
@@ -211,7 +212,7 @@ class Warehouse:
         except OSError as exc:
             raise WarehouseError(f"cannot lock {self.path} for writing: {exc}") from None
         try:
-            self._recover()
+            self._last_recovery = self._recover()
             yield
         finally:
             lock.release()
@@ -474,7 +475,7 @@ class Warehouse:
         con.execute("""
             CREATE TEMP TABLE run_outcome AS
             WITH ranked AS (
-                SELECT s.*,
+                SELECT s.run_id, s.content_hash, s.source_file, s._seq, s._position,
                     row_number() OVER w AS _rn,
                     first_value(content_hash) OVER w AS _first_hash,
                     first_value(source_file) OVER w AS _first_file,
@@ -497,16 +498,17 @@ class Warehouse:
         """)
         con.execute("""
             CREATE TEMP VIEW conflict_rejects AS
-            SELECT source_file, _position AS position, 'run.metadata.name' AS field,
+            SELECT o.source_file, o._position AS position, 'run.metadata.name' AS field,
                 CASE WHEN _outcome = 'conflict_load' THEN
-                    'conflict: run ' || run_id || ' appears earlier in this load (' ||
+                    'conflict: run ' || o.run_id || ' appears earlier in this load (' ||
                     _first_file || ', ' || _first_position || ') with different numbers'
                 ELSE
-                    'conflict: run ' || run_id || ' is already in the warehouse, loaded from ' ||
+                    'conflict: run ' || o.run_id || ' is already in the warehouse, loaded from ' ||
                     _old_file || ', with different numbers'
                 END AS reason,
-                document AS raw, _seq, _position
-            FROM run_outcome WHERE _outcome IN ('conflict_load', 'conflict_existing')
+                s.document AS raw, o._seq, o._position
+            FROM run_outcome o JOIN staged_runs s ON s._seq = o._seq
+            WHERE o._outcome IN ('conflict_load', 'conflict_existing')
         """)
 
     def _select_final(self, table: str) -> str:
@@ -521,7 +523,9 @@ class Warehouse:
                 cols.append(f"s.{views_mod.quote_identifier(f.name)}")
         select = ", ".join(cols)
         if table == "runs":
-            return f"SELECT {select} FROM run_outcome s WHERE _outcome = 'added' ORDER BY _seq"
+            # run_outcome holds only keys and outcomes (not the wide run rows): join back.
+            return (f"SELECT {select} FROM staged_runs s JOIN run_outcome o ON o._seq = s._seq "
+                    f"AND o._outcome = 'added' ORDER BY s._seq")
         if table in ("measurements", "published"):
             extra = ""
             if table == "published":
@@ -601,11 +605,16 @@ class Warehouse:
         self._con, self._con_state = con, state
         return con
 
-    def sql(self, query: str, params: dict[str, Any] | list | None = None
-            ) -> duckdb.DuckDBPyRelation:
+    def sql(self, query: str, params: dict[str, Any] | list | None = None, *,
+            read_only: bool = False) -> duckdb.DuckDBPyRelation:
         """Run SQL over the tables and views; returns a DuckDB relation (``.pl()``,
-        ``.arrow()``, ``.fetchall()``). Errors become :class:`QueryError` with DuckDB's text."""
+        ``.arrow()``, ``.fetchall()``). Errors become :class:`QueryError` with DuckDB's text.
+        With ``read_only``, statements that could write are refused (:mod:`kidata.readonly`)."""
         con = self.connect()
+        if read_only:
+            from kidata import readonly
+
+            readonly.check(con, query)
         try:
             return con.sql(query, params=params)
         except duckdb.Error as exc:
@@ -616,6 +625,35 @@ class Warehouse:
         if name not in self.names():
             raise NoSuchView(name, list(self.names()))
         return self.sql(f"SELECT * FROM {views_mod.quote_identifier(name)}")
+
+    def rejects(self, load_id: str | None = None, file: str | None = None
+                ) -> duckdb.DuckDBPyRelation:
+        """Rejected records, oldest load first: when, which load, file, position, field and
+        reason (``raw`` holds the record's text). Narrowed to one load or one input file."""
+        return self.sql(
+            "SELECT loaded_at, load_id, source_file, position, field, reason, raw FROM rejects "
+            "WHERE ($load_id IS NULL OR load_id = $load_id) "
+            "AND ($file IS NULL OR source_file = $file) "
+            "ORDER BY loaded_at, load_id, source_file, length(position), position",
+            {"load_id": load_id, "file": file})
+
+    def check(self, repair: bool = False):
+        """Verify the warehouse on disk; see :func:`kidata.check.check`."""
+        from kidata.check import check
+
+        return check(self, repair=repair)
+
+    def compact(self, tables: list[str] | None = None):
+        """Merge each table's small files; see :func:`kidata.compact.compact`."""
+        from kidata.compact import compact
+
+        return compact(self, tables)
+
+    def records(self):
+        """The warehouse's runs as kernelindex bundles; see :func:`kidata.records.bundles`."""
+        from kidata.records import bundles
+
+        return bundles(self)
 
     def info(self) -> dict[str, Any]:
         """Tables with row and file counts, sources, GPUs and the time range of the runs."""

@@ -91,9 +91,19 @@ def open_binary(path: str) -> IO[bytes]:
     return buffered
 
 
-def iter_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES) -> Iterator[tuple[int, bytes | None]]:
-    """Yield ``(line_number, line)`` with 1-based numbers; ``line`` is None when the line is
-    longer than ``limit`` bytes (the rest of it is skipped without being kept in memory)."""
+@dataclass
+class Overlong:
+    """A line longer than the record limit: its first 64 KiB (for ``rejects.raw``) and its
+    length; the rest was skipped without being kept in memory."""
+
+    head: bytes
+    size: int
+
+
+def iter_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES
+               ) -> Iterator[tuple[int, bytes | Overlong]]:
+    """Yield ``(line_number, line)`` with 1-based numbers; ``line`` is an :class:`Overlong`
+    when the line is longer than ``limit`` bytes."""
     number = 0
     while True:
         line = stream.readline(limit + 1)
@@ -101,11 +111,13 @@ def iter_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES) -> Iterator[tup
             return
         number += 1
         if len(line) > limit and not line.endswith(b"\n"):
+            size = len(line)
             while True:
                 more = stream.readline(1 << 20)
+                size += len(more)
                 if not more or more.endswith(b"\n"):
                     break
-            yield number, None
+            yield number, Overlong(line[:65536], size)
             continue
         yield number, line
 

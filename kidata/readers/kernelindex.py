@@ -4,13 +4,13 @@ blank line, as in the seeds) or as JSON Lines (one record per line)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import orjson
 
 from kidata.errors import RecordError
-from kidata.readers import MAX_RECORD_BYTES, Item, iter_lines, raw_text
+from kidata.readers import MAX_RECORD_BYTES, Item, Overlong, iter_lines, raw_text
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 ROLES = {
@@ -47,23 +47,65 @@ def to_item(value: Any, file: str, position: str, raw: str | None,
     return Item(file, position, docs, raw, title)
 
 
+def _looks_like_json_lines(numbered: list[tuple[int, bytes]]) -> bool:
+    """Whether a text that is not one JSON value has, after its first line, a line that is a
+    complete JSON object (so it is JSON Lines, not a broken pretty-printed document)."""
+    for _, line in numbered[1:]:
+        stripped = line.strip()
+        if stripped[:1] == b"{":
+            try:
+                return isinstance(orjson.loads(stripped), dict)
+            except orjson.JSONDecodeError:
+                return False
+    return False
+
+
 def _type(value: Any) -> str:
     return {list: "an array", str: "a string", int: "a number", float: "a number",
             bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _json_error(exc: Exception) -> str:
+def _json_error(exc: orjson.JSONDecodeError) -> str:
+    """Say what is wrong with a JSON text in words a user can act on."""
+    where = f"line {exc.lineno} column {exc.colno}"
+    doc = exc.doc if isinstance(exc.doc, str) else ""
+    ahead = doc[exc.pos:exc.pos + 8]
+    token = next((t for t in ("NaN", "Infinity") if ahead.startswith(t)), None)
+    if token == "Infinity" and doc[exc.pos - 1:exc.pos] == "-":  # reported after the sign
+        token, where = "-Infinity", f"line {exc.lineno} column {exc.colno - 1}"
+    if token:
+        return (f"invalid JSON: {token} at {where} is not a number JSON allows; expected a "
+                "finite number")
+    if "infinity when parsed as double" in exc.msg:
+        return (f"invalid JSON: the number at {where} is too large for a 64-bit float; "
+                "expected a finite number")
+    if "depth limit" in exc.msg:
+        return f"invalid JSON: nested deeper than 1,024 levels at {where}"
+    if "not valid UTF-8" in exc.msg:
+        return "invalid JSON: not UTF-8 text"  # orjson cannot say where
     return f"invalid JSON: {exc}"
+
+
+def _error(file: str, position: str, message: str, raw: bytes | None) -> RecordError:
+    """A record-level error that keeps the record's text for ``rejects.raw``."""
+    err = RecordError(file, position, None, message)
+    err.raw = raw_text(raw)  # type: ignore[attr-defined]
+    return err
+
+
+def _overlong(file: str, number: int, line: Overlong) -> RecordError:
+    return _error(file, f"line {number}",
+                  f"record of {line.size:,} bytes is longer than the "
+                  f"{MAX_RECORD_BYTES // (1024 * 1024)} MiB limit; not read (its first 64 KiB "
+                  "are kept in rejects.raw)", line.head)
 
 
 def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
     lines = iter_lines(stream)
     title: str | None = None
     for number, line in lines:
-        if line is None:
-            yield RecordError(file, f"line {number}", None,
-                              f"record longer than {MAX_RECORD_BYTES // (1024 * 1024)} MiB; "
-                              "not read")
+        if isinstance(line, Overlong):
+            yield _overlong(file, number, line)
             yield from _json_lines(lines, file)
             return
         if number == 1:
@@ -106,14 +148,12 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         yield RecordError(file, "document", None, "empty file: no records")
 
 
-def _json_lines(lines: Iterator[tuple[int, bytes | None]], file: str,
+def _json_lines(lines: Iterable[tuple[int, bytes | Overlong]], file: str,
                 title: str | None = None) -> Iterator[Item | RecordError]:
     for number, line in lines:
         position = f"line {number}"
-        if line is None:
-            yield RecordError(file, position, None,
-                              f"record longer than {MAX_RECORD_BYTES // (1024 * 1024)} MiB; "
-                              "not read")
+        if isinstance(line, Overlong):
+            yield _overlong(file, number, line)
             continue
         stripped = line.strip()
         if not stripped:
@@ -121,17 +161,17 @@ def _json_lines(lines: Iterator[tuple[int, bytes | None]], file: str,
         try:
             value = orjson.loads(stripped)
         except orjson.JSONDecodeError as exc:
-            yield RecordError(file, position, None, _json_error(exc))
+            yield _error(file, position, _json_error(exc), stripped)
             continue
         yield to_item(value, file, position, raw_text(stripped), title)
 
 
-def _whole(first: bytes, lines: Iterator[tuple[int, bytes | None]], file: str,
+def _whole(first: bytes, lines: Iterator[tuple[int, bytes | Overlong]], file: str,
            title: str | None, first_number: int) -> Iterator[Item | RecordError]:
     chunks = [first]
     size = len(first)
     for number, line in lines:
-        if line is None or size > MAX_DOCUMENT_BYTES:
+        if isinstance(line, Overlong) or size > MAX_DOCUMENT_BYTES:
             yield RecordError(file, f"line {number}", None,
                               "document too large to parse in one piece; write it as JSON "
                               "Lines (one record per line)")
@@ -142,8 +182,13 @@ def _whole(first: bytes, lines: Iterator[tuple[int, bytes | None]], file: str,
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        yield RecordError(file, "document" if first_number == 1 else f"line {first_number}",
-                          None, _json_error(exc))
+        numbered = list(enumerate(chunks, start=first_number))
+        if _looks_like_json_lines(numbered):
+            # JSON Lines whose first record is bad: keep the good records after it.
+            yield from _json_lines(numbered, file, title)
+            return
+        yield _error(file, "document" if first_number == 1 else f"line {first_number}",
+                     _json_error(exc), text)
         return
     if isinstance(value, list):
         for index, element in enumerate(value):

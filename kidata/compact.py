@@ -1,0 +1,148 @@
+"""Merge a table's small files into one (``kidata compact``) without changing any query result.
+
+Each load adds one file per table, so a warehouse fed by many small loads ends up with many
+small files, which every query must open. Compaction rewrites them as one file per table.
+
+The hard part is the swap: a reader listing ``runs/*.parquet`` must see either the old files
+or the new one, never both (duplicates) and never neither (lost rows). Renaming files one by
+one cannot do that, so compaction builds the table's next folder beside it — the merged file
+plus hard links to the files it keeps — and exchanges the two folders in one atomic step
+(``renameat2(RENAME_EXCHANGE)`` on Linux, ``renamex_np(RENAME_SWAP)`` on macOS). A crash at
+any moment leaves either the old folder in place (and the unfinished next folder under
+``_kidata/compact/``, removed by the next writer) or the new one. Compaction holds the writer
+lock throughout, so no load commits meanwhile, and it keeps every row as it was, ``load_id``
+included, so kidata's snapshot filter is unaffected.
+
+Limit: a query that listed the old folder and opens a merged-away file after the swap fails
+with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kidata import durable
+from kidata import views as views_mod
+from kidata.durable import fault
+from kidata.errors import WarehouseError
+from kidata.schema import COMMIT_ORDER, TABLES
+
+if TYPE_CHECKING:
+    from kidata.warehouse import Warehouse
+
+# Files at least this large are left as they are.
+SMALL_BYTES = 64 * 1024 * 1024
+ROW_GROUP = 128 * 1024
+
+
+@dataclass
+class CompactReport:
+    """Per table: files before and after; ``rows`` merged in total."""
+
+    tables: dict[str, tuple[int, int]] = field(default_factory=dict)
+    rows: int = 0
+
+    @property
+    def files_removed(self) -> int:
+        return sum(before - after for before, after in self.tables.values())
+
+
+def compactable() -> list[str]:
+    """Tables written by loads (the reference tables are single files already)."""
+    return [t for t in COMMIT_ORDER if t in TABLES]
+
+
+def compact(wh: Warehouse, tables: list[str] | None = None,
+            small_bytes: int = SMALL_BYTES) -> CompactReport:
+    """Merge the small files of each table (default: every table loads write) into one."""
+    chosen = tables or compactable()
+    unknown = [t for t in chosen if t not in compactable()]
+    if unknown:
+        raise WarehouseError(f"cannot compact {', '.join(unknown)}; tables that can be "
+                             f"compacted: {', '.join(compactable())}")
+    if not wh.path.is_dir():
+        raise WarehouseError(f"no warehouse at {wh.path}")
+    report = CompactReport()
+    with wh._writer_lock():
+        for table in chosen:
+            files = wh.table_files(table)
+            small = [f for f in files if f.stat().st_size < small_bytes]
+            if len(small) < 2:
+                report.tables[table] = (len(files), len(files))
+                continue
+            report.rows += _compact_table(wh, table, small, [f for f in files
+                                                             if f not in small])
+            report.tables[table] = (len(files), len(files) - len(small) + 1)
+    wh._con_state = None
+    return report
+
+
+def _compact_table(wh: Warehouse, table: str, small: list[Path], keep: list[Path]) -> int:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    work = wh.private / "compact" / f"{stamp}-{secrets.token_hex(4)}"
+    nxt = work / table
+    try:
+        nxt.mkdir(parents=True)
+        rows = _merge(table, small, nxt / f"compacted-{work.name}.parquet")
+        for path in keep:
+            try:
+                os.link(path, nxt / path.name)
+            except OSError:  # no hard links on this file system: a copy is as good
+                shutil.copy2(path, nxt / path.name)
+                durable.fsync_file(nxt / path.name)
+        durable.fsync_dir(nxt)
+        fault(f"compact-before-swap:{table}")
+        durable.exchange(nxt, wh.path / table)  # the one atomic step
+        durable.fsync_dir(wh.path)
+        fault(f"compact-after-swap:{table}")
+    finally:
+        # Before the swap: the unfinished next folder; after it: the old generation.
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def _merge(table: str, files: list[Path], out: Path) -> int:
+    """Write the rows of ``files`` (in file order) to ``out`` with the declared schema."""
+    schema = TABLES[table]
+    present: set[str] = set()
+    for path in files:
+        names = pq.ParquetFile(path).schema_arrow.names
+        extra = sorted(set(names) - set(schema.names))
+        if extra:
+            raise WarehouseError(f"{path} has columns kidata does not declare "
+                                 f"({', '.join(extra)}); compaction would drop them")
+        present.update(names)
+    q = views_mod.quote_identifier
+    cols = ", ".join(q(f.name) if f.name in present
+                     else f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+                     for f in schema)
+    listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
+                                 "preserve_insertion_order": True})
+    rows = 0
+    writer = None
+    try:
+        reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
+                         ).to_arrow_reader(ROW_GROUP)
+        writer = pq.ParquetWriter(out, schema, compression="zstd")
+        for batch in reader:
+            if batch.num_rows:
+                writer.write_table(pa.Table.from_batches([batch]).cast(schema),
+                                   row_group_size=ROW_GROUP)
+                rows += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+        con.close()
+    durable.fsync_file(out)
+    return rows

@@ -1,0 +1,62 @@
+"""Rebuild kernelindex records from the warehouse: records → warehouse → records.
+
+``runs.document`` keeps each BenchmarkRun exactly as loaded, and the ``environments``,
+``protocols`` and ``workloads`` tables keep the documents it points at; together they give
+back one bundle per run, ``{"run": …, "protocol": …, "environment": …, "workload": …}``, in
+the form ``kidata load`` reads (JSON Lines). ``kidata export runs --format kernelindex``
+writes them; the property tests load, export and load again.
+
+What does not come back: Implementation documents (kidata keeps only their digest, in
+``runs.implementation_id``), a bundle's title line, and — when several records share a
+document digest with different metadata (names, titles) — any metadata but the first loaded.
+Metadata never changes a digest, so identities are unaffected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from kidata.warehouse import Warehouse
+
+QUERY = """
+SELECT r.document AS run, p.document AS protocol, e.document AS environment,
+       w.document AS workload
+FROM runs r
+LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
+LEFT JOIN environments e ON e.environment_id = r.environment_id
+LEFT JOIN workloads w ON w.workload_id = r.workload_id
+ORDER BY r.run_id
+"""
+BATCH = 10_000
+
+
+def bundles(wh: Warehouse) -> Iterator[dict[str, Any]]:
+    """One kernelindex bundle per run in the warehouse, ordered by run id."""
+    reader = wh.sql(QUERY).to_arrow_reader(BATCH)
+    for batch in reader:
+        for row in batch.to_pylist():
+            yield {role: orjson.loads(text) for role, text in row.items() if text is not None}
+
+
+def write_jsonl(wh: Warehouse, out: IO[bytes]) -> int:
+    """Write every bundle as one JSON line; returns how many."""
+    count = 0
+    for bundle in bundles(wh):
+        out.write(orjson.dumps(bundle) + b"\n")
+        count += 1
+    return count
+
+
+def export(wh: Warehouse, path: Path) -> int:
+    """Write the bundles to ``path`` (JSON Lines) through a temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        count = write_jsonl(wh, fh)
+    tmp.replace(path)
+    return count
