@@ -127,7 +127,19 @@ def test_cli_prints_versions_and_exits_1(cli, data):
     assert bad.code == 2 and "threshold must be a number >= 0" in bad.err
 
 
-def test_single_run(cli, data):
+def test_single_run(cli, data, wh: Warehouse):
+    # single.jsonl: one rms_norm forward run of liger, variant 'selected default', on the A100,
+    # 31.072 µs (30.048, 31.968), M 2048, H 4096, bfloat16.
     assert cli("load", data / "views" / "single.jsonl").code == 0
     result = cli("regressions")
     assert result.code == 0 and result.out == ""
+    # A one-point series; nothing to pair, regress or remeasure; a one-variant ranking;
+    # bytes 2 x (2 x 2048 x 4096 + 4096) = 33,562,624.
+    assert wh.sql("SELECT step, points, previous_run_id, change, verdict FROM trends"
+                  ).fetchall() == [(1, 1, None, None, None)]
+    counts = {v: wh.sql(f"SELECT count(*) FROM {v}").fetchall()[0][0]
+              for v in ("speedups", "speedup_summary", "regressions", "remeasured", "audit")}
+    assert counts == dict.fromkeys(counts, 0)
+    assert wh.sql("SELECT schedule_rank, schedules, relative_to_selected FROM calibration"
+                  ).fetchall() == [(1, 1, 1.0)]
+    assert wh.sql("SELECT bytes FROM efficiency").fetchall() == [(33_562_624,)]
