@@ -13,8 +13,6 @@ data to DuckDB for any table whose file is missing or out of date.
 
 from __future__ import annotations
 
-import os
-import secrets
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kidata import durable
 from kidata.catalog import gpu_catalog
 from kidata.errors import KidataError
 from kidata.schema import REFERENCE, TABLES
@@ -162,12 +161,10 @@ def write(warehouse: Path) -> bool:
         for name in stale(warehouse):
             folder = warehouse / name
             folder.mkdir(parents=True, exist_ok=True)
-            # The temporary name does not end in .parquet, so no reader's glob ever sees it.
-            tmp = folder / f".{FILE}.{secrets.token_hex(4)}.tmp"
-            pq.write_table(tables()[name], tmp)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, folder / FILE)
+            buffer = pa.BufferOutputStream()
+            pq.write_table(tables()[name], buffer)
+            # Its temporary name does not end in .parquet, so no reader's glob ever sees it.
+            durable.write_atomic(folder / FILE, buffer.getvalue().to_pybytes())
     except OSError:
         return False
     return True
