@@ -105,7 +105,8 @@ def test_export_format_option_and_unknown_name(loaded, tmp_path: Path):
     assert len(out.read_text().splitlines()) == 26
     result = loaded("export", "nope", "-o", tmp_path / "x.csv")
     assert result.code == 2
-    assert result.err.startswith("Error: no table or view named 'nope'; known: environments,")
+    assert result.err.startswith("Error: no table or view named 'nope'; known: ")
+    assert "environments, " in result.err and "speedups, " in result.err
     result = loaded("export", "runs", "-o", tmp_path / "x.csv", "--format", "xml")
     assert result.code == 2
     assert "allowed formats are: csv, json, ndjson, parquet, xlsx" in result.err
