@@ -219,8 +219,9 @@ def info(warehouse: WarehouseOpt = None) -> None:
     data = _wh(warehouse).info()
     typer.echo(f"warehouse: {data['warehouse']}")
     typer.echo("tables:")
+    width = max(len(t) for t in data["tables"])
     for table, t in data["tables"].items():
-        typer.echo(f"  {table:<13} {t['rows']:>10,} rows in {t['files']:,} files")
+        typer.echo(f"  {table:<{width}} {t['rows']:>10,} rows in {t['files']:,} files")
     typer.echo("sources: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["sources"].items())
                               or "none"))
     typer.echo("gpus: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["gpus"].items())
