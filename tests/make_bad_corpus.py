@@ -184,7 +184,8 @@ def cases() -> dict[str, bytes]:
                            CSV_ROW1),
         "csv_bad_timestamp.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace("2024-09-03 15:39:30",
                                                                     "yesterday"), CSV_ROW1),
-        "csv_unknown_unit.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace(",speed,ms,", ",speed,fortnights,"),
+        "csv_unknown_unit.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace(",speed,ms,",
+                                                                   ",speed,fortnights,"),
                                     CSV_ROW1),
         # -- must load: BOM and CRLF ------------------------------------------------------
         "ok_bom_crlf.jsonl": b"\xef\xbb\xbf" + jsonl(S0, S1).replace(b"\n", b"\r\n"),
