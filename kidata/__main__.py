@@ -1,3 +1,5 @@
 from kidata.cli import main
 
-main()
+# Guarded: worker processes of a load (spawned) import the main module again.
+if __name__ == "__main__":
+    main()

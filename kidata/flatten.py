@@ -53,14 +53,24 @@ def _parameter(workload_id: str, name: str, value: Any) -> dict:
     return {"workload_id": workload_id, "name": name, "value": number, "text": text}
 
 
+class NeedsEnvironment(Exception):
+    """Raised instead of flattening a run whose environment is neither in its record nor known
+    yet, when the flattener was asked to defer such runs (``defer_unknown_environments``): a
+    load's worker process hands the record back to the process that has seen every record
+    before it, so the result is the same as reading the input in one pass."""
+
+
 class Flattener:
     """Turns :class:`~kidata.readers.Item` into :class:`Flat` rows.
 
     Remembers the environments and protocols it has seen (and those already in the warehouse,
     via :meth:`know_environment`/:meth:`know_protocol`) so that a bare run can name its GPU.
+    This memory is the only state that changes a result; everything else is a pure function of
+    the record (the caches below only save work).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, defer_unknown_environments: bool = False) -> None:
+        self.defer_unknown_environments = defer_unknown_environments
         self.env_gpu: dict[str, Gpu] = {}
         self._digests: dict[bytes, str] = {}
         self._done: dict[tuple[str, bytes], Any] = {}
@@ -218,6 +228,8 @@ class Flattener:
         gpu_name = labels.get("gpu_name")
         if gpu is None and env_id is not None:
             gpu = self.env_gpu.get(env_id)
+            if gpu is None and self.defer_unknown_environments:
+                raise NeedsEnvironment(env_id)
         if gpu is None:
             hint = gpu_name or (parts[3] if six else None)
             if not hint:

@@ -38,8 +38,7 @@ from filelock import FileLock, Timeout
 from kidata import durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
-from kidata.flatten import Flattener
+from kidata.errors import NoSuchView, QueryError, WarehouseError
 from kidata.readers import expand_paths, read_file
 from kidata.schema import COMMIT_ORDER, KEYS, TABLES
 
@@ -130,6 +129,7 @@ class _Stager:
         self.counts = dict.fromkeys(TABLES, 0)
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
+        self.tag = ""  # in file names: worker processes stage into the same folder
 
     def add(self, table: str, row: dict, seq: int, position: str) -> None:
         seen = self.seen.get(table)
@@ -160,7 +160,7 @@ class _Stager:
                 [pa.array(values, type=f.type) for f, (_, values) in zip(schema, columns,
                                                                             strict=True)],
                 schema=schema)
-            pq.write_table(data, self.folder / f"{table}-{self.parts:06d}.parquet",
+            pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            compression="zstd")
             for _, values in columns:
                 values.clear()
@@ -326,48 +326,22 @@ class Warehouse:
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
                report: LoadReport, progress: Callable[[str, int], None] | None) -> None:
-        stager = _Stager(staging, batch)
-        flattener = Flattener()
-        for env_id, gpu in self._existing_environments():
-            flattener.know_environment(env_id, gpu)
-        seq = 0
-        for path in files:
-            report.files += 1
-            name = "<stdin>" if path == "-" else path
-            for item in read_file(path, fmt):
-                seq += 1
-                report.records += 1
-                if isinstance(item, RecordError):
-                    self._stage_reject(stager, report, item, getattr(item, "raw", None), seq)
-                    continue
-                try:
-                    flat = flattener.flatten(item)
-                except RecordError as err:
-                    self._stage_reject(stager, report, err, item.raw, seq)
-                    continue
-                for message in flat.warnings:
-                    report._warn(message)
-                for table in ("runs", "measurements", "environments", "protocols", "workloads",
-                              "workload_parameters", "published"):
-                    for row in getattr(flat, table):
-                        if table not in ("measurements",):
-                            row["source_file"] = name
-                        stager.add(table, row, seq, item.position)
-                stager.maybe_flush()
-                if progress is not None and seq % 10_000 == 0:
-                    progress(name, report.records)
-            if progress is not None:
-                progress(name, report.records)
-        stager.flush()
+        # Checking and flattening happen in kidata.stage (in worker processes for large
+        # inputs); the result is the same as one pass over the input in order.
+        from kidata.stage import Stage
 
-    @staticmethod
-    def _stage_reject(stager: _Stager, report: LoadReport, err: RecordError, raw: str | None,
-                      seq: int) -> None:
-        report._reject(Reject(err.file, err.position, err.field, err.reason))
-        stager.add("rejects", {"source_file": err.file, "position": err.position,
-                               "field": err.field, "reason": err.reason, "raw": raw},
-                   seq, err.position)
-        stager.maybe_flush()
+        stage = Stage(staging, batch, self._existing_environments(), report, progress)
+        try:
+            for path in files:
+                report.files += 1
+                name = "<stdin>" if path == "-" else path
+                for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
+                    stage.feed(unit, name)
+                if progress is not None:
+                    progress(name, report.records)
+            stage.finish()
+        finally:
+            stage.close()
 
     def _existing_environments(self) -> list[tuple[str, str]]:
         if not self.table_files("environments"):
@@ -534,7 +508,7 @@ class Warehouse:
                          "e.baseline_run_id IS NOT DISTINCT FROM s.baseline_run_id)")
             return (f"SELECT {select} FROM staged_{table} s JOIN run_outcome o "
                     f"ON o.run_id = s.run_id AND o._seq = s._seq AND o._outcome = 'added' "
-                    f"{extra} ORDER BY s._seq")
+                    f"{extra} ORDER BY s._seq, {_tiebreak(table)}")
         if table == "rejects":
             # A record rejected again for the same reason (a re-run) is kept once.
             same = " AND ".join(f"e.{k} IS NOT DISTINCT FROM s.{k}" for k in KEYS["rejects"])
@@ -549,7 +523,8 @@ class Warehouse:
         return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY "
                 f"{', '.join(keys)} ORDER BY {prefer}_seq) AS _rn FROM staged_{table}) s "
                 f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_{table} e "
-                f"WHERE {' AND '.join(f'e.{k} = s.{k}' for k in keys)}) ORDER BY s._seq")
+                f"WHERE {' AND '.join(f'e.{k} = s.{k}' for k in keys)}) "
+                f"ORDER BY s._seq, {_tiebreak(table)}")
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime) -> int:
@@ -673,6 +648,13 @@ class Warehouse:
             "observed_from": lo,
             "observed_to": hi,
         }
+
+
+def _tiebreak(table: str) -> str:
+    """Order of a record's rows within the record (one record gives several measurements or
+    parameters): by their key, so the row order of every file is the same for the same
+    input, however the staging files were split."""
+    return ", ".join(f"s.{views_mod.quote_identifier(k)}" for k in KEYS[table])
 
 
 def _fsync_dirs(root: Path, relative_files: list[str]) -> None:

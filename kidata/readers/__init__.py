@@ -40,6 +40,22 @@ class Item:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Lines:
+    """Lines of a JSON Lines file, read but not yet parsed. :func:`read_file` yields these
+    instead of items when asked for ``batch_lines``, so a load can parse and check them in
+    worker processes; :meth:`items` gives exactly the records the reader would have yielded."""
+
+    file: str
+    title: str | None
+    lines: list[tuple[int, Any]]
+
+    def items(self) -> Iterator[Item | RecordError]:
+        from kidata.readers.kernelindex import parse_lines
+
+        return parse_lines(self)
+
+
 def formats() -> dict[str, Any]:
     from kidata.readers import kernelindex, liger, trainkernel
 
@@ -145,8 +161,12 @@ def detect(head: bytes) -> str:
     return "kernelindex"
 
 
-def read_file(path: str, fmt: str | None = None) -> Iterator[Item | RecordError]:
-    """Yield the records of one file, detecting its format unless ``fmt`` names one."""
+def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None
+              ) -> Iterator[Item | RecordError | Lines]:
+    """Yield the records of one file, detecting its format unless ``fmt`` names one.
+
+    With ``batch_lines``, the records of a JSON Lines file come as :class:`Lines` of that many
+    lines, still to be parsed (:meth:`Lines.items`); everything else comes as records."""
     readers = formats()
     if fmt is not None and fmt not in readers:
         raise UnknownFormat(fmt, sorted(readers))
@@ -164,6 +184,11 @@ def read_file(path: str, fmt: str | None = None) -> Iterator[Item | RecordError]
             return
         chosen = fmt or detect(head)
         try:
-            yield from readers[chosen](stream, name)
+            if batch_lines and chosen == "kernelindex":
+                from kidata.readers import kernelindex
+
+                yield from kernelindex.read(stream, name, batch_lines=batch_lines)
+            else:
+                yield from readers[chosen](stream, name)
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
             yield RecordError(name, "file", None, f"cannot read the rest of the file: {exc}")

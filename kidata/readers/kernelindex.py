@@ -4,13 +4,14 @@ blank line, as in the seeds) or as JSON Lines (one record per line)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import orjson
 
 from kidata.errors import RecordError
-from kidata.readers import MAX_RECORD_BYTES, Item, Overlong, iter_lines, raw_text
+from kidata.readers import MAX_RECORD_BYTES, Item, Lines, Overlong, iter_lines, raw_text
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 ROLES = {
@@ -100,13 +101,16 @@ def _overlong(file: str, number: int, line: Overlong) -> RecordError:
                   "are kept in rejects.raw)", line.head)
 
 
-def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
+def read(stream: IO[bytes], file: str, batch_lines: int | None = None
+         ) -> Iterator[Item | RecordError | Lines]:
+    """The records of a kernelindex file; with ``batch_lines``, the lines of a JSON Lines file
+    come unparsed as :class:`~kidata.readers.Lines` of that many lines."""
     lines = iter_lines(stream)
     title: str | None = None
     for number, line in lines:
         if isinstance(line, Overlong):
             yield _overlong(file, number, line)
-            yield from _json_lines(lines, file)
+            yield from _rest(lines, file, None, batch_lines)
             return
         if number == 1:
             line = line.removeprefix(b"\xef\xbb\xbf")
@@ -119,6 +123,11 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
             except orjson.JSONDecodeError:
                 # Not complete on one line: a pretty-printed document.
                 yield from _whole(line, lines, file, title, number)
+                return
+            if batch_lines:
+                # JSON Lines: the first line, parsed here only to tell, goes out with the rest.
+                yield from _rest(itertools.chain([(number, line)], lines), file, title,
+                                 batch_lines)
                 return
             yield to_item(value, file, f"line {number}", raw_text(stripped), title)
             yield from _json_lines(lines, file, title)
@@ -146,6 +155,26 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         yield RecordError(file, "document", None, "a title line but no JSON document after it")
     else:
         yield RecordError(file, "document", None, "empty file: no records")
+
+
+def _rest(lines: Iterable[tuple[int, bytes | Overlong]], file: str, title: str | None,
+          batch_lines: int | None) -> Iterator[Item | RecordError | Lines]:
+    if not batch_lines:
+        yield from _json_lines(lines, file, title)
+        return
+    batch: list[tuple[int, bytes | Overlong]] = []
+    for entry in lines:
+        batch.append(entry)
+        if len(batch) >= batch_lines:
+            yield Lines(file, title, batch)
+            batch = []
+    if batch:
+        yield Lines(file, title, batch)
+
+
+def parse_lines(batch: Lines) -> Iterator[Item | RecordError]:
+    """The records of lines a reader handed out unparsed (see :func:`read`)."""
+    return _json_lines(batch.lines, batch.file, batch.title)
 
 
 def _json_lines(lines: Iterable[tuple[int, bytes | Overlong]], file: str,
