@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from kidata import Warehouse
 from kidata.errors import KidataError, WarehouseError
 from kidata.schema import TABLES
 from kidata.spark import SparkViewError, register
-from kidata.views import load_views
+from kidata.views import load_views, sql_dir
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 VIEWS = list(load_views())
@@ -58,7 +59,7 @@ def spark():
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.setLogLevel("FATAL")  # errors reach the tests as exceptions
     yield session
     session.stop()
 
@@ -98,6 +99,13 @@ def _duck_rows(wh: Warehouse, name: str) -> tuple[list[str], list[tuple]]:
     rel = wh.sql(f"SELECT * FROM {name}")
     return rel.columns, [tuple(v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo
                                else v for v in row) for row in rel.fetchall()]
+
+
+def _reads(view: str) -> set[str]:
+    """Every table or view name a view's SQL mentions, through the views it reads."""
+    found = load_views()[view]
+    names = {n for n in [*TABLES, *VIEWS] if re.search(rf"\b{n}\b", found.body)} - {view}
+    return names.union(*(_reads(d) for d in found.depends))
 
 
 def _plain(value):
@@ -240,6 +248,28 @@ def test_files_of_another_version_union_by_name(spark, seeded, tmp_path):
     assert got["newer-run"].version == "0.2.1" and got["newer-run"].added_later == "x"
     # 26 seed runs + the two added.
     assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 28
+
+
+def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, capsys):
+    """The plain-PySpark recipe in docs/spark.md (no kidata code) registers every view."""
+    doc = (Path(__file__).parent.parent / "docs" / "spark.md").read_text("utf-8")
+    marker = "<!-- tested: tests/test_spark.py runs this block -->\n```python\n"
+    assert marker in doc
+    block = doc.split(marker, 1)[1].split("```", 1)[0]
+    session = spark.newSession()
+    scope = {"spark": session, "warehouse": str(seeded.path), "sql_dir": sql_dir()}
+    exec(compile(block, "docs/spark.md", "exec"), scope)
+    assert scope["tables"] == list(TABLES), "docs/spark.md lists other tables than schema.py"
+    assert "trainkernel" in capsys.readouterr().out  # the block's closing .show()
+    # Without kidata, a table with no files has no schema: the views reading it (directly or
+    # through another view) are left out, and only those.
+    empty = {t for t in TABLES if not any((seeded.path / t).glob("*.parquet"))}
+    assert set(scope["errors"]) == {v for v in VIEWS if _reads(v) & empty}
+    present = {t.name for t in session.catalog.listTables() if t.isTemporary}
+    assert set(VIEWS) - set(scope["errors"]) <= present
+    # Same answer as through kidata.spark.register: 16 speedup rows = 8 pairs x 2 directions.
+    assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == spark.sql(
+        "SELECT COUNT(*) FROM speedups").collect()[0][0]
 
 
 def test_missing_warehouse_is_an_error(spark, tmp_path):
