@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import duckdb
+from runs_factory import write_runs
 
 from kidata import Warehouse
-from runs_factory import write_runs
 
 
 def start(wh: Path, *args: str) -> subprocess.Popen:
