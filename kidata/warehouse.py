@@ -348,9 +348,17 @@ class Warehouse:
             return []
         con = duckdb.connect()
         try:
-            return con.sql(
-                f"SELECT environment_id, gpu FROM ({views_mod.table_sql(self.path, 'environments')})"
-            ).fetchall()
+            for attempt in range(5):
+                try:
+                    return con.sql(f"SELECT environment_id, gpu FROM "
+                                   f"({views_mod.table_sql(self.path, 'environments')})"
+                                   ).fetchall()
+                except duckdb.IOException:
+                    # Read without the writer lock: a compaction may have swapped the folder
+                    # between listing and reading it. List it again.
+                    if attempt == 4:
+                        raise
+            return []
         finally:
             con.close()
 
