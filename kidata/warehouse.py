@@ -48,6 +48,8 @@ PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
 # A staging folder still being created this long after a crash is removed by the next writer.
 STALE_NEW_STAGING = 3600.0
+# Times a reader lists a table folder again when a compaction swapped it while being read.
+SWAP_RETRIES = 5
 
 
 def default_path() -> Path:
@@ -576,17 +578,31 @@ class Warehouse:
             return self._con
         if self._con is not None:
             self._con.close()
-        con = duckdb.connect()
-        # Tables show only rows of committed loads: a consistent state even mid-commit.
-        snapshot.define(con, self.path)
-        reference.define_missing(con, self.path)
-        for view in views_mod.load_views().values():
+            self._con = None
+        for attempt in range(SWAP_RETRIES):
+            con = duckdb.connect()
             try:
-                con.execute(f"CREATE VIEW {view.name} AS {view.body}")
-            except duckdb.Error as exc:
-                raise QueryError(f"view {view.name} ({view.path}) is invalid: {exc}") from None
-        self._con, self._con_state = con, state
-        return con
+                # Tables show only rows of committed loads: a consistent state mid-commit.
+                snapshot.define(con, self.path)
+                reference.define_missing(con, self.path)
+                for view in views_mod.load_views().values():
+                    try:
+                        con.execute(f"CREATE VIEW {view.name} AS {view.body}")
+                    except duckdb.IOException:
+                        raise
+                    except duckdb.Error as exc:
+                        raise QueryError(f"view {view.name} ({view.path}) is invalid: "
+                                         f"{exc}") from None
+            except duckdb.IOException as exc:
+                # A compaction swapped a table folder between listing and reading it (the
+                # views read file schemas when defined): define them again.
+                con.close()
+                if attempt == SWAP_RETRIES - 1:
+                    raise QueryError(str(exc)) from None
+                continue
+            self._con, self._con_state = con, state
+            return con
+        raise AssertionError("unreachable")
 
     def sql(self, query: str, params: dict[str, Any] | list | None = None, *,
             read_only: bool = False) -> duckdb.DuckDBPyRelation:
@@ -598,10 +614,20 @@ class Warehouse:
             from kidata import readonly
 
             readonly.check(con, query)
-        try:
-            return con.sql(query, params=params)
-        except duckdb.Error as exc:
-            raise QueryError(str(exc)) from None
+        for attempt in range(SWAP_RETRIES):
+            try:
+                return con.sql(query, params=params)
+            except duckdb.IOException as exc:
+                # As in connect(): a folder swapped by a compaction while the query was being
+                # planned. Planning again lists the new files. (Once rows are being fetched,
+                # such an error reaches the caller, who may run the query again.)
+                if attempt == SWAP_RETRIES - 1:
+                    raise QueryError(str(exc)) from None
+                self._con_state = None
+                con = self.connect()
+            except duckdb.Error as exc:
+                raise QueryError(str(exc)) from None
+        raise AssertionError("unreachable")
 
     def relation(self, name: str) -> duckdb.DuckDBPyRelation:
         """A table or view by name."""
