@@ -19,6 +19,7 @@ import pytest
 from runs_factory import write_runs
 
 from kidata import Warehouse
+from kidata.errors import QueryError
 from kidata.schema import TABLES
 from kidata.views import load_views
 
@@ -59,14 +60,19 @@ def many_loads(_many_loads: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(_many_loads, tmp_path / "many"))
 
 
-def everything(wh_path: Path) -> dict[str, list]:
-    """Every table and view, sorted: what queries can see. Floats are compared to 12
-    significant digits: DuckDB's parallel sums (the geometric means of speedup_summary) can
-    differ in the last bit from one run of the same query to the next, compaction or not."""
+def everything(wh_path: Path, views: list[str] | None = None) -> dict[str, list]:
+    """Every table and view (or the views named), sorted: what queries can see. Floats are
+    compared to 12 significant digits: DuckDB's parallel sums (the geometric means of
+    speedup_summary) can differ in the last bit from one run of a query to the next."""
     wh = Warehouse(wh_path)
     return {name: sorted((tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
                           for row in wh.sql(f'select * from "{name}"').fetchall()), key=repr)
-            for name in [*TABLES, *load_views()]}
+            for name in [*TABLES, *(load_views() if views is None else views)]}
+
+
+# The views are functions of the tables; the tests that compare many states check the tables
+# and these views (every view is compared in test_compact_merges_files_and_changes_no_result).
+SOME_VIEWS = ["latencies", "speedups", "speedup_summary"]
 
 
 def test_check_passes_on_a_sound_warehouse(several_loads: Path, cli, monkeypatch):
@@ -195,19 +201,18 @@ def _compact(wh: Path, env: dict | None = None, **kw) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("point", ["compact-before-swap:measurements",
-                                   "compact-after-swap:measurements",
-                                   "compact-before-swap:loads"])
+                                   "compact-after-swap:loads"])
 def test_compaction_killed_midway_changes_nothing_and_completes(point, several_loads: Path):
-    before = everything(several_loads)
+    before = everything(several_loads, SOME_VIEWS)
     proc = _compact(several_loads, {"KIDATA_FAULT": point, "KIDATA_FAULT_ACTION": "kill"})
     assert proc.wait(timeout=120) == -signal.SIGKILL
-    assert everything(several_loads) == before
+    assert everything(several_loads, SOME_VIEWS) == before
     report = Warehouse(several_loads).check()
     assert report.problems == []
     assert any("leftovers of compaction" in n for n in report.notes)
     # The next compaction removes the leftovers and finishes the job.
-    assert _compact(several_loads).wait(timeout=120) == 0
-    assert everything(several_loads) == before
+    Warehouse(several_loads).compact()
+    assert everything(several_loads, SOME_VIEWS) == before
     assert not any((several_loads / "_kidata" / "compact").iterdir())
     assert len(list((several_loads / "measurements").glob("*.parquet"))) == 1
 
@@ -230,7 +235,7 @@ def test_readers_during_compaction_never_see_duplicates_or_lose_rows(many_loads:
                 "select (select count(*) from runs), (select count(*) from measurements)"
             ).fetchall()[0]
             answers += [plain, kidata_view]
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        except (duckdb.IOException, duckdb.InvalidInputException, QueryError) as exc:
             assert "No such file" in str(exc) or "No files found" in str(exc) or \
                 "not found" in str(exc).lower(), exc
             failures += 1
@@ -240,20 +245,30 @@ def test_readers_during_compaction_never_see_duplicates_or_lose_rows(many_loads:
     assert len(list((wh_path / "runs").glob("*.parquet"))) == 1
 
 
+def _started(wh: Path, proc: subprocess.Popen) -> float:
+    """Wait until the compaction has begun its first table (past Python's start-up)."""
+    work = wh / "_kidata" / "compact"
+    while proc.poll() is None and not (work.is_dir() and any(work.iterdir())):
+        time.sleep(0.002)
+    return time.monotonic()
+
+
 def test_compaction_killed_after_varying_delays(many_loads: Path, tmp_path: Path):
     wh_path = many_loads
-    before = everything(wh_path)
-    started = time.monotonic()
+    before = everything(wh_path, SOME_VIEWS)
     trial = shutil.copytree(wh_path, tmp_path / "trial")
-    assert _compact(trial).wait(timeout=120) == 0
-    duration = time.monotonic() - started
+    proc = _compact(trial)
+    began = _started(trial, proc)
+    assert proc.wait(timeout=120) == 0
+    duration = time.monotonic() - began
     for i, fraction in enumerate((0.3, 0.6, 0.9)):
         copy = shutil.copytree(wh_path, tmp_path / f"copy{i}")
         proc = _compact(copy)
-        time.sleep(duration * fraction)
+        began = _started(copy, proc)
+        time.sleep(max(0.0, began + duration * fraction - time.monotonic()))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-        assert everything(copy) == before
+        assert everything(copy, SOME_VIEWS) == before
         assert Warehouse(copy).check().problems == []
-        assert _compact(copy).wait(timeout=120) == 0
-        assert everything(copy) == before
+        Warehouse(copy).compact()
+        assert everything(copy, SOME_VIEWS) == before

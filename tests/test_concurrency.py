@@ -23,12 +23,12 @@ def start(wh: Path, *args: str) -> subprocess.Popen:
 
 
 def test_overlapping_concurrent_loads_add_every_run_once(tmp_path: Path):
-    # Three files of 400 runs: A = runs 0-399, B = 200-599, C = 400-799 plus 0-99 again.
-    # Three loads at once: A+B, B+C, C+A. Together they hold runs 0-799: 800 runs, each
-    # with 3 measurements = 2,400, whatever order they commit in.
-    a = write_runs(tmp_path / "a.jsonl", range(0, 400))
-    b = write_runs(tmp_path / "b.jsonl", range(200, 600))
-    c = write_runs(tmp_path / "c.jsonl", [*range(400, 800), *range(0, 100)])
+    # Three files of 200 runs: A = runs 0-199, B = 100-299, C = 200-399 plus 0-49 again.
+    # Three loads at once: A+B, B+C, C+A. Together they hold runs 0-399: 400 runs, each
+    # with 3 measurements = 1,200, whatever order they commit in.
+    a = write_runs(tmp_path / "a.jsonl", range(0, 200))
+    b = write_runs(tmp_path / "b.jsonl", range(100, 300))
+    c = write_runs(tmp_path / "c.jsonl", [*range(200, 400), *range(0, 50)])
     wh_path = tmp_path / "wh"
     procs = [start(wh_path, "load", str(x), str(y)) for x, y in ((a, b), (b, c), (c, a))]
 
@@ -49,14 +49,14 @@ def test_overlapping_concurrent_loads_add_every_run_once(tmp_path: Path):
     assert [p.returncode for p in procs] == [0, 0, 0], outputs
 
     wh = Warehouse(wh_path)
-    assert wh.sql("select count(*), count(distinct run_id) from runs").fetchall() == [(800, 800)]
-    assert wh.sql("select count(*) from measurements").fetchall() == [(2400,)]
-    # The loads split the 800 runs between them, each saying how many it added (C+A alone
-    # holds all 800: committed first, it leaves nothing to the others). A load that adds
+    assert wh.sql("select count(*), count(distinct run_id) from runs").fetchall() == [(400, 400)]
+    assert wh.sql("select count(*) from measurements").fetchall() == [(1200,)]
+    # The loads split the 400 runs between them, each saying how many it added (C+A alone
+    # holds all 400: committed first, it leaves nothing to the others). A load that adds
     # nothing leaves no trace; the others have one row in `loads`.
     added = [int(out.split(" runs added")[0].rsplit(" ", 1)[1].replace(",", ""))
              for out, _ in outputs]
-    assert sum(added) == 800
+    assert sum(added) == 400
     assert wh.sql("select count(*) from loads").fetchall() == [(sum(1 for n in added if n),)]
     assert wh.check().problems == []
     # Whole loads only: every run seen had its 3 measurements, counts never went back.
@@ -84,9 +84,9 @@ def _plain_reader_sees_measurements_of_every_run(wh_path: Path) -> int:
     return 1
 
 
-def test_a_query_during_a_commit_sees_the_state_before_it(tmp_path: Path):
-    """Stop a commit between two renames (a killed process): kidata's views show the
-    warehouse as before the load, in every table, while the files are half moved."""
+def _killed_mid_commit(tmp_path: Path) -> Path:
+    """A warehouse with a committed load of runs 0-9 and a load of runs 10-29 killed after
+    renaming its runs file (its commit marker, renamed last, is not in place)."""
     wh_path = tmp_path / "wh"
     first = write_runs(tmp_path / "first.jsonl", range(10))
     second = write_runs(tmp_path / "second.jsonl", range(10, 30))
@@ -96,6 +96,29 @@ def test_a_query_during_a_commit_sees_the_state_before_it(tmp_path: Path):
         env={**os.environ, "KIDATA_FAULT": "after-move:runs", "KIDATA_FAULT_ACTION": "kill"},
         capture_output=True)
     assert result.returncode < 0
+    return wh_path
+
+
+def test_the_documented_snapshot_recipe_works_without_kidata(tmp_path: Path):
+    """docs/guarantees.md's SQL, run by plain DuckDB, sees only whole loads."""
+    wh_path = _killed_mid_commit(tmp_path)
+    doc = (Path(__file__).parent.parent / "docs" / "guarantees.md").read_text("utf-8")
+    recipe = doc.split("```sql\n", 1)[1].split("```", 1)[0]
+    con = duckdb.connect()
+    con.execute(recipe.replace("<warehouse>", str(wh_path)))
+    # The first load only: 10 runs, 3 measurements each.
+    assert con.sql("select (select count(*) from runs), (select count(*) from measurements)"
+                   ).fetchall() == [(10, 30)]
+    # Without step 1, the same engine sees the second load's runs (10 + 20).
+    assert con.sql("select count(*) from read_parquet($g)",
+                   params={"g": str(wh_path / "runs" / "*.parquet")}).fetchall() == [(30,)]
+
+
+def test_a_query_during_a_commit_sees_the_state_before_it(tmp_path: Path):
+    """Stop a commit between two renames (a killed process): kidata's views show the
+    warehouse as before the load, in every table, while the files are half moved."""
+    wh_path = _killed_mid_commit(tmp_path)
+    second = tmp_path / "second.jsonl"
     wh = Warehouse(wh_path)
     # 10 runs × 3 measurements from the first load; the second load's 20 are not shown.
     assert wh.sql("select (select count(*) from runs), (select count(*) from measurements), "

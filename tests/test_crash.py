@@ -93,11 +93,19 @@ def start(wh: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
                             env={**os.environ, **(env or {})})
 
 
+# Killed: between writing two tables' final files; at the commit point; between renaming
+# measurements and runs (a plain reader sees the measurements only); after renaming runs (a
+# plain reader sees the runs, kidata does not); after the marker. The other points are
+# covered in-process by the exception tests below.
+KILLED = ["after-write:runs", "after-journal", "after-move:measurements", "after-move:runs",
+          "after-move:loads"]
+
+
 def test_killed_at_each_step_of_a_commit(tmp_path: Path):
     # One process per point, all at once (each on its own warehouse), to keep the test short.
     procs = {point: start(tmp_path / point.replace(":", "-"), "load", str(SEEDS),
                           env={"KIDATA_FAULT": point, "KIDATA_FAULT_ACTION": "kill"})
-             for point in BEFORE + AFTER}
+             for point in KILLED}
     for point, proc in procs.items():
         assert proc.wait(timeout=120) == -signal.SIGKILL, point
     for point in procs:
@@ -187,29 +195,57 @@ def test_a_real_write_failure_while_staging_commits_nothing(tmp_path: Path):
                                                "rejects": 1, "loads": 1})
 
 
+def _started_staging(wh: Path, proc: subprocess.Popen) -> float:
+    """Wait until the load has created its staging folder (it is past starting Python and
+    reading its arguments); returns that moment."""
+    staging = wh / "_kidata" / "staging"
+    while proc.poll() is None:
+        if staging.is_dir() and any(staging.iterdir()):
+            break
+        time.sleep(0.005)
+    return time.monotonic()
+
+
 def test_loads_killed_after_varying_delays(tmp_path: Path):
     """SIGKILL at spread-out moments of real loads: whatever the moment, the warehouse is
     consistent, and the same load run again gives exact counts."""
-    n = 2000
+    n = 800
     source = big_input(tmp_path / "big.jsonl", n)
     complete = {"runs": n, "measurements": 3 * n, "rejects": 1, "loads": 1}
-    started = time.monotonic()
-    assert kidata(tmp_path / "timing", "load", str(source)).returncode == 1  # 1 reject
-    duration = time.monotonic() - started
-    # Six loads at once, each on its own warehouse, killed one after another across the
-    # time one load takes (they share the CPUs, so each is at most that far along).
-    fractions = (0.15, 0.3, 0.5, 0.7, 0.85, 1.0)
-    procs = [start(tmp_path / f"wh{i}", "load", str(source)) for i in range(len(fractions))]
-    began = time.monotonic()
-    for proc, fraction in zip(procs, fractions, strict=True):
+    # How long a load takes once it has started staging (startup time varies too much).
+    proc = start(tmp_path / "timing", "load", str(source))
+    began = _started_staging(tmp_path / "timing", proc)
+    assert proc.wait(timeout=120) == 1  # one reject
+    duration = time.monotonic() - began
+    killed = []
+    for i, fraction in enumerate((0.1, 0.4, 0.7, 0.95)):
+        wh = tmp_path / f"wh{i}"
+        proc = start(wh, "load", str(source))
+        began = _started_staging(wh, proc)
         time.sleep(max(0.0, began + duration * fraction - time.monotonic()))
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    outcomes = []
-    for i in range(len(fractions)):
-        wh = tmp_path / f"wh{i}"
-        if wh.exists():
-            assert_consistent(wh, complete)
-            outcomes.append(visible(wh)["runs"])
+        killed.append(proc.wait(timeout=60) == -signal.SIGKILL)
+        assert_consistent(wh, complete)
         assert_rerun_completes(wh, [str(source)], complete)
-    assert outcomes  # at least one kill landed after the warehouse was created
+    print(f"load took {duration:.2f} s after staging began; killed: {killed}")
+    assert sum(killed) >= 2  # most kills landed while the load was running
+
+
+def test_a_commit_whose_staged_file_was_deleted_is_undone(tmp_path: Path, cli, monkeypatch):
+    """Recovery cannot finish a commit whose staged files someone deleted: it undoes it
+    instead (removes what was already renamed), so the load is still all or nothing."""
+    wh = tmp_path / "wh"
+    kidata(wh, "load", str(SEEDS), env={"KIDATA_FAULT": "after-move:measurements",
+                                        "KIDATA_FAULT_ACTION": "kill"})
+    [staging] = [p for p in (wh / "_kidata" / "staging").iterdir() if p.is_dir()]
+    assert len(list((wh / "measurements").glob("*.parquet"))) == 1  # already renamed
+    for leftover in (staging / "final").iterdir():
+        leftover.unlink()  # runs, published, loads: gone before they were renamed
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(wh))
+    fixed = cli("check", "--repair")
+    assert fixed.code == 0, fixed.err
+    assert (f"repaired: undid load {staging.name}: its staged file "
+            f"_kidata/staging/{staging.name}/final/") in fixed.out
+    for table in ("environments", "protocols", "workloads", "measurements", "runs", "loads"):
+        assert not list((wh / table).glob("*.parquet")), table
+    assert_rerun_completes(wh, [str(SEEDS)], SEEDS_COMPLETE)
