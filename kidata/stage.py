@@ -25,22 +25,30 @@ at most a batch of rows before writing them.
 from __future__ import annotations
 
 import collections
-import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
+import threading
+import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kidata.errors import RecordError
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kidata.errors import RecordError, WarehouseError
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.readers import Item, Lines
 from kidata.warehouse import LoadReport, Reject, _Stager
 
-# Lines per batch sent to a worker (about 18 MB of typical bundles): large enough that a
+# Lines per batch sent to a worker (about 9 MB of typical bundles): large enough that a
 # worker's staging files are few, small enough to keep every worker busy.
-BATCH_LINES = 8192
+BATCH_LINES = 4096
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
 FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
@@ -127,6 +135,103 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     _worker.update(flattener=flattener, stager=_Stager(Path(staging), batch))
 
 
+class _NoPandas:
+    """An import hook that makes ``import pandas`` fail (pyarrow then skips its pandas
+    checks)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used in kidata's staging workers")
+        return None
+
+
+def _serve() -> None:
+    """A worker process: read the set-up, then jobs, from stdin (pickled); write each job's
+    result to stdout (pickled), in order."""
+    # pyarrow imports pandas (when installed) the first time it converts a list, to check for
+    # pandas types; a worker never has any, and pandas costs ~50 MB and ~0.4 s per process.
+    sys.meta_path.insert(0, _NoPandas())
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but results on the pipe
+    _init_worker(*pickle.load(inp))
+    while True:
+        try:
+            job = pickle.load(inp)
+        except EOFError:
+            return
+        try:
+            result: Any = _work(*job)
+        except BaseException:  # noqa: BLE001 - reported to the loading process, which fails
+            result = ("error", traceback.format_exc())
+        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+
+class _Worker:
+    """One worker process (a fresh interpreter running :func:`_serve`). Plain subprocesses
+    rather than multiprocessing, whose spawned children import the caller's main script
+    again: a library user's unguarded script would then load recursively."""
+
+    def __init__(self, setup: tuple):
+        env = dict(os.environ)
+        # The child imports the same kidata as this process.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from kidata.stage import _serve; _serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.waiting: collections.deque[Future] = collections.deque()
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self._write(setup)
+
+    def _write(self, obj: Any) -> None:
+        try:
+            pickle.dump(obj, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reader reports the dead worker
+
+    def submit(self, *job: Any) -> Future:
+        future: Future = Future()
+        with self.lock:
+            self.waiting.append(future)
+        self._write(job)
+        return future
+
+    def _read(self) -> None:
+        while True:
+            try:
+                result = pickle.load(self.proc.stdout)
+            except (EOFError, OSError, pickle.UnpicklingError):
+                break
+            with self.lock:
+                future = self.waiting.popleft()
+            if isinstance(result, tuple) and result[:1] == ("error",):
+                future.set_exception(WarehouseError(
+                    f"a staging worker failed:\n{result[1]}"))
+            else:
+                future.set_result(result)
+        code = self.proc.wait()
+        with self.lock:
+            while self.waiting:
+                self.waiting.popleft().set_exception(WarehouseError(
+                    f"a staging worker process ended unexpectedly (exit code {code})"))
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join()
+        self.proc.stdout.close()
+
+
 def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Events:
     flattener: Flattener = _worker["flattener"]
     stager: _Stager = _worker["stager"]
@@ -168,7 +273,7 @@ class Stage:
             self.flattener.know_environment(env_id, gpu)
         self.workers = workers()
         self.batch_lines = BATCH_LINES if self.workers else None
-        self.pool: ProcessPoolExecutor | None = None
+        self.pool: list[_Worker] | None = None
         self.jobs = 0
         self.seq = 0
         # In input order: ("job", Future) or ("item", record, file name, seq).
@@ -199,7 +304,8 @@ class Stage:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            for worker in self.pool:
+                worker.close()
             self.pool = None
 
     def _send(self) -> None:
@@ -218,11 +324,13 @@ class Stage:
                         self._drain(block=True)
             return
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker, initargs=(str(self.staging), self.batch, self.known))
+            setup = (str(self.staging), self.batch, self.known)
+            self.pool = [_Worker(setup) for _ in range(self.workers)]
         self.jobs += 1
-        future = self.pool.submit(_work, self.jobs, self.seq + 1, segments)
+        # The worker with the fewest jobs waiting (each takes its jobs in order, so every
+        # worker sees its records in input order).
+        worker = min(self.pool, key=lambda w: len(w.waiting))
+        future = worker.submit(self.jobs, self.seq + 1, segments)
         self.seq += lines  # a number for every line; blank lines leave gaps, order is kept
         self.pending.append(("job", future))
         self.in_flight += 1
@@ -267,3 +375,83 @@ class Stage:
         listed_warnings = sum(1 for e in result.events if e[1] == "warn")
         report.rejected += result.rejected - listed_rejects
         report.warned += result.warned - listed_warnings
+
+
+# -- commit side -------------------------------------------------------------------------------
+
+def _seq_range(path: Path) -> tuple[int, int] | None:
+    """The smallest and largest ``_seq`` of a staged file, from its Parquet statistics."""
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.names.index("_seq")
+    lo = hi = None
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    return None if lo is None else (lo, hi)
+
+
+def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
+                 order: list[str], constants: dict[str, Any], path: Path,
+                 before_write: Callable[[], None]) -> int | None:
+    """Write the final file of ``table`` without a database sort: the staged rows whose
+    ``_seq`` is in ``keep``, ordered by ``_seq`` then ``order``, with the ``constants``
+    columns added. Returns the rows written, or None (nothing written) when the staged files'
+    record ranges interleave; the caller then sorts with DuckDB.
+
+    Every staged file is in ``_seq`` order (each process stages its records in order), so when
+    the files' ranges do not interleave, reading them by range is reading in order. Memory is
+    one slice of one file at a time, whatever the size of the load."""
+    ranges = []
+    for file in staging.glob(f"{table}-*.parquet"):
+        found = _seq_range(file)
+        if found is None:
+            return None
+        ranges.append((*found, file))
+    ranges.sort(key=lambda r: (r[0], r[1]))
+    if any(a[1] >= b[0] for a, b in zip(ranges, ranges[1:], strict=False)):
+        return None
+    # As DuckDB orders (ascending, nulls last), so both writers give the same files.
+    sort_keys = [("_seq", "ascending", "at_end"), *((k, "ascending", "at_end") for k in order)]
+    count = 0
+    writer = None
+
+    def emit(rows: pa.Table, kept: pa.Array) -> None:
+        nonlocal count, writer
+        rows = rows.filter(pc.is_in(rows["_seq"], value_set=kept))
+        if not rows.num_rows:
+            return
+        if order:
+            rows = rows.sort_by(sort_keys)
+        columns = [rows[f.name] if f.name in rows.column_names
+                   else pa.array([constants[f.name]] * rows.num_rows, type=f.type)
+                   for f in schema]
+        data = pa.Table.from_arrays(columns, schema=schema)
+        if writer is None:
+            writer = pq.ParquetWriter(path, schema, compression="zstd")
+        before_write()
+        writer.write_table(data)
+        count += rows.num_rows
+
+    try:
+        for lo, hi, file in ranges:
+            # The kept numbers of this file's range: a small lookup set per slice.
+            kept = keep.filter(pc.and_(pc.greater_equal(keep, lo), pc.less_equal(keep, hi)))
+            carry = None
+            for batch in pq.ParquetFile(file).iter_batches(batch_size=8192):
+                rows = pa.Table.from_batches([batch])
+                if carry is not None:
+                    rows = pa.concat_tables([carry, rows])
+                # Rows of one record stay together (they are sorted among themselves).
+                cut = pc.index(rows["_seq"], rows["_seq"][-1]).as_py()
+                emit(rows.slice(0, cut), kept)
+                carry = rows.slice(cut)
+            if carry is not None:
+                emit(carry, kept)
+            pa.default_memory_pool().release_unused()  # keep the process's memory flat
+    finally:
+        if writer is not None:
+            writer.close()
+    return count

@@ -46,6 +46,9 @@ DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
 PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
+# DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
+# tables are written without a database sort (kidata.stage.stream_final), so this stays small.
+COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 # A staging folder still being created this long after a crash is removed by the next writer.
 STALE_NEW_STAGING = 3600.0
 # Times a reader lists a table folder again when a compaction swapped it while being read.
@@ -365,8 +368,12 @@ class Warehouse:
             con.close()
 
     def _commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
-        con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2,
-                                     "temp_directory": str(staging / "spill")})
+        # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
+        # load's memory does not grow with its size.
+        con = duckdb.connect(config={"memory_limit": COMMIT_MEMORY, "threads": 2,
+                                     "temp_directory": str(staging / "spill"),
+                                     # every query that writes has its own ORDER BY
+                                     "preserve_insertion_order": False})
         try:
             self._plan(con, staging)
             conflicts = con.sql(
@@ -386,7 +393,7 @@ class Warehouse:
                 if table == "loads":
                     continue
                 count = self._write_final(con, table, final / f"{table}.parquet",
-                                          report.load_id, now)
+                                          report.load_id, now, staging)
                 report.added[table] = count
                 if count:
                     moves.append((str((final / f"{table}.parquet").relative_to(self.path)),
@@ -507,17 +514,21 @@ class Warehouse:
                 cols.append(f"s.{views_mod.quote_identifier(f.name)}")
         select = ", ".join(cols)
         if table == "runs":
-            # run_outcome holds only keys and outcomes (not the wide run rows): join back.
-            return (f"SELECT {select} FROM staged_runs s JOIN run_outcome o ON o._seq = s._seq "
-                    f"AND o._outcome = 'added' ORDER BY s._seq")
+            # run_outcome holds only keys and outcomes (not the wide run rows): the added runs
+            # are found by their record's number (one run per record).
+            return (f"SELECT {select} FROM staged_runs s WHERE s._seq IN "
+                    f"(SELECT _seq FROM run_outcome WHERE _outcome = 'added') ORDER BY s._seq")
         if table in ("measurements", "published"):
             extra = ""
             if table == "published":
                 extra = ("AND NOT EXISTS (SELECT 1 FROM existing_published e WHERE "
                          "e.run_id = s.run_id AND e.quantity = s.quantity AND "
                          "e.baseline_run_id IS NOT DISTINCT FROM s.baseline_run_id)")
-            return (f"SELECT {select} FROM staged_{table} s JOIN run_outcome o "
-                    f"ON o.run_id = s.run_id AND o._seq = s._seq AND o._outcome = 'added' "
+            # A record's measurements and claims are about its run (same run_id): keep those
+            # of the records whose run is added. Matching on the record number alone keeps
+            # the lookup table small (one integer per run).
+            return (f"SELECT {select} FROM staged_{table} s WHERE s._seq IN "
+                    f"(SELECT _seq FROM run_outcome WHERE _outcome = 'added') "
                     f"{extra} ORDER BY s._seq, {_tiebreak(table)}")
         if table == "rejects":
             # A record rejected again for the same reason (a re-run) is kept once.
@@ -537,12 +548,27 @@ class Warehouse:
                 f"ORDER BY s._seq, {_tiebreak(table)}")
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
-                     load_id: str, now: datetime) -> int:
+                     load_id: str, now: datetime, staging: Path | None = None) -> int:
         schema = TABLES[table]
         params = {"load_id": load_id}
         if "loaded_at" in schema.names:
             params["now"] = now
-        reader = con.sql(self._select_final(table), params=params).to_arrow_reader(65536)
+        if staging is not None and table in ("runs", "measurements"):
+            # The big tables: the same rows in the same order as the query below, written
+            # without sorting them in DuckDB (memory stays flat at any load size).
+            from kidata.stage import stream_final
+
+            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added'"
+                           ).to_arrow_table()["_seq"].combine_chunks()
+            order = [k for k in KEYS[table] if table != "runs"]
+            constants = {"load_id": load_id, "loaded_at": now}
+            count = stream_final(staging, table, keep, schema, order, constants, path,
+                                 lambda: fault(f"write-final:{table}"))
+            if count is not None:
+                if count:
+                    durable.fsync_file(path)
+                return count
+        reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
         count = 0
         writer = None
         try:
