@@ -42,9 +42,6 @@ pytestmark = [
 def spark():
     # Spark binds to loopback only (it would otherwise pick the first network interface).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    if not os.environ.get("JAVA_HOME") and shutil.which("java"):
-        # Spark finds Java on PATH; JAVA_HOME (from the real path of `java`) silences its probe.
-        os.environ["JAVA_HOME"] = str(Path(os.path.realpath(shutil.which("java"))).parents[1])
     session = (
         SparkSession.builder.master("local[1]")
         .appName("kidata-tests")
@@ -54,6 +51,8 @@ def spark():
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
         .config("spark.sql.session.timeZone", "UTC")
+        # Re-planning between stages only costs time on data this small.
+        .config("spark.sql.adaptive.enabled", "false")
         # Short-lived JVM on tiny data: the quick JIT only (halves the CPU time) and one GC
         # thread.
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
@@ -96,7 +95,7 @@ def _spark_rows(spark, name: str) -> tuple[list[str], list[tuple]]:
 
 
 def _duck_rows(wh: Warehouse, name: str) -> tuple[list[str], list[tuple]]:
-    rel = wh.sql(f"SELECT * FROM {name}")
+    rel = wh.relation(name)
     return rel.columns, [tuple(v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo
                                else v for v in row) for row in rel.fetchall()]
 
