@@ -200,8 +200,11 @@ class Warehouse:
     def _ensure(self) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise WarehouseError(f"{self.path} exists and is not a folder")
-        for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *TABLES):
-            (self.path / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *TABLES):
+                (self.path / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"cannot write to the warehouse {self.path}: {exc}") from None
 
     @contextlib.contextmanager
     def _writer_lock(self):
