@@ -100,3 +100,11 @@ def test_names_from_input_are_values_not_sql_or_paths(tmp_path: Path, cli):
     # Only the load's own, generated names appear under the warehouse.
     names = {p.name for p in wh_path.rglob("*") if p.is_file()}
     assert not any("neil" in n or "drop" in n for n in names)
+
+
+def test_a_warehouse_that_cannot_be_written_is_an_error_not_a_traceback(tmp_path: Path, cli):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = cli("-w", blocker / "wh", "load", SEEDS)
+    assert result.code == 1
+    assert result.err.startswith(f"Error: cannot write to the warehouse {blocker / 'wh'}: ")
