@@ -9,7 +9,9 @@ removes what dead writers left (the same recovery every writer runs).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kidata import durable
 from kidata import views as views_mod
 from kidata.digest import digest
 from kidata.errors import WarehouseError
@@ -56,6 +59,7 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
     if repair:
         with wh._writer_lock():
             report.repaired = list(wh._last_recovery)
+            report.repaired += _write_missing_markers(wh)
     pending = _check_private(wh, report)
     readable = _check_files(wh, report)
     con = duckdb.connect()
@@ -80,6 +84,50 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
     finally:
         con.close()
     return report
+
+
+def _write_missing_markers(wh: Warehouse) -> list[str]:
+    """Give a commit marker to every load whose rows are in place without one (a warehouse
+    written before markers existed, or a marker deleted by hand), so kidata shows them again.
+    Runs under the writer lock after recovery, so no commit is in flight."""
+    from kidata import __version__
+
+    con = duckdb.connect()
+    done = []
+    try:
+        counts: dict[str, dict[str, int]] = {}
+        stamps: dict[str, object] = {}
+        for table in filtered_tables():
+            if table == "loads" or not wh.table_files(table):
+                continue
+            has_time = "loaded_at" in TABLES[table].names
+            rows = con.sql(f"SELECT load_id, count(*), {'min(loaded_at)' if has_time else 'NULL'}"
+                           f" FROM ({views_mod.table_sql(wh.path, table)}) GROUP BY load_id"
+                           ).fetchall()
+            for load_id, n, stamp in rows:
+                counts.setdefault(load_id, {})[table] = n
+                if stamp is not None:
+                    stamps[load_id] = min(stamp, stamps.get(load_id, stamp))
+        known = {r[0] for r in con.sql(
+            f"SELECT load_id FROM ({views_mod.table_sql(wh.path, 'loads')})").fetchall()}
+        for load_id in sorted(set(counts) - known):
+            added = counts[load_id]
+            row = {"load_id": load_id,
+                   "loaded_at": stamps.get(load_id) or datetime.now(UTC),
+                   "kidata_version": __version__, "files": 0, "records": 0,
+                   "added": json.dumps(added, sort_keys=True), "duplicates": 0,
+                   "rejected": added.get("rejects", 0), "warnings": 0}
+            path = wh.path / "loads" / f"part-{load_id}.parquet"
+            tmp = path.with_name(f".{path.name}.tmp")
+            pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), tmp)
+            durable.fsync_file(tmp)
+            os.replace(tmp, path)
+            durable.fsync_dir(path.parent)
+            done.append(f"wrote the missing commit marker of load {load_id} ("
+                        + ", ".join(f"{n:,} {t}" for t, n in sorted(added.items())) + ")")
+    finally:
+        con.close()
+    return done
 
 
 def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:

@@ -163,6 +163,12 @@ def test_check_finds_rows_without_a_commit_marker(several_loads: Path, cli, monk
             f"commit), e.g. '{load_id}'") in result.err
     # kidata's views leave that load out: 26 seed runs + runs 0-9.
     assert Warehouse(several_loads).sql("select count(*) from runs").fetchall() == [(36,)]
+    # --repair gives it a marker again (10 runs with 3 measurements each): all 46 runs.
+    fixed = cli("check", "--repair")
+    assert fixed.code == 0, fixed.err
+    assert (f"repaired: wrote the missing commit marker of load {load_id} (30 measurements, "
+            "10 runs)") in fixed.out
+    assert Warehouse(several_loads).sql("select count(*) from runs").fetchall() == [(46,)]
 
 
 def test_compact_merges_files_and_changes_no_result(several_loads: Path, cli, monkeypatch):
