@@ -209,7 +209,7 @@ def _started_staging(wh: Path, proc: subprocess.Popen) -> float:
 def test_loads_killed_after_varying_delays(tmp_path: Path):
     """SIGKILL at spread-out moments of real loads: whatever the moment, the warehouse is
     consistent, and the same load run again gives exact counts."""
-    n = 800
+    n = 600
     source = big_input(tmp_path / "big.jsonl", n)
     complete = {"runs": n, "measurements": 3 * n, "rejects": 1, "loads": 1}
     # How long a load takes once it has started staging (startup time varies too much).

@@ -31,7 +31,7 @@ PROVENANCE = {"source_file", "loaded_at", "load_id"}
 # describe the loads themselves, so they are left out.
 COMPARED = ["runs", "measurements", "environments", "protocols", "workloads",
             "workload_parameters", "published"]
-FAST = settings(max_examples=6, deadline=None, derandomize=True,
+FAST = settings(max_examples=5, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
