@@ -69,20 +69,32 @@ def workers() -> int:
 
 
 def stage_record(stager: _Stager, flattener: Flattener, report: LoadReport,
-                 item: Item | RecordError, name: str, seq: int) -> None:
+                 item: Item | RecordError, name: str, seq: int,
+                 counts: dict[str, list[int]]) -> None:
     """Check and flatten one record and stage its rows, or stage its reject. Raises
-    :class:`NeedsEnvironment` (before staging anything) when the flattener defers it."""
+    :class:`NeedsEnvironment` (before staging anything) when the flattener defers it.
+    ``counts[name]`` tallies the file's records, runs, rejects and warnings."""
+    tally = counts.get(name)
+    if tally is None:
+        tally = counts[name] = [0, 0, 0, 0]
     if isinstance(item, RecordError):
         report.records += 1
+        tally[0] += 1
+        tally[2] += 1
         _reject(stager, report, item, getattr(item, "raw", None), seq)
         return
     try:
         flat = flattener.flatten(item)
     except RecordError as err:
         report.records += 1
+        tally[0] += 1
+        tally[2] += 1
         _reject(stager, report, err, item.raw, seq)
         return
     report.records += 1
+    tally[0] += 1
+    tally[1] += len(flat.runs)
+    tally[3] += len(flat.warnings)
     for message in flat.warnings:
         report._warn(message)
     for table in FLAT_TABLES:
@@ -113,6 +125,7 @@ class _Events(LoadReport):
 
     seq: int = 0
     events: list[tuple[int, str, Any]] = field(default_factory=list)
+    counts: dict[str, list[int]] = field(default_factory=dict)
 
     def _reject(self, reject: Reject) -> None:
         self.rejected += 1
@@ -244,7 +257,7 @@ def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Event
             out.seq = seq
             known = len(flattener.env_gpu)
             try:
-                stage_record(stager, flattener, out, item, name, seq)
+                stage_record(stager, flattener, out, item, name, seq, out.counts)
             except NeedsEnvironment:
                 out.events.append((seq, "defer", (item, name)))
             if len(flattener.env_gpu) != known:
@@ -282,6 +295,8 @@ class Stage:
         self.segments: list[tuple[Lines, str]] = []
         self.segment_lines = 0
         self.name = ""
+        self.counts: dict[str, list[int]] = {}  # per file: records, runs, rejects, warnings
+        self.files: list[tuple[str, tuple[int, str], str, int]] = []
 
     def feed(self, unit: Item | RecordError | Lines, name: str) -> None:
         self.name = name
@@ -296,11 +311,29 @@ class Stage:
             self.pending.append(("item", unit, name, self.seq))
         self._drain(block=False)
 
+    def file_done(self, name: str, fingerprint: tuple[int, str] | None, fmt: str) -> None:
+        """Note a file read to the end (see :meth:`summaries`)."""
+        if fingerprint is not None:
+            self.files.append((name, fingerprint, fmt, self.seq))
+
     def finish(self) -> None:
         """Process everything still pending and write the last staging files."""
         self._send()
         self._drain(block=True)
         self.stager.flush()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """What was read of each file: size, SHA-256, format and counts (files read once)."""
+        names = [f[0] for f in self.files]
+        out = []
+        for name, (size, sha256), fmt, _ in self.files:
+            if names.count(name) > 1:
+                continue  # read twice in one load: its counts are not its own
+            records, runs, rejected, warned = self.counts.get(name, [0, 0, 0, 0])
+            out.append({"source_file": name, "size": size, "sha256": sha256, "format": fmt,
+                        "records": records, "runs": runs, "rejected": rejected,
+                        "warnings": warned})
+        return out
 
     def close(self) -> None:
         if self.pool is not None:
@@ -354,13 +387,17 @@ class Stage:
                 self.progress(self.name, self.report.records)
 
     def _local(self, item: Item | RecordError, name: str, seq: int) -> None:
-        stage_record(self.stager, self.flattener, self.report, item, name, seq)
+        stage_record(self.stager, self.flattener, self.report, item, name, seq, self.counts)
         if self.progress is not None and self.report.records % 10_000 == 0:
             self.progress(name, self.report.records)
 
     def _merge(self, result: _Events) -> None:
         report = self.report
         report.records += result.records
+        for name, tally in result.counts.items():
+            mine = self.counts.setdefault(name, [0, 0, 0, 0])
+            for i, n in enumerate(tally):
+                mine[i] += n
         for seq, kind, payload in result.events:
             if kind == "reject":
                 report._reject(payload)

@@ -19,6 +19,7 @@ See ``docs/guarantees.md``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -88,6 +89,9 @@ class LoadReport:
     warned: int = 0
     warnings: list[str] = field(default_factory=list)
     committed: bool = False
+    # Files not read again: byte-identical to a file this warehouse already loaded in full
+    # without rejects or warnings (their records and runs are counted as duplicates).
+    unchanged: list[str] = field(default_factory=list)
 
     @property
     def runs_added(self) -> int:
@@ -314,12 +318,14 @@ class Warehouse:
             raise WarehouseError(f"cannot start a load in {self.path}: {exc}") from None
         try:
             try:
-                self._stage(files, staging, format, batch_size, report, progress)
+                read = self._stage(files, staging, format, batch_size, report, progress)
                 if strict and report.rejected:
                     return report
                 with self._writer_lock():
                     self._commit(staging, report, strict)
                     reference.write(self.path)
+                    if report.committed:
+                        self._remember_files(report, read)
             except (OSError, duckdb.Error) as exc:
                 state = ("was committed, but then failed" if report.committed
                          else "failed and committed nothing")
@@ -333,23 +339,100 @@ class Warehouse:
         return report
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
-               report: LoadReport, progress: Callable[[str, int], None] | None) -> None:
+               report: LoadReport, progress: Callable[[str, int], None] | None
+               ) -> list[dict[str, Any]]:
+        """Stage the records of ``files``; returns what was read of each file (for
+        :meth:`_remember_files`)."""
         # Checking and flattening happen in kidata.stage (in worker processes for large
         # inputs); the result is the same as one pass over the input in order.
         from kidata.stage import Stage
 
         stage = Stage(staging, batch, self._existing_environments(), report, progress)
+        loaded = self._loaded_files()
+        label = fmt or "auto"
         try:
             for path in files:
                 report.files += 1
                 name = "<stdin>" if path == "-" else path
+                print_ = None if path == "-" else fingerprint(path)
+                seen = loaded.get((name, *print_, label)) if print_ else None
+                if seen is not None and self._still_loaded(seen, name):
+                    # Unchanged since a clean load: reading it again would add nothing.
+                    report.records += seen["records"]
+                    report.duplicates += seen["runs"]
+                    report.unchanged.append(name)
+                    continue
                 for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
                     stage.feed(unit, name)
+                stage.file_done(name, print_, label)
                 if progress is not None:
                     progress(name, report.records)
             stage.finish()
         finally:
             stage.close()
+        return stage.summaries()
+
+    def _loaded_files(self) -> dict[tuple, dict[str, Any]]:
+        """Files that committed loads read in full with no reject, conflict or warning, by
+        (name, size, sha256, format), from ``_kidata/files/<load_id>.json``."""
+        folder = self.private / "files"
+        manifests = sorted(folder.glob("*.json")) if folder.is_dir() else []
+        if not manifests:
+            return {}
+        committed = set(snapshot.committed_loads(self.path))
+        out: dict[tuple, dict[str, Any]] = {}
+        for manifest in manifests:
+            if manifest.stem not in committed:
+                continue
+            try:
+                entries = json.loads(manifest.read_bytes())
+            except (OSError, ValueError):
+                continue  # only an optimisation: the files are read again
+            for e in entries:
+                out[(e["source_file"], e["size"], e["sha256"], e["format"])] = {
+                    **e, "load_id": manifest.stem}
+        return out
+
+    def _remember_files(self, report: LoadReport, files: list[dict[str, Any]]) -> None:
+        """After a commit, note the files it read in full without reject, conflict or warning,
+        so that a later load can skip them while they are unchanged. Written after the
+        commit: a crash before it only costs reading them again."""
+        marker = self.path / "loads" / f"part-{report.load_id}.parquet"
+        if not files or not marker.exists():
+            return
+        conflicted = {r.file for r in report.rejects if r.field == "run.metadata.name"}
+        if len(report.rejects) < report.rejected:
+            return  # not every reject is listed: do not vouch for any file
+        clean = [f for f in files if not f["rejected"] and not f["warnings"]
+                 and f["source_file"] not in conflicted]
+        if not clean:
+            return
+        added: dict[str, int] = {}
+        runs = self.path / "runs" / f"part-{report.load_id}.parquet"
+        if runs.exists():
+            for name in pq.read_table(runs, columns=["source_file"]).column(0).to_pylist():
+                added[name] = added.get(name, 0) + 1
+        entries = [{k: f[k] for k in ("source_file", "size", "sha256", "format", "records",
+                                       "runs")} | {"runs_added": added.get(f["source_file"], 0)}
+                   for f in clean]
+        folder = self.private / "files"
+        folder.mkdir(exist_ok=True)
+        durable.write_atomic(folder / f"{report.load_id}.json", json.dumps(entries).encode())
+
+    def _still_loaded(self, seen: dict[str, Any], name: str) -> bool:
+        """Whether the runs the file added are all still there (a file that lost them, say to
+        a repair, is read again)."""
+        if not seen["runs_added"]:
+            return True
+        con = duckdb.connect()
+        try:
+            snapshot.define(con, self.path)
+            count = con.sql("SELECT count(*) FROM runs WHERE load_id = $load AND "
+                            "source_file = $file",
+                            params={"load": seen["load_id"], "file": name}).fetchall()[0][0]
+        finally:
+            con.close()
+        return count == seen["runs_added"]
 
     def _existing_environments(self) -> list[tuple[str, str]]:
         if not self.table_files("environments"):
@@ -386,7 +469,7 @@ class Warehouse:
                 report._reject(Reject(file, position, "run.metadata.name", reason))
             if strict and conflicts:
                 return
-            report.duplicates = con.sql(
+            report.duplicates += con.sql(
                 "SELECT count(*) FROM run_outcome WHERE _outcome = 'duplicate'").fetchall()[0][0]
             now = datetime.now(UTC)
             final = staging / "final"
@@ -711,6 +794,16 @@ class Warehouse:
             "observed_from": lo,
             "observed_to": hi,
         }
+
+
+def fingerprint(path: str) -> tuple[int, str] | None:
+    """Size and SHA-256 of a file's bytes, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            return size, hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return None
 
 
 def _tiebreak(table: str) -> str:
