@@ -378,6 +378,9 @@ def run(argv: list[str] | None = None) -> int:
 
 def main() -> None:
     """Console-script entry point."""
+    from kidata._imports import refuse_pandas
+
+    refuse_pandas()  # unused; pyarrow would import it anyway (start-up time, memory)
     sys.exit(run())
 
 

@@ -410,7 +410,8 @@ class Warehouse:
         added: dict[str, int] = {}
         runs = self.path / "runs" / f"part-{report.load_id}.parquet"
         if runs.exists():
-            for name in pq.read_table(runs, columns=["source_file"]).column(0).to_pylist():
+            # ParquetFile.read, unlike read_table, does not import pandas.
+            for name in pq.ParquetFile(runs).read(columns=["source_file"]).column(0).to_pylist():
                 added[name] = added.get(name, 0) + 1
         entries = [{k: f[k] for k in ("source_file", "size", "sha256", "format", "records",
                                        "runs")} | {"runs_added": added.get(f["source_file"], 0)}
