@@ -258,7 +258,8 @@ def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, cap
     session = spark.newSession()
     scope = {"spark": session, "warehouse": str(seeded.path), "sql_dir": sql_dir()}
     exec(compile(block, "docs/spark.md", "exec"), scope)
-    assert scope["tables"] == list(TABLES), "docs/spark.md lists other tables than schema.py"
+    assert scope["tables"] == list(TABLES), (
+        f"the table list in docs/spark.md must be schema.TABLES, i.e. {list(TABLES)}")
     assert "trainkernel" in capsys.readouterr().out  # the block's closing .show()
     # Without kidata, a table with no files has no schema: the views reading it (directly or
     # through another view) are left out, and only those.
