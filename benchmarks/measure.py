@@ -34,6 +34,9 @@ class Measured:
     stdout: str
     stderr: str
     killed_at_mb: float | None = None
+    # CPU seconds (user + system) of the child and every descendant it waited for: less
+    # sensitive than wall time to other work on a shared machine.
+    cpu_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -110,4 +113,4 @@ def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | Path | No
     return Measured(argv, seconds, peak_mb, child.returncode,
                     b"".join(chunks["out"]).decode("utf-8", "replace"),
                     b"".join(chunks["err"]).decode("utf-8", "replace"),
-                    killed[0] if killed else None)
+                    killed[0] if killed else None, usage.ru_utime + usage.ru_stime)

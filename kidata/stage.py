@@ -46,9 +46,9 @@ from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.readers import Item, Lines
 from kidata.warehouse import LoadReport, Reject, _Stager
 
-# Lines per batch sent to a worker (about 9 MB of typical bundles): large enough that a
+# Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
 # worker's staging files are few, small enough to keep every worker busy.
-BATCH_LINES = 4096
+BATCH_LINES = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
 FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
