@@ -76,8 +76,9 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     them, and any date arithmetic in the views, in UTC as DuckDB does.
 
     Raises :class:`SparkViewError` (after registering everything else) when some views fail,
-    :class:`WarehouseError` when a local warehouse folder does not exist or a table's files
-    cannot be read together, and :class:`KidataError` when PySpark is not installed.
+    :class:`WarehouseError` when a local warehouse folder does not exist, a URI holds no table
+    folder at all, or a table's files cannot be read together, and :class:`KidataError` when
+    PySpark is not installed.
     """
     exceptions = _pyspark_errors()
     root, local = _root(warehouse_path)
@@ -85,13 +86,18 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     # as Warehouse.connect does for DuckDB (only checkable for a local warehouse).
     packaged = set(reference.stale(local)) if local else set()
     registered: list[str] = []
+    absent: list[str] = []
     for table, schema in TABLES.items():
-        if table in packaged:
-            frame = _packaged_frame(spark, table, schema)
-        else:
-            frame = _table_frame(spark, root, table, schema, exceptions)
+        frame = None if table in packaged else _read_table(spark, root, table, schema,
+                                                           exceptions, absent)
+        if frame is None:  # no files: the declared columns, and no rows or the packaged ones
+            rows = reference.tables()[table].to_pylist() if table in REFERENCE else []
+            frame = _literal_frame(spark, rows, schema)
         frame.createOrReplaceTempView(table)
         registered.append(table)
+    if not local and len(absent) == len(TABLES):
+        # A local folder is checked above; for a URI, no table folder at all is a wrong path.
+        raise WarehouseError(f"no kidata table folders (runs, measurements, ...) under {root}")
 
     failures: dict[str, str] = {}
     for view in load_views().values():
@@ -140,32 +146,31 @@ def spark_schema(schema: pa.Schema) -> Any:
     return T.StructType([T.StructField(f.name, convert(f.type), f.nullable) for f in schema])
 
 
-def _table_frame(spark: SparkSession, root: str, table: str, schema: pa.Schema,
-                 exceptions: tuple[type[BaseException], ...]) -> DataFrame:
+def _read_table(spark: SparkSession, root: str, table: str, schema: pa.Schema,
+                exceptions: tuple[type[BaseException], ...], absent: list[str]
+                ) -> DataFrame | None:
+    """The table's Parquet files with at least the declared columns; None when it has none
+    (and its name is added to ``absent`` when even the folder is missing)."""
     from pyspark.sql import functions as F
 
-    expected = spark_schema(schema)
     try:
         # The folder, not a glob of its files: Spark skips names starting with '_' or '.',
         # pathGlobFilter keeps only the Parquet files, and this works on any file system.
         frame = (spark.read.option("mergeSchema", "true").option("pathGlobFilter", "*.parquet")
                  .parquet(f"{root}/{table}"))
     except exceptions as exc:
-        if _condition(exc) in _NO_FILES:
-            if table in REFERENCE:
-                return _packaged_frame(spark, table, schema)
-            return _literal_frame(spark, [], schema)
+        condition = _condition(exc)
+        if condition == "PATH_NOT_FOUND":
+            absent.append(table)
+        if condition in _NO_FILES:
+            return None
         raise WarehouseError(f"Spark cannot read table {table} at {root}/{table}: "
                              f"{_message(exc)}") from None
     have = set(frame.columns)
-    for field in expected.fields:
+    for field in spark_schema(schema).fields:
         if field.name not in have:
             frame = frame.withColumn(field.name, F.lit(None).cast(field.dataType))
     return frame
-
-
-def _packaged_frame(spark: SparkSession, table: str, schema: pa.Schema) -> DataFrame:
-    return _literal_frame(spark, reference.tables()[table].to_pylist(), schema)
 
 
 def _literal_frame(spark: SparkSession, rows: list[dict], schema: pa.Schema) -> DataFrame:

@@ -275,6 +275,9 @@ def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, cap
 def test_missing_warehouse_is_an_error(spark, tmp_path):
     with pytest.raises(WarehouseError, match="no warehouse folder at .*nowhere"):
         register(spark.newSession(), tmp_path / "nowhere")
+    # A URI is not listed by kidata; Spark finding no table folder under it is the same error.
+    with pytest.raises(WarehouseError, match=r"no kidata table folders .* under file:///"):
+        register(spark.newSession(), (tmp_path / "nowhere").as_uri())
 
 
 def test_without_pyspark_the_error_says_how_to_install(monkeypatch, tmp_path):
