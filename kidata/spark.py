@@ -85,7 +85,7 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     # Reference tables whose file is missing or out of date are served from the packaged data,
     # as Warehouse.connect does for DuckDB (only checkable for a local warehouse).
     packaged = set(reference.stale(local)) if local else set()
-    registered: list[str] = []
+    frames: dict[str, DataFrame] = {}
     absent: list[str] = []
     for table, schema in TABLES.items():
         frame = None if table in packaged else _read_table(spark, root, table, schema,
@@ -93,11 +93,13 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
         if frame is None:  # no files: the declared columns, and no rows or the packaged ones
             rows = reference.tables()[table].to_pylist() if table in REFERENCE else []
             frame = _literal_frame(spark, rows, schema)
-        frame.createOrReplaceTempView(table)
-        registered.append(table)
+        frames[table] = frame
     if not local and len(absent) == len(TABLES):
         # A local folder is checked above; for a URI, no table folder at all is a wrong path.
         raise WarehouseError(f"no kidata table folders (runs, measurements, ...) under {root}")
+    for table, frame in frames.items():
+        frame.createOrReplaceTempView(table)
+    registered = list(frames)
 
     failures: dict[str, str] = {}
     for view in load_views().values():
