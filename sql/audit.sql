@@ -20,9 +20,11 @@
 --   flagged: true when |difference| > tolerance (plus 1e-9 x |recomputed| for floating-point
 --     error): the claim disagrees with its inputs beyond rounding. Null when not checked.
 --   status: 'agrees', 'disagrees', or why it was not checked: 'run not loaded',
---     'baseline run not loaded', 'no latency median', 'unknown quantity'.
+--     'baseline run not loaded', 'no latency median', 'unknown quantity', 'inputs too coarse'
+--     (the denominator's rounding interval reaches 0, so any ratio is possible).
 --   recomputed_low: smallest value of the ratio the rounded inputs allow, (n - rn/2) / (d + rd/2).
---   recomputed_high: largest value of the ratio the rounded inputs allow, (n + rn/2) / (d - rd/2).
+--   recomputed_high: largest value of the ratio the rounded inputs allow, (n + rn/2) / (d - rd/2);
+--     null when d - rd/2 <= 0 (unbounded).
 --   candidate_us: median latency of the claim's run (µs).
 --   baseline_us: median latency of the baseline run (µs).
 --   published_resolution: rounding step of the published value; null counts as 0 (exact).
@@ -76,14 +78,17 @@ computed AS (
         o.*,
         o.n / o.d AS recomputed,
         (o.n - o.rn / 2) / (o.d + o.rd / 2) AS recomputed_low,
-        (o.n + o.rn / 2) / (o.d - o.rd / 2) AS recomputed_high
+        CASE WHEN o.d - o.rd / 2 > 0 THEN (o.n + o.rn / 2) / (o.d - o.rd / 2) END
+            AS recomputed_high
     FROM oriented o
 ),
 judged AS (
     SELECT
         c.*,
-        GREATEST(c.recomputed_high - c.recomputed, c.recomputed - c.recomputed_low)
-            + c.published_resolution / 2 AS tolerance
+        -- GREATEST skips nulls in both engines: an unbounded high side must stay null.
+        CASE WHEN c.recomputed_high IS NOT NULL THEN
+            GREATEST(c.recomputed_high - c.recomputed, c.recomputed - c.recomputed_low)
+            + c.published_resolution / 2 END AS tolerance
     FROM computed c
 )
 SELECT
@@ -97,7 +102,7 @@ SELECT
     recomputed,
     published - recomputed AS difference,
     tolerance,
-    CASE WHEN recomputed IS NULL THEN NULL
+    CASE WHEN recomputed IS NULL OR tolerance IS NULL THEN NULL
          ELSE ABS(published - recomputed) > tolerance + 1e-9 * ABS(recomputed)
     END AS flagged,
     CASE
@@ -105,6 +110,7 @@ SELECT
         WHEN found_run IS NULL THEN 'run not loaded'
         WHEN found_baseline IS NULL THEN 'baseline run not loaded'
         WHEN recomputed IS NULL THEN 'no latency median'
+        WHEN tolerance IS NULL THEN 'inputs too coarse'
         WHEN ABS(published - recomputed) > tolerance + 1e-9 * ABS(recomputed) THEN 'disagrees'
         ELSE 'agrees'
     END AS status,

@@ -65,7 +65,7 @@ SELECT
     l.workload,
     l.gpu,
     l.family,
-    CAST(s.bytes AS BIGINT) AS bytes,
+    CAST(ROUND(s.bytes) AS BIGINT) AS bytes,
     l.median_us,
     s.bytes / (l.median_us * 1000) AS achieved_gbps,
     s.bytes / (l.p80_us * 1000) AS achieved_gbps_low,

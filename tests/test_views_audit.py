@@ -120,3 +120,22 @@ def test_audit_passes_when_nothing_is_flagged(cli, data):
     result = cli("audit")
     assert result.code == 0 and result.out == ""
     assert result.err.startswith("0 of 0 published numbers disagree")
+
+
+def test_inputs_too_coarse_to_bound_the_ratio_are_not_judged(tmp_path: Path):
+    # Baseline median 10 ns published to 20 ns: its interval 10 ± 10 reaches 0, so the ratio
+    # n / d has no upper bound (d - rd/2 = 0). Spark would fail on the division by zero and
+    # DuckDB would give inf; the view says it cannot judge instead of agreeing.
+    import json
+
+    lines = (DATA / "views" / "audit.jsonl").read_text().splitlines()
+    base, cand = json.loads(lines[0]), json.loads(lines[1])
+    base["run"]["spec"]["timing"] = {"latencyNs": {"median": 10}, "resolutionNs": 20}
+    path = tmp_path / "coarse.jsonl"
+    path.write_text(json.dumps(base) + "\n" + json.dumps(cand) + "\n")
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    rows = wh.sql("select recomputed, recomputed_high, tolerance, flagged, status from audit"
+                  ).fetchall()
+    # recomputed = 12340 / 10 = 1234.0
+    assert rows == [(1234.0, None, None, None, "inputs too coarse")]
