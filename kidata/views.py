@@ -156,14 +156,28 @@ def duckdb_type(type_: pa.DataType) -> str:
     return _duck_types()[type_]
 
 
+_GLOB_CHARS = set("*?[]{}")
+
+
+def parquet_source(folder: Path, pattern: str = "*.parquet") -> str:
+    """``read_parquet(...)`` over the files of ``folder`` matching ``pattern``.
+
+    A glob keeps later files visible to a saved script; but DuckDB would read glob characters
+    in the folder's own path (``/tmp/wh [x]``) as a pattern, so such paths list their files.
+    """
+    if _GLOB_CHARS.isdisjoint(str(folder)):
+        return f"read_parquet({quote_literal(str(folder / pattern))}, union_by_name = true)"
+    files = ", ".join(quote_literal(str(p)) for p in sorted(folder.glob(pattern)))
+    return f"read_parquet([{files}], union_by_name = true)"
+
+
 def table_sql(warehouse: Path, table: str) -> str:
     """The ``SELECT`` that reads one table: its Parquet files, or an empty typed relation."""
     from kidata.schema import TABLES
 
     folder = warehouse / table
     if any(folder.glob("*.parquet")):
-        glob = quote_literal(str(folder / "*.parquet"))
-        return f"SELECT * FROM read_parquet({glob}, union_by_name = true)"
+        return f"SELECT * FROM {parquet_source(folder)}"
     cols = ", ".join(f"CAST(NULL AS {duckdb_type(f.type)}) AS {quote_identifier(f.name)}"
                      for f in TABLES[table])
     return f"SELECT {cols} WHERE 1 = 0"

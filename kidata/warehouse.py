@@ -542,12 +542,11 @@ class Warehouse:
 
     def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
         """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
-        q = views_mod.quote_literal
         for table in TABLES:
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
             if any(staging.glob(f"{table}-*.parquet")):
-                src = f"SELECT * FROM read_parquet({q(str(staging / f'{table}-*.parquet'))})"
+                src = f"SELECT * FROM {views_mod.parquet_source(staging, f'{table}-*.parquet')}"
             else:
                 cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
                                  f"{views_mod.quote_identifier(f.name)}"

@@ -46,3 +46,12 @@ def test_default_path_follows_the_environment(monkeypatch, tmp_path: Path):
     assert kidata.Warehouse().path == tmp_path / "env-wh"
     monkeypatch.delenv("KIDATA_WAREHOUSE")
     assert kidata.Warehouse().path == Path("warehouse")
+
+
+@pytest.mark.parametrize("name", ["wh [x]", "wh*", "wh {a,b}", "it's"])
+def test_warehouse_paths_with_glob_characters_and_quotes(tmp_path: Path, name: str):
+    # DuckDB reads glob characters in a path as a pattern; such paths list their files.
+    wh = kidata.Warehouse(tmp_path / name)
+    assert wh.load([str(SEEDS)]).runs_added == 26
+    assert wh.load([str(SEEDS)]).duplicates == 26
+    assert wh.sql("select count(*) from speedups").fetchall() == [(16,)]
