@@ -287,7 +287,7 @@ class Stage:
         self.segment_lines = 0
         self.name = ""
         self.counts: dict[str, list[int]] = {}  # per file: records, runs, rejects, warnings
-        self.files: list[tuple[str, tuple[int, str], str, int]] = []
+        self.files: list[tuple[str, tuple[int, str, int, int], str, int]] = []
 
     def feed(self, unit: Item | RecordError | Lines, name: str) -> None:
         self.name = name
@@ -302,7 +302,8 @@ class Stage:
             self.pending.append(("item", unit, name, self.seq))
         self._drain(block=False)
 
-    def file_done(self, name: str, fingerprint: tuple[int, str] | None, fmt: str) -> None:
+    def file_done(self, name: str, fingerprint: tuple[int, str, int, int] | None,
+                  fmt: str) -> None:
         """Note a file read to the end (see :meth:`summaries`)."""
         if fingerprint is not None:
             self.files.append((name, fingerprint, fmt, self.seq))
@@ -314,14 +315,16 @@ class Stage:
         self.stager.flush()
 
     def summaries(self) -> list[dict[str, Any]]:
-        """What was read of each file: size, SHA-256, format and counts (files read once)."""
+        """What was read of each file: size, SHA-256, modification time, format and counts
+        (files read once)."""
         names = [f[0] for f in self.files]
         out = []
-        for name, (size, sha256), fmt, _ in self.files:
+        for name, (size, sha256, mtime_ns, hashed_at), fmt, _ in self.files:
             if names.count(name) > 1:
                 continue  # read twice in one load: its counts are not its own
             records, runs, rejected, warned = self.counts.get(name, [0, 0, 0, 0])
-            out.append({"source_file": name, "size": size, "sha256": sha256, "format": fmt,
+            out.append({"source_file": name, "size": size, "sha256": sha256,
+                        "mtime_ns": mtime_ns, "hashed_at": hashed_at, "format": fmt,
                         "records": records, "runs": runs, "rejected": rejected,
                         "warnings": warned})
         return out

@@ -354,8 +354,8 @@ class Warehouse:
             for path in files:
                 report.files += 1
                 name = "<stdin>" if path == "-" else path
-                print_ = None if path == "-" else fingerprint(path)
-                seen = loaded.get((name, *print_, label)) if print_ else None
+                print_ = None if path == "-" else fingerprint(path, loaded.get((name, label)))
+                seen = loaded.get((name, *print_[:2], label)) if print_ else None
                 if seen is not None and self._still_loaded(seen, name):
                     # Unchanged since a clean load: reading it again would add nothing.
                     report.records += seen["records"]
@@ -389,8 +389,9 @@ class Warehouse:
             except (OSError, ValueError):
                 continue  # only an optimisation: the files are read again
             for e in entries:
-                out[(e["source_file"], e["size"], e["sha256"], e["format"])] = {
-                    **e, "load_id": manifest.stem}
+                entry = {**e, "load_id": manifest.stem}
+                out[(e["source_file"], e["size"], e["sha256"], e["format"])] = entry
+                out[(e["source_file"], e["format"])] = entry  # for the stat check
         return out
 
     def _remember_files(self, report: LoadReport, files: list[dict[str, Any]]) -> None:
@@ -417,9 +418,9 @@ class Warehouse:
             names = pq.ParquetFile(runs).read(columns=["source_file"]).column(0)
             for entry in pc.value_counts(names).to_pylist():
                 added[entry["values"]] = entry["counts"]
-        entries = [{k: f[k] for k in ("source_file", "size", "sha256", "format", "records",
-                                       "runs")} | {"runs_added": added.get(f["source_file"], 0)}
-                   for f in clean]
+        entries = [{k: f[k] for k in ("source_file", "size", "sha256", "mtime_ns", "hashed_at",
+                                       "format", "records", "runs")}
+                   | {"runs_added": added.get(f["source_file"], 0)} for f in clean]
         folder = self.private / "files"
         folder.mkdir(exist_ok=True)
         durable.write_atomic(folder / f"{report.load_id}.json", json.dumps(entries).encode())
@@ -800,12 +801,27 @@ class Warehouse:
         }
 
 
-def fingerprint(path: str) -> tuple[int, str] | None:
-    """Size and SHA-256 of a file's bytes, or None when it cannot be read."""
+# A file whose modification time is this close to when it was hashed may have changed again
+# within the same clock tick: its stat is not trusted (git's "racy" rule).
+RACY_NS = 2_000_000_000
+
+
+def fingerprint(path: str, known: dict[str, Any] | None = None
+                ) -> tuple[int, str, int, int] | None:
+    """Size, SHA-256, modification time and when it was hashed, of a file's bytes; None when
+    it cannot be read. When ``known`` (what a past load noted of the same path) has the same
+    size and modification time, hashed well after that time, the file is taken as unchanged
+    without reading it, as git and make do."""
     try:
         with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            return size, hashlib.file_digest(fh, "sha256").hexdigest()
+            st = os.fstat(fh.fileno())
+            if (known is not None and known.get("mtime_ns") == st.st_mtime_ns
+                    and known.get("size") == st.st_size
+                    and st.st_mtime_ns < known.get("hashed_at", 0) - RACY_NS):
+                return st.st_size, known["sha256"], st.st_mtime_ns, known["hashed_at"]
+            hashed_at = time.time_ns()
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            return st.st_size, digest, st.st_mtime_ns, hashed_at
     except OSError:
         return None
 

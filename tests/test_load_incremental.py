@@ -94,3 +94,29 @@ def test_a_file_whose_runs_are_gone_is_read_again(tmp_path):
     first_runs.unlink()
     again = wh.load([str(SEEDS / "003_55f6fcd9cea2f10a.txt")])
     assert again.unchanged == [] and again.runs_added == 24
+
+
+def test_unchanged_size_and_old_mtime_skip_the_hash(tmp_path, monkeypatch):
+    import hashlib
+    import os
+    import time
+
+    data = tmp_path / "in.jsonl"
+    seed = json.loads((SEEDS / "000_ef9e0295e36a82ef.txt").read_text().split("\n", 2)[2])
+    data.write_text(json.dumps(seed) + "\n")
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(data, ns=(hour_ago, hour_ago))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(data)]).runs_added == 1
+    # Same size and modification time, hashed long after it: not even hashed again.
+    def no_hash(*args, **kwargs):
+        raise AssertionError("hashed an unchanged file")
+
+    monkeypatch.setattr(hashlib, "file_digest", no_hash)
+    assert wh.load([str(data)]).unchanged == [str(data)]
+    monkeypatch.undo()
+    # Same size, new content, new modification time: hashed, found changed, read.
+    seed["run"]["metadata"]["name"] = seed["run"]["metadata"]["name"][:-1] + "X"
+    data.write_text(json.dumps(seed) + "\n")
+    again = wh.load([str(data)])
+    assert again.unchanged == [] and again.runs_added == 1
