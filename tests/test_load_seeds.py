@@ -142,3 +142,14 @@ def test_format_option_forces_a_reader(cli, data):
     assert result.code == 1
     assert "003_55f6fcd9cea2f10a.txt, document: not a kernelindex bundle or document" in result.err
     assert cli("load", "--format", "nope", data / "seeds").code == 2
+
+
+def test_a_label_named_held_out_does_not_make_a_bundle_a_trainkernel_table(wh: Warehouse,
+                                                                            tmp_path: Path):
+    # Found by Hypothesis: detection once searched the text for '"held_out":'.
+    b = seed_bundle("000")
+    b["run"]["metadata"]["labels"]["held_out"] = "held_out"
+    path = tmp_path / "labelled.jsonl"
+    path.write_text(json.dumps(b) + "\n")
+    report = wh.load([str(path)])
+    assert report.ok and report.runs_added == 1

@@ -155,10 +155,31 @@ def detect(head: bytes) -> str:
                                                    and b"," in first_line
                                                    and not first_line.startswith((b"{", b"["))):
         return "liger-csv"
-    # As keys only: a kernelindex bundle converted from trainkernel has "held_out" as a value.
-    if re.search(rb'"(held_out|h100_calibration)"\s*:', head):
+    if _is_trainkernel_table(text):
         return "trainkernel"
     return "kernelindex"
+
+
+def _is_trainkernel_table(text: bytes) -> bool:
+    """A trainkernel results table is one JSON object with a top-level ``held_out`` key.
+
+    Decided on the parsed top level, never by searching the text: a kernelindex record may carry
+    "held_out" as a label key or value (converted trainkernel runs do). A table too large to
+    parse from the first 64 KiB is read as kernelindex, which names its keys in the error;
+    ``--format trainkernel`` reads it.
+    """
+    import orjson
+
+    if not text.startswith(b"{"):
+        return False
+    for candidate in (text, text.split(b"\n", 1)[0]):
+        try:
+            value = orjson.loads(candidate)
+        except orjson.JSONDecodeError:
+            continue
+        return isinstance(value, dict) and "held_out" in value and "kind" not in value \
+            and "run" not in value
+    return False
 
 
 def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None
