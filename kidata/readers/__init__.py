@@ -11,7 +11,6 @@ import glob
 import gzip
 import io
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
