@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from runs_factory import bundle
 
@@ -31,7 +31,10 @@ PROVENANCE = {"source_file", "loaded_at", "load_id"}
 # describe the loads themselves, so they are left out.
 COMPARED = ["runs", "measurements", "environments", "protocols", "workloads",
             "workload_parameters", "published"]
+# Each example loads real warehouses (seconds), so shrinking a failure could take many
+# minutes: report the failing example as generated instead of shrinking it.
 FAST = settings(max_examples=5, deadline=None, derandomize=True,
+                phases=[Phase.explicit, Phase.reuse, Phase.generate],
                 suppress_health_check=[HealthCheck.too_slow])
 
 
