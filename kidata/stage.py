@@ -152,9 +152,13 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
 def _serve() -> None:
     """A worker process: read the set-up, then jobs, from stdin (pickled); write each job's
     result to stdout (pickled), in order."""
+    import signal
+
     from kidata._imports import refuse_pandas
 
     refuse_pandas()  # pyarrow would import it for nothing (0.4 s, 50 MB per worker)
+    # Ctrl-C is the loading process's to handle: it stops sending work and closes our input.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but results on the pipe
     _init_worker(*pickle.load(inp))
