@@ -238,20 +238,24 @@ class Warehouse:
         for tmp in (self.private / "journal").glob("*.tmp"):
             tmp.unlink(missing_ok=True)  # a journal that was never complete: never decided
         for staging in (self.private / "staging").iterdir():
-            if staging.name.startswith(".new-"):
-                # Being created (its owner lock is taken before it gets its name); left
-                # behind only by a crash in that instant.
-                if time.time() - staging.stat().st_mtime > STALE_NEW_STAGING:
-                    shutil.rmtree(staging, ignore_errors=True)
-                continue
-            if not staging.is_dir():
-                continue
-            owner = FileLock(str(staging / "owner.lock"), timeout=0)
+            # Live loads create and delete their own folders meanwhile (they hold no writer
+            # lock while staging): a folder may vanish at any step here.
             try:
+                if staging.name.startswith(".new-"):
+                    # Being created (its owner lock is taken before it gets its name); left
+                    # behind only by a crash in that instant.
+                    if time.time() - staging.stat().st_mtime > STALE_NEW_STAGING:
+                        shutil.rmtree(staging, ignore_errors=True)
+                    continue
+                if not staging.is_dir():
+                    continue
+                owner = FileLock(str(staging / "owner.lock"), timeout=0)
                 with owner:
                     shutil.rmtree(staging, ignore_errors=True)
             except Timeout:
                 continue  # a live load still owns it
+            except FileNotFoundError:
+                continue  # its load finished and removed it
             done.append(f"removed the staging files of dead load {staging.name}")
         compact = self.private / "compact"
         if compact.is_dir():  # compaction holds the writer lock throughout: these are dead
