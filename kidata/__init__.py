@@ -27,7 +27,8 @@ _LAZY = {
     "UsageError": "kidata.errors",
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = ["KidataError", "LoadReport", "QueryError", "RecordError", "UsageError", "Warehouse",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:

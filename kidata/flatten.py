@@ -15,7 +15,6 @@ import orjson
 
 from kidata.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.digest import canonical_json, digest
-from kidata.errors import RecordError
 from kidata.readers import Item
 from kidata.validate import UNITS, Checker
 
@@ -326,8 +325,9 @@ class Flattener:
             res = c.positive(m, "resolution", prefix, required=False)
             key = (metric, statistic)
             if key in rows and rows[key]["value"] != value:
-                raise c.fail(f"{prefix}value", f"{metric} {statistic} given twice with "
-                                               f"different values ({rows[key]['value']} and {value})")
+                raise c.fail(f"{prefix}value",
+                             f"{metric} {statistic} given twice with different values "
+                             f"({rows[key]['value']} and {value})")
             rows[key] = {"run_id": run_id, "metric": metric, "statistic": statistic,
                          "unit": target, "value": value,
                          "resolution": res * factors[unit] if res is not None

@@ -83,7 +83,8 @@ class Checker:
         if value is None:
             return None
         if not isinstance(value, str):
-            raise self.fail(f"{prefix}{path}", f"expected an ISO 8601 timestamp, got {_show(value)}")
+            raise self.fail(f"{prefix}{path}",
+                            f"expected an ISO 8601 timestamp, got {_show(value)}")
         try:
             ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:

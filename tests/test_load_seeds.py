@@ -12,7 +12,8 @@ from kidata import Warehouse
 from kidata.digest import digest
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
-LIGER = "liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-2024-09-03-15-39-30"
+LIGER = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
+         "2024-09-03-15-39-30")
 TORCH = ("liger-relu-squared-backward-torch-nvidia-h100-80gb-hbm3-hidden4096-rows4096-bf16-"
          "2026-03-27-06-09-46")
 
