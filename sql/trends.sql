@@ -39,39 +39,22 @@
 WITH ordered AS (
     SELECT
         l.*,
-        ROW_NUMBER() OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS step,
-        COUNT(*) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-        ) AS points,
-        LAG(run_id) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS previous_run_id,
-        LAG(observed_at) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS previous_observed_at,
-        LAG(version) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS previous_version,
-        LAG(median_us) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS previous_median_us,
-        LAG(p20_us) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS previous_p20_us,
-        LAG(p80_us) OVER (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        ) AS previous_p80_us
+        ROW_NUMBER() OVER series_in_time AS step,
+        COUNT(*) OVER series AS points,
+        LAG(run_id) OVER series_in_time AS previous_run_id,
+        LAG(observed_at) OVER series_in_time AS previous_observed_at,
+        LAG(version) OVER series_in_time AS previous_version,
+        LAG(median_us) OVER series_in_time AS previous_median_us,
+        LAG(p20_us) OVER series_in_time AS previous_p20_us,
+        LAG(p80_us) OVER series_in_time AS previous_p80_us
     FROM latencies l
     WHERE l.status = 'passed' AND l.observed_at IS NOT NULL
+    WINDOW
+        series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family),
+        series_in_time AS (
+            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
+            ORDER BY observed_at, run_id
+        )
 )
 SELECT
     kernel,
