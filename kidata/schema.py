@@ -252,3 +252,10 @@ COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters",
 def description(field: pa.Field) -> str:
     meta = field.metadata or {}
     return meta.get(b"description", b"").decode()
+
+
+def staged_schema(table: str) -> pa.Schema:
+    """A table's rows while a load stages them: without the commit's own columns, with the
+    record's order (``_seq``) and position (``_position``) for dedupe and error messages."""
+    fields = [f for f in TABLES[table] if f.name not in ("loaded_at", "load_id")]
+    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string())])

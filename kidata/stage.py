@@ -44,7 +44,68 @@ import pyarrow.parquet as pq
 from kidata.errors import RecordError, WarehouseError
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.readers import Item, Lines
-from kidata.warehouse import LoadReport, Reject, _Stager
+from kidata.schema import TABLES, staged_schema
+from kidata.warehouse import LoadReport, Reject
+
+# Tables whose rows repeat across records (one row per key): the stager drops repeats it has
+# already staged, so a load of a million runs does not stage a million copies of the same
+# environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
+# document) still decides; dropping a row that dedupe would never pick changes nothing.
+_DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
+               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name")}
+_MAX_SEEN = 200_000
+
+
+class Stager:
+    """Buffers rows per table as columns and writes them to staging Parquet files in batches."""
+
+    def __init__(self, folder: Path, batch: int):
+        self.folder = folder
+        self.batch = batch
+        self.schemas = {t: staged_schema(t) for t in TABLES}
+        self.columns: dict[str, list[tuple[str, list]]] = {
+            t: [(f.name, []) for f in schema] for t, schema in self.schemas.items()}
+        self.counts = dict.fromkeys(TABLES, 0)
+        self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
+        self.parts = 0
+        self.tag = ""  # in file names: worker processes stage into the same folder
+
+    def add(self, table: str, row: dict, seq: int, position: str) -> None:
+        seen = self.seen.get(table)
+        if seen is not None:
+            key = tuple(row.get(k) for k in _DIMENSIONS[table])
+            has_document = row.get("document") is not None or table != "workloads"
+            if key in seen and (seen[key] or not has_document):
+                return  # an earlier staged row is the one the commit would keep
+            if len(seen) >= _MAX_SEEN:
+                seen.clear()
+            seen[key] = has_document
+        row["_seq"] = seq
+        row["_position"] = position
+        for name, column in self.columns[table]:
+            column.append(row.get(name))
+        self.counts[table] += 1
+
+    def maybe_flush(self) -> None:
+        if self.counts["runs"] >= self.batch or self.counts["rejects"] >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        for table, columns in self.columns.items():
+            if not self.counts[table]:
+                continue
+            schema = self.schemas[table]
+            data = pa.Table.from_arrays(
+                [pa.array(values, type=f.type) for f, (_, values) in zip(schema, columns,
+                                                                            strict=True)],
+                schema=schema)
+            pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
+                           compression="zstd")
+            for _, values in columns:
+                values.clear()
+            self.counts[table] = 0
+        self.parts += 1
+
 
 # Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
 # worker's staging files are few, small enough to keep every worker busy.
@@ -69,7 +130,7 @@ def workers() -> int:
     return 0 if cores < 2 else min(cores, 4)
 
 
-def stage_record(stager: _Stager, flattener: Flattener, report: LoadReport,
+def stage_record(stager: Stager, flattener: Flattener, report: LoadReport,
                  item: Item | RecordError, name: str, seq: int,
                  counts: dict[str, list[int]]) -> None:
     """Check and flatten one record and stage its rows, or stage its reject. Raises
@@ -106,7 +167,7 @@ def stage_record(stager: _Stager, flattener: Flattener, report: LoadReport,
     stager.maybe_flush()
 
 
-def _reject(stager: _Stager, report: LoadReport, err: RecordError, raw: str | None,
+def _reject(stager: Stager, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
     report._reject(Reject(err.file, err.position, err.field, err.reason))
     stager.add("rejects", {"source_file": err.file, "position": err.position,
@@ -146,7 +207,7 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     flattener = Flattener(defer_unknown_environments=True)
     for env_id, gpu in known:
         flattener.know_environment(env_id, gpu)
-    _worker.update(flattener=flattener, stager=_Stager(Path(staging), batch))
+    _worker.update(flattener=flattener, stager=Stager(Path(staging), batch))
 
 
 def _serve() -> None:
@@ -242,7 +303,7 @@ class _Worker:
 
 def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Events:
     flattener: Flattener = _worker["flattener"]
-    stager: _Stager = _worker["stager"]
+    stager: Stager = _worker["stager"]
     stager.tag = f"j{job:07d}-"
     out = _Events(load_id="")
     seq = first_seq - 1
@@ -275,7 +336,7 @@ class Stage:
         self.known = known
         self.report = report
         self.progress = progress
-        self.stager = _Stager(staging, batch)
+        self.stager = Stager(staging, batch)
         self.flattener = Flattener()
         for env_id, gpu in known:
             self.flattener.know_environment(env_id, gpu)

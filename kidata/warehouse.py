@@ -41,7 +41,7 @@ from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, WarehouseError
 from kidata.readers import expand_paths, read_file
-from kidata.schema import COMMIT_ORDER, KEYS, TABLES
+from kidata.schema import COMMIT_ORDER, KEYS, TABLES, staged_schema
 
 DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
@@ -110,74 +110,6 @@ class LoadReport:
         self.warned += 1
         if len(self.warnings) < MAX_REPORTED:
             self.warnings.append(message)
-
-
-def _staged_schema(table: str) -> pa.Schema:
-    fields = [f for f in TABLES[table] if f.name not in ("loaded_at", "load_id")]
-    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string())])
-
-
-# Tables whose rows repeat across records (one row per key): the stager drops repeats it has
-# already staged, so a load of a million runs does not stage a million copies of the same
-# environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
-# document) still decides; dropping a row that dedupe would never pick changes nothing.
-_DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
-               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name")}
-_MAX_SEEN = 200_000
-
-
-class _Stager:
-    """Buffers rows per table as columns and writes them to staging Parquet files in batches."""
-
-    def __init__(self, folder: Path, batch: int):
-        self.folder = folder
-        self.batch = batch
-        self.schemas = {t: _staged_schema(t) for t in TABLES}
-        self.columns: dict[str, list[tuple[str, list]]] = {
-            t: [(f.name, []) for f in schema] for t, schema in self.schemas.items()}
-        self.counts = dict.fromkeys(TABLES, 0)
-        self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
-        self.parts = 0
-        self.tag = ""  # in file names: worker processes stage into the same folder
-
-    def add(self, table: str, row: dict, seq: int, position: str) -> None:
-        seen = self.seen.get(table)
-        if seen is not None:
-            key = tuple(row.get(k) for k in _DIMENSIONS[table])
-            has_document = row.get("document") is not None or table != "workloads"
-            if key in seen and (seen[key] or not has_document):
-                return  # an earlier staged row is the one the commit would keep
-            if len(seen) >= _MAX_SEEN:
-                seen.clear()
-            seen[key] = has_document
-        row["_seq"] = seq
-        row["_position"] = position
-        for name, column in self.columns[table]:
-            column.append(row.get(name))
-        self.counts[table] += 1
-
-    def maybe_flush(self) -> None:
-        if self.counts["runs"] >= self.batch or self.counts["rejects"] >= self.batch:
-            self.flush()
-
-    def flush(self) -> None:
-        for table, columns in self.columns.items():
-            if not self.counts[table]:
-                continue
-            schema = self.schemas[table]
-            data = pa.Table.from_arrays(
-                [pa.array(values, type=f.type) for f, (_, values) in zip(schema, columns,
-                                                                            strict=True)],
-                schema=schema)
-            pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
-                           compression="zstd")
-            for _, values in columns:
-                values.clear()
-            self.counts[table] = 0
-        self.parts += 1
-
-    def has(self, table: str) -> bool:
-        return any(self.folder.glob(f"{table}-*.parquet"))
 
 
 class Warehouse:
@@ -555,7 +487,7 @@ class Warehouse:
             else:
                 cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
                                  f"{views_mod.quote_identifier(f.name)}"
-                                 for f in _staged_schema(table))
+                                 for f in staged_schema(table))
                 src = f"SELECT {cols} WHERE 1 = 0"
             con.execute(f"CREATE TEMP VIEW staged_{table} AS {src}")
         con.execute("""
