@@ -35,6 +35,7 @@ from kidata import durable
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import WarehouseError
+from kidata.pqwrite import GroupedWriter
 from kidata.schema import COMMIT_ORDER, TABLES
 
 if TYPE_CHECKING:
@@ -129,20 +130,15 @@ def _merge(table: str, files: list[Path], out: Path) -> int:
     listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
     con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
                                  "preserve_insertion_order": True})
-    rows = 0
-    writer = None
     try:
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
                          ).to_arrow_reader(ROW_GROUP)
-        writer = pq.ParquetWriter(out, schema, compression="zstd")
-        for batch in reader:
-            if batch.num_rows:
-                writer.write_table(pa.Table.from_batches([batch]).cast(schema),
-                                   row_group_size=ROW_GROUP)
-                rows += batch.num_rows
+        # Even an empty table gets its file (the folder must hold one after the swap).
+        with GroupedWriter(out, schema, rows=ROW_GROUP, create_empty=True) as writer:
+            for batch in reader:
+                writer.write(pa.Table.from_batches([batch]).cast(schema))
+        rows = writer.rows
     finally:
-        if writer is not None:
-            writer.close()
         con.close()
     durable.fsync_file(out)
     return rows

@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from kidata.errors import RecordError, WarehouseError
 from kidata.flatten import Flattener, NeedsEnvironment
+from kidata.pqwrite import GroupedWriter
 from kidata.readers import Item, Lines
 from kidata.schema import TABLES, staged_schema
 from kidata.warehouse import LoadReport, Reject
@@ -511,11 +512,9 @@ def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
         return None
     # As DuckDB orders (ascending, nulls last), so both writers give the same files.
     sort_keys = [("_seq", "ascending", "at_end"), *((k, "ascending", "at_end") for k in order)]
-    count = 0
-    writer = None
+    writer = GroupedWriter(path, schema, before_write=before_write)
 
     def emit(rows: pa.Table, kept: pa.Array) -> None:
-        nonlocal count, writer
         rows = rows.filter(pc.is_in(rows["_seq"], value_set=kept))
         if not rows.num_rows:
             return
@@ -524,14 +523,9 @@ def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
         columns = [rows[f.name] if f.name in rows.column_names
                    else pa.array([constants[f.name]] * rows.num_rows, type=f.type)
                    for f in schema]
-        data = pa.Table.from_arrays(columns, schema=schema)
-        if writer is None:
-            writer = pq.ParquetWriter(path, schema, compression="zstd")
-        before_write()
-        writer.write_table(data)
-        count += rows.num_rows
+        writer.write(pa.Table.from_arrays(columns, schema=schema))
 
-    try:
+    with writer:
         for lo, hi, file in ranges:
             # The kept numbers of this file's range: a small lookup set per slice.
             kept = keep.filter(pc.and_(pc.greater_equal(keep, lo), pc.less_equal(keep, hi)))
@@ -547,7 +541,4 @@ def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
             if carry is not None:
                 emit(carry, kept)
             pa.default_memory_pool().release_unused()  # keep the process's memory flat
-    finally:
-        if writer is not None:
-            writer.close()
-    return count
+    return writer.rows
