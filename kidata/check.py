@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kidata import durable
+from kidata import derived, durable
 from kidata import views as views_mod
 from kidata.digest import digest
 from kidata.errors import WarehouseError
@@ -80,6 +80,7 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
         _check_identities(con, report)
         _check_references(con, report)
         _check_loads(con, report)
+        _check_derived(con, report)
         _check_digests(con, report)
     finally:
         con.close()
@@ -114,7 +115,10 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
             added = counts[load_id]
             row = {"load_id": load_id,
                    "loaded_at": stamps.get(load_id) or datetime.now(UTC),
-                   "kidata_version": __version__, "files": 0, "records": 0,
+                   # Only a load with latest_runs rows was written by a kidata that derives
+                   # them; any other is marked unknown, so readers compute its rows.
+                   "kidata_version": __version__ if "latest_runs" in added else "unknown",
+                   "files": 0, "records": 0,
                    "added": json.dumps(added, sort_keys=True), "duplicates": 0,
                    "rejected": added.get("rejects", 0), "warnings": 0}
             path = wh.path / "loads" / f"part-{load_id}.parquet"
@@ -284,6 +288,30 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
         report.problems.append(f"runs: {len(missing):,} runs have no median measurement of "
                                f"their metric (never a run without its measurements), e.g. "
                                f"{_examples(missing)}")
+
+
+def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """``latest_runs`` holds exactly what its loads' runs give (kidata/derived.py), for every
+    load whose kidata derives it (readers compute the others' rows themselves)."""
+    ids = [load_id for load_id, version in
+           con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
+           if not derived.is_before_latest_runs(version)]
+    con.execute("CREATE OR REPLACE TEMP TABLE _derived_loads AS "
+                "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": ids})
+    computed = derived.latest_runs_sql(
+        "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _derived_loads))",
+        "measurements")
+    cols = ", ".join(q(f.name) for f in TABLES["latest_runs"])
+    stored = (f"SELECT {cols} FROM latest_runs "
+              "WHERE load_id IN (SELECT load_id FROM _derived_loads)")
+    missing = con.sql(f"SELECT {cols} FROM ({computed}) EXCEPT ALL {stored}").fetchall()
+    extra = con.sql(f"{stored} EXCEPT ALL SELECT {cols} FROM ({computed})").fetchall()
+    if missing or extra:
+        loads = sorted({r[-1] for r in missing + extra})
+        report.problems.append(
+            f"latest_runs: {len(missing):,} rows missing and {len(extra):,} rows not given by "
+            f"the loads' runs, in {len(loads):,} loads, e.g. {_examples([(x,) for x in loads])}"
+            " (speedups would pick the wrong latest runs)")
 
 
 def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:

@@ -191,6 +191,29 @@ REJECTS = pa.schema(
     ]
 )
 
+LATEST_RUNS = pa.schema(
+    [
+        _f("kernel", pa.string(), "Kernel, as in `runs.kernel`.", False),
+        _f("pass", pa.string(), "Timed pass, as in `runs.pass`.", False),
+        _f("workload", pa.string(), "Workload, as in `runs.workload`.", False),
+        _f("gpu", pa.string(), "Canonical GPU key, as in `runs.gpu`.", False),
+        _f("protocol_id", pa.string(), "The runs' protocol digest, as in `runs.protocol_id`."),
+        _f("implementation", pa.string(), "Implementation, as in `runs.implementation`.", False),
+        _f("variant", pa.string(), "Variant, as in `runs.variant`."),
+        _f("run_id", pa.string(), "The latest passed latency run of this key among the runs the "
+           "load added: greatest `observed_at` (none last), ties broken by the greatest "
+           "`run_id`.", False),
+        _f("observed_at", TS, "That run's `observed_at`."),
+        _f("median_us", pa.float64(), "That run's median latency (µs).", False),
+        _f("p20_us", pa.float64(), "That run's 20th-percentile latency (µs), null when not "
+           "measured."),
+        _f("p80_us", pa.float64(), "That run's 80th-percentile latency (µs), null when not "
+           "measured."),
+        _f("passed_runs", pa.int64(), "Passed latency runs of this key the load added.", False),
+        _f("load_id", pa.string(), "The load whose runs these are.", False),
+    ]
+)
+
 LOADS = pa.schema(
     [
         _f("load_id", pa.string(), "Identifier of the load (commit); every row a load added "
@@ -215,6 +238,7 @@ TABLES: dict[str, pa.Schema] = {
     "workloads": WORKLOADS,
     "workload_parameters": WORKLOAD_PARAMETERS,
     "published": PUBLISHED,
+    "latest_runs": LATEST_RUNS,
     "rejects": REJECTS,
     "loads": LOADS,
     "gpus": GPUS,
@@ -231,6 +255,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "workloads": ("workload_id",),
     "workload_parameters": ("workload_id", "name"),
     "published": ("run_id", "quantity", "baseline_run_id"),
+    "latest_runs": ("load_id", "kernel", "pass", "workload", "gpu", "protocol_id",
+                    "implementation", "variant"),
     "rejects": ("source_file", "position", "field", "reason", "raw"),
     "loads": ("load_id",),
     "gpus": ("gpu",),
@@ -244,9 +270,13 @@ REFERENCE = ("gpus", "dtypes", "byte_models")
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose
 # measurements are missing. ``loads`` comes last: its row is the load's commit marker, and
-# kidata's readers show only rows of loads listed there. See docs/guarantees.md.
+# kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
+# load's runs, see kidata/derived.py) follows runs. See docs/guarantees.md.
 COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters", "measurements",
-                "published", "runs", "rejects", "loads")
+                "published", "runs", "latest_runs", "rejects", "loads")
+
+# Tables a commit derives from the rows it adds instead of staging them (kidata/derived.py).
+DERIVED = ("latest_runs",)
 
 
 def description(field: pa.Field) -> str:

@@ -19,11 +19,14 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
+from kidata import derived
 from kidata import views as views_mod
 from kidata.errors import WarehouseError
 from kidata.schema import COMMIT_ORDER, TABLES
 
 VISIBLE = "_kidata_visible_loads"
+# Committed loads whose derived rows readers compute (written before the derived tables).
+UNDERIVED = "_kidata_underived_loads"
 ATTEMPTS = 5
 
 
@@ -41,15 +44,22 @@ def marker_state(warehouse: Path) -> tuple[str, ...]:
         return ()
 
 
-def committed_loads(warehouse: Path) -> list[str]:
-    """Ids of the loads whose commit marker is in place, read now."""
+def committed(warehouse: Path) -> list[tuple[str, str | None]]:
+    """``(load_id, kidata_version)`` of the loads whose commit marker is in place, read now."""
     folder = warehouse / "loads"
     for _ in range(ATTEMPTS):
         try:
-            ids: list[str] = []
+            found: list[tuple[str, str | None]] = []
             for path in sorted(folder.glob("*.parquet")):
-                ids.extend(pq.read_table(path, columns=["load_id"]).column(0).to_pylist())
-            return ids
+                file = pq.ParquetFile(path)
+                names = file.schema_arrow.names
+                data = file.read(columns=[c for c in ("load_id", "kidata_version")
+                                          if c in names])
+                ids = data.column("load_id").to_pylist()
+                versions = (data.column("kidata_version").to_pylist()
+                            if "kidata_version" in data.column_names else [None] * len(ids))
+                found.extend(zip(ids, versions, strict=True))
+            return found
         except FileNotFoundError:
             continue  # compaction swapped the folder between listing and reading: list again
         except OSError as exc:
@@ -57,15 +67,35 @@ def committed_loads(warehouse: Path) -> list[str]:
     raise WarehouseError(f"the loads table of {warehouse} kept changing while being read")
 
 
+def committed_loads(warehouse: Path) -> list[str]:
+    """Ids of the loads whose commit marker is in place, read now."""
+    return [load_id for load_id, _ in committed(warehouse)]
+
+
 def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
-    """Define one view per table on ``con``, showing the snapshot of the committed loads."""
+    """Define one view per table on ``con``, showing the snapshot of the committed loads.
+
+    ``latest_runs`` rows of loads written before that table existed are computed from their
+    runs (see :mod:`kidata.derived`)."""
+    loads = committed(warehouse)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {VISIBLE} AS "
                 "SELECT unnest($ids::VARCHAR[]) AS load_id",
-                {"ids": committed_loads(warehouse)})
+                {"ids": [load_id for load_id, _ in loads]})
+    old = [load_id for load_id, version in loads if derived.is_before_latest_runs(version)]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {UNDERIVED} AS "
+                "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": old})
     filtered = set(filtered_tables())
+    q = views_mod.quote_identifier
     for table in TABLES:
         body = views_mod.table_sql(warehouse, table)
         if table in filtered:
             body = (f"SELECT * FROM ({body}) WHERE load_id IN "
                     f"(SELECT load_id FROM {VISIBLE})")
-        con.execute(f"CREATE VIEW {views_mod.quote_identifier(table)} AS {body}")
+        if table == "latest_runs" and old:
+            computed = derived.latest_runs_sql(
+                f"(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM {UNDERIVED}))",
+                "measurements")
+            body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
+                    f"(SELECT load_id FROM {UNDERIVED}) "
+                    f"UNION ALL BY NAME SELECT * FROM ({computed})")
+        con.execute(f"CREATE VIEW {q(table)} AS {body}")

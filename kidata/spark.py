@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from kidata import reference
+from kidata import derived, reference
 from kidata.errors import KidataError, QueryError, WarehouseError
 from kidata.schema import REFERENCE, TABLES
 from kidata.views import load_views
@@ -99,6 +99,7 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
         raise WarehouseError(f"no kidata table folders (runs, measurements, ...) under {root}")
     for table, frame in frames.items():
         frame.createOrReplaceTempView(table)
+    _derive_old_loads(spark, frames)
     registered = list(frames)
 
     failures: dict[str, str] = {}
@@ -117,6 +118,26 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     if failures:
         raise SparkViewError(failures, registered)
     return registered
+
+
+def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame]) -> None:
+    """Loads written before ``latest_runs`` existed (kidata 0.1) have no rows there: compute
+    theirs from their runs with the SQL a commit uses (kidata/derived.py), as DuckDB does."""
+    old = [row["load_id"] for row in frames["loads"].select("load_id", "kidata_version").collect()
+           if derived.is_before_latest_runs(row["kidata_version"])]
+    if not old:
+        return
+    ids = _literal_frame(spark, [{"load_id": i} for i in old],
+                         pa.schema([pa.field("load_id", pa.string(), nullable=False)]))
+    ids.createOrReplaceTempView("_kidata_underived_loads")
+    computed = spark.sql(derived.latest_runs_sql(
+        "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _kidata_underived_loads))",
+        "measurements"))
+    stored = frames["latest_runs"].join(ids, "load_id", "left_anti")
+    names = TABLES["latest_runs"].names
+    frame = stored.select(*names).unionByName(computed.select(*names))
+    frames["latest_runs"] = frame
+    frame.createOrReplaceTempView("latest_runs")
 
 
 def spark_identifier(name: str) -> str:

@@ -36,12 +36,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from kidata import durable, reference, snapshot
+from kidata import derived, durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, WarehouseError
+from kidata.pqwrite import GroupedWriter
 from kidata.readers import expand_paths, read_file
-from kidata.schema import COMMIT_ORDER, KEYS, TABLES, staged_schema
+from kidata.schema import COMMIT_ORDER, DERIVED, KEYS, TABLES, staged_schema
 
 DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
@@ -577,6 +578,8 @@ class Warehouse:
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime, staging: Path | None = None) -> int:
         schema = TABLES[table]
+        if table in DERIVED:
+            return self._write_derived(con, table, path, load_id)
         params = {"load_id": load_id}
         if "loaded_at" in schema.names:
             params["now"] = now
@@ -596,24 +599,70 @@ class Warehouse:
                     durable.fsync_file(path)
                 return count
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
-        count = 0
-        writer = None
-        try:
+        with GroupedWriter(path, schema, before_write=lambda: fault(f"write-final:{table}")
+                           ) as writer:
             for batch in reader:
-                if batch.num_rows == 0:
-                    continue
-                data = pa.Table.from_batches([batch]).cast(schema)
-                if writer is None:
-                    writer = pq.ParquetWriter(path, schema, compression="zstd")
-                fault(f"write-final:{table}")
-                writer.write_table(data)
-                count += batch.num_rows
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is not None:
+                writer.write(pa.Table.from_batches([batch]).cast(schema))
+        count = writer.rows
+        if count:
             durable.fsync_file(path)
         return count
+
+    @staticmethod
+    def _write_derived(con: duckdb.DuckDBPyConnection, table: str, path: Path,
+                       load_id: str) -> int:
+        """Write a derived table's rows for this load (see kidata/derived.py).
+
+        ``latest_runs`` is computed from the staged rows of the runs this load adds, matching
+        a run's measurements by record number (``_seq``) and keeping one aggregate state per
+        key, so memory grows with the number of keys, not of runs. It gives the rows of
+        :func:`kidata.derived.latest_runs_sql` (``kidata check`` compares the two)."""
+        if table != "latest_runs":
+            raise AssertionError(f"no derivation for {table}")
+        key = ", ".join(derived.KEY)
+        query = f"""
+            WITH lat AS (
+                SELECT _seq,
+                    max(value) FILTER (WHERE statistic = 'median') AS med,
+                    max(value) FILTER (WHERE statistic = 'p20') AS p20,
+                    max(value) FILTER (WHERE statistic = 'p80') AS p80
+                FROM staged_measurements
+                WHERE metric = 'latency' AND statistic IN ('median', 'p20', 'p80')
+                    AND _seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'added')
+                GROUP BY _seq
+            ),
+            passed AS (
+                SELECT {", ".join(f"r.{k}" for k in derived.KEY)}, r.run_id, r.observed_at,
+                    l.med, l.p20, l.p80
+                FROM staged_runs r JOIN lat l ON l._seq = r._seq
+                WHERE r.status = 'passed' AND l.med IS NOT NULL
+            ),
+            best AS (
+                -- The latest run: greatest observed_at, none last, then greatest run_id.
+                SELECT {key}, count(*) AS n,
+                    arg_max({{'run_id': run_id, 'observed_at': observed_at, 'med': med,
+                              'p20': p20, 'p80': p80}},
+                            {{'timed': observed_at IS NOT NULL,
+                              'at': coalesce(observed_at, TIMESTAMPTZ '0001-01-01 00:00:00+00'),
+                              'id': run_id}}) AS b
+                FROM passed
+                GROUP BY ALL
+            )
+            SELECT {key}, b.run_id, b.observed_at, b.med / 1000.0 AS median_us,
+                b.p20 / 1000.0 AS p20_us, b.p80 / 1000.0 AS p80_us, n AS passed_runs,
+                CAST($load_id AS VARCHAR) AS load_id
+            FROM best
+            ORDER BY {", ".join(f"{k} NULLS LAST" for k in derived.KEY)}
+        """
+        reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)
+        schema = TABLES[table]
+        with GroupedWriter(path, schema, before_write=lambda: fault(f"write-final:{table}")
+                           ) as writer:
+            for batch in reader:
+                writer.write(pa.Table.from_batches([batch]).cast(schema))
+        if writer.rows:
+            durable.fsync_file(path)
+        return writer.rows
 
     # -- query --------------------------------------------------------------------------------
 

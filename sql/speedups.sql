@@ -1,7 +1,7 @@
 -- view: speedups
 -- purpose: Candidate vs baseline latency for every two implementations measured on the same kernel, pass, workload, GPU and protocol family.
 -- grain: one row per ordered pair (candidate, baseline) of different implementations, per kernel, pass, workload, GPU and protocol family; both directions are listed.
--- sources: latencies
+-- sources: latest_runs, protocols
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -37,19 +37,27 @@
 --   observed_at, runs without a timestamp last, ties broken by the greatest run_id. Runs are
 --   never paired across GPUs, passes, workloads or protocol families, and two variants of one
 --   implementation are not paired with each other. The verdict compares p20-p80 ranges, not
---   medians: a speedup whose ranges overlap is not clearly different from 1.
-WITH ranked AS (
+--   medians: a speedup whose ranges overlap is not clearly different from 1. The latest run
+--   is found among the loads' own latest runs (table latest_runs), which gives the same run as
+--   ranking every run in latencies, at a cost that grows with the keys, not the runs.
+WITH heads AS (
+    -- Each load's latest passed latency run per key (see the latest_runs table); the family
+    -- is resolved here because a protocol document may arrive in a later load than its runs.
+    SELECT h.*, COALESCE(p.family, h.protocol_id) AS family
+    FROM latest_runs h
+    LEFT JOIN protocols p ON p.protocol_id = h.protocol_id
+),
+ranked AS (
     SELECT
-        l.*,
+        heads.*,
         ROW_NUMBER() OVER (
             PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
             ORDER BY observed_at DESC NULLS LAST, run_id DESC
         ) AS rn,
-        COUNT(*) OVER (
+        CAST(SUM(passed_runs) OVER (
             PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
-        ) AS runs_in_key
-    FROM latencies l
-    WHERE l.status = 'passed'
+        ) AS BIGINT) AS runs_in_key
+    FROM heads
 ),
 latest AS (
     SELECT * FROM ranked WHERE rn = 1

@@ -106,7 +106,10 @@ def test_check_finds_a_duplicated_file(several_loads: Path, cli, monkeypatch):
     load_id = source.stem.removeprefix("part-")
     assert (f"problem: runs: 1 loads have another number of rows than they recorded "
             f"(load_id, recorded, found): ('{load_id}', 1, 2)") in result.err
-    assert "2 problem(s)" in result.out
+    # The doubled run now counts twice in its key: 1 row missing (passed_runs 2), 1 extra (1).
+    assert (f"problem: latest_runs: 1 rows missing and 1 rows not given by the loads' runs, "
+            f"in 1 loads, e.g. '{load_id}'") in result.err
+    assert "3 problem(s)" in result.out
 
 
 def test_check_finds_measurements_without_their_run(several_loads: Path, cli, monkeypatch):
@@ -166,8 +169,9 @@ def test_check_finds_rows_without_a_commit_marker(several_loads: Path, cli, monk
     # --repair gives it a marker again (10 runs with 3 measurements each): all 46 runs.
     fixed = cli("check", "--repair")
     assert fixed.code == 0, fixed.err
-    assert (f"repaired: wrote the missing commit marker of load {load_id} (30 measurements, "
-            "10 runs)") in fixed.out
+    # The 10 runs share one kernel, pass, workload, GPU and implementation: 1 latest_runs row.
+    assert (f"repaired: wrote the missing commit marker of load {load_id} (1 latest_runs, "
+            "30 measurements, 10 runs)") in fixed.out
     assert Warehouse(several_loads).sql("select count(*) from runs").fetchall() == [(46,)]
 
 

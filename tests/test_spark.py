@@ -286,3 +286,23 @@ def test_without_pyspark_the_error_says_how_to_install(monkeypatch, tmp_path):
         monkeypatch.setitem(sys.modules, mod, None)
     with pytest.raises(KidataError, match=r"pip install 'kidata\[spark\]'"):
         kidata.spark.register(object(), tmp_path)
+
+
+def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
+    """A warehouse whose load was written by kidata 0.1 (no latest_runs rows): Spark derives
+    them with the commit's SQL and gives DuckDB's answers on the current warehouse."""
+    from test_latest_runs import as_written_by_0_1
+
+    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
+        "_kidata")))
+    as_written_by_0_1(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
+    assert not any((old / "latest_runs").iterdir())
+    session = spark.newSession()
+    register(session, old)
+    for name in ("latest_runs", "speedups"):
+        columns, rows = _spark_rows(session, name)
+        duck_columns, duck = _duck_rows(seeded, name)
+        assert columns == duck_columns and len(rows) == len(duck) > 0
+        for s_row, d_row in zip(sorted(rows, key=_sort_key), sorted(duck, key=_sort_key),
+                                strict=True):
+            assert all(_same(s, d) for s, d in zip(s_row, d_row, strict=True)), (s_row, d_row)
