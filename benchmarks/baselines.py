@@ -10,6 +10,9 @@
         A question (``speedups`` for one kernel on one GPU, or ``speedup_summary``) asked of
         the raw NDJSON with DuckDB's ``read_json``: what a user without a warehouse does.
         Prints CSV.
+    python benchmarks/baselines.py warm-query SRC QUESTION WAREHOUSE REPEAT
+        The question asked of kidata's warehouse (the library, Warehouse.sql) and of the raw
+        NDJSON, side by side in one warm process. Prints JSON.
 
 SRC is one NDJSON file or a folder of them.
 """
@@ -142,17 +145,15 @@ def _raw_latest(src: str) -> str:
     """
 
 
-def raw_query(src: str, question: str) -> None:
-    import duckdb
-
-    con = duckdb.connect()
+def _raw_sql(src: str, question: str) -> tuple[str, dict]:
     if question == "speedups":
         sql = _raw_latest(src) + """
             SELECT * FROM pairs WHERE kernel = $kernel AND product = $product
                 AND form_factor = $form_factor
             ORDER BY pass, workload, candidate, baseline"""
-        params = {"kernel": KERNEL, "product": GPU_HARDWARE[0], "form_factor": GPU_HARDWARE[1]}
-    elif question == "speedup_summary":
+        return sql, {"kernel": KERNEL, "product": GPU_HARDWARE[0],
+                     "form_factor": GPU_HARDWARE[1]}
+    if question == "speedup_summary":
         sql = _raw_latest(src) + """
             SELECT candidate, baseline, product, form_factor, count(*) AS workloads,
                 exp(avg(ln(speedup))) AS geomean_speedup, min(speedup) AS min_speedup,
@@ -164,10 +165,43 @@ def raw_query(src: str, question: str) -> None:
                 sum(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise,
                 sum(CASE WHEN verdict = 'no spread' THEN 1 ELSE 0 END) AS no_spread
             FROM pairs GROUP BY ALL ORDER BY ALL"""
-        params = {}
-    else:
-        raise SystemExit(f"unknown question {question!r}; expected speedups or speedup_summary")
-    con.sql(sql, params=params).write_csv("/dev/stdout")
+        return sql, {}
+    raise SystemExit(f"unknown question {question!r}; expected speedups or speedup_summary")
+
+
+def raw_query(src: str, question: str) -> None:
+    import duckdb
+
+    sql, params = _raw_sql(src, question)
+    duckdb.connect().sql(sql, params=params).write_csv("/dev/stdout")
+
+
+def warm_query(src: str, question: str, warehouse: str, repeat: int) -> None:
+    """The question asked ``repeat`` times of both sides in one process, alternating, after
+    one warm-up each: what an analyst in a notebook or a service waits per query, with Python,
+    DuckDB and kidata already loaded. Prints JSON: seconds per run and rows of each side."""
+    import json
+    import time
+
+    import duckdb
+
+    from kidata import Warehouse
+
+    wh = Warehouse(warehouse)
+    con = duckdb.connect()
+    sql, params = _raw_sql(src, question)
+    sides = {"kidata": lambda: wh.sql(KIDATA_QUERIES[question]).fetchall(),
+             "raw": lambda: con.sql(sql, params=params).fetchall()}
+    out: dict = {}
+    for name, ask in sides.items():
+        out[f"{name}_rows"] = len(ask())  # warm-up (and kidata's connection)
+        out[f"{name}_s"] = []
+    for _ in range(repeat):
+        for name, ask in sides.items():
+            start = time.perf_counter()
+            ask()
+            out[f"{name}_s"].append(time.perf_counter() - start)
+    print(json.dumps(out))
 
 
 KIDATA_QUERIES = {
@@ -178,9 +212,12 @@ KIDATA_QUERIES = {
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) != 3 and not (argv and argv[0] == "warm-query"):
         sys.stderr.write(__doc__)
         return 2
+    if argv and argv[0] == "warm-query" and len(argv) == 5:
+        warm_query(argv[1], argv[2], argv[3], int(argv[4]))
+        return 0
     command, src, arg = argv
     if command == "duckdb-ingest":
         duckdb_ingest(src, arg)

@@ -78,18 +78,24 @@ def test_runner_prints_every_figure(tmp_path):
                    "peak RSS of a load",
                    "add 50 new runs: warehouse of 600 vs empty",
                    "re-load a file already loaded vs its first load",
-                   "query `speedups`", "query `speedup_summary`",
+                   "query `speedups`, a new process each",
+                   "query `speedup_summary`, a new process each",
+                   "query `speedups`, one warm process",
+                   "query `speedup_summary`, one warm process",
                    "start-up: `kidata --help`", "start-up: `kidata views`",
                    "growth: kidata load, one file (s)", "growth: peak RSS of a load (MB)",
                    "growth: query speedup_summary (s)"):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
-    # Each size gives 9 rows: 4 ingest, 1 memory, 1 incremental, 1 re-load, 2 queries.
-    assert sum(" | 300 | " in r for r in rows) == 9
-    assert sum(" | 600 | " in r for r in rows) == 9
+    # Each size gives 11 rows: 4 ingest, 1 memory, 1 incremental, 1 re-load, 2 queries in new
+    # processes and 2 in a warm one.
+    assert sum(" | 300 | " in r for r in rows) == 11
+    assert sum(" | 600 | " in r for r in rows) == 11
     raw = json.loads((tmp_path / "r.json").read_text())
     assert [r["runs"] for r in raw["results"]] == [300, 600]
     # The raw read_json query and the warehouse view answer with the same number of rows.
     q = raw["raw"]["600/query_speedup_summary"]
     assert q["kidata_rows"] == q["raw_rows"] > 0
+    warm = raw["raw"]["600/warm_query_speedups"]
+    assert warm["kidata_rows"] == warm["raw_rows"] > 0 and len(warm["kidata_s"]) == 3
