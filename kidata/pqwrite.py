@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 # DuckDB's own default row-group size; Spark and DuckDB read such groups in parallel.
 ROWS = 122_880
 # A row group of wide rows (runs keep their JSON document) is cut early at this many bytes.
-MAX_BYTES = 48 * 1024 * 1024
+MAX_BYTES = 16 * 1024 * 1024
 
 
 class GroupedWriter:

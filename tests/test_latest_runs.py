@@ -239,3 +239,27 @@ def test_speedups_match_ranking_every_run_for_any_split(case):
         # Without its rows, check finds every load's rows missing.
         if wh.sql("SELECT count(*) FROM latencies WHERE status = 'passed'").fetchall()[0][0]:
             assert any(p.startswith("latest_runs:") for p in wh.check().problems)
+
+
+def test_a_load_derived_in_slices_gives_the_same_rows(tmp_path: Path, monkeypatch):
+    """A commit derives latest_runs a slice of records at a time (bounded memory); slices of
+    2 records split the by-hand runs so that each implementation's latest run and its counts
+    come from different slices."""
+    import kidata.warehouse
+
+    monkeypatch.setattr(kidata.warehouse, "DERIVE_RECORDS", 2)
+    wh = Warehouse(tmp_path / "wh")
+    load_all(wh, tmp_path, [[
+        run(f"{LIGER}-2", "liger", 31000, "2024-09-02T15:39:30Z"),
+        run("torch-t1", "torch", 40000, None),
+        run(f"{LIGER}-1", "liger", 31073, "2024-09-03T15:39:30Z"),
+        run(f"{LIGER}-3", "liger", 20000, "2024-09-04T15:39:30Z", status="failed"),
+        run("torch-t0", "torch", 50000, "2024-09-03T16:39:30Z"),
+        run(f"{LIGER}-0", "liger", 31072, "2024-09-03T15:39:30Z"),
+    ]])
+    rows = wh.sql("SELECT implementation, run_id, median_us, p20_us, p80_us, passed_runs "
+                  "FROM latest_runs ORDER BY implementation").fetchall()
+    assert rows == [("liger", f"{LIGER}-1", 31.073, 30.048, 31.968, 3),
+                    ("torch", "torch-t0", 50.0, 30.048, 50.0, 2)]
+    assert wh.sql(PICKED).fetchall() == wh.sql(REFERENCE).fetchall()
+    assert wh.check().problems == []
