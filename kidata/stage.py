@@ -41,7 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kidata import fast as fast_path
 from kidata.errors import RecordError, WarehouseError
+from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.readers import Item, Lines
 from kidata.schema import TABLES, staged_schema
@@ -63,8 +65,10 @@ class Stager:
         self.folder = folder
         self.batch = batch
         self.schemas = {t: staged_schema(t) for t in TABLES}
-        self.columns: dict[str, list[tuple[str, list]]] = {
-            t: [(f.name, []) for f in schema] for t, schema in self.schemas.items()}
+        self.names = {t: schema.names for t, schema in self.schemas.items()}
+        # Rows as tuples in schema order, turned into columns (zip) when written: one append
+        # per row instead of one per cell.
+        self.rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
         self.counts = dict.fromkeys(TABLES, 0)
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
@@ -82,8 +86,7 @@ class Stager:
             seen[key] = has_document
         row["_seq"] = seq
         row["_position"] = position
-        for name, column in self.columns[table]:
-            column.append(row.get(name))
+        self.rows[table].append(tuple([row.get(name) for name in self.names[table]]))
         self.counts[table] += 1
 
     def maybe_flush(self) -> None:
@@ -91,18 +94,17 @@ class Stager:
             self.flush()
 
     def flush(self) -> None:
-        for table, columns in self.columns.items():
+        for table, rows in self.rows.items():
             if not self.counts[table]:
                 continue
             schema = self.schemas[table]
             data = pa.Table.from_arrays(
-                [pa.array(values, type=f.type) for f, (_, values) in zip(schema, columns,
-                                                                            strict=True)],
+                [pa.array(values, type=f.type)
+                 for f, values in zip(schema, zip(*rows, strict=True), strict=True)],
                 schema=schema)
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            compression="zstd")
-            for _, values in columns:
-                values.clear()
+            rows.clear()
             self.counts[table] = 0
         self.parts += 1
 
@@ -167,6 +169,23 @@ def stage_record(stager: Stager, flattener: Flattener, report: LoadReport,
     stager.maybe_flush()
 
 
+def stage_fast(fast: FastPath, report: LoadReport, stripped: bytes, file: str, position: str,
+               name: str, seq: int, counts: dict[str, list[int]]) -> bool:
+    """Stage one JSON line by the fast path (:mod:`kidata.fast`), counting it as
+    :func:`stage_record` would; False (nothing staged or counted) when the line must take the
+    general path."""
+    if not fast.stage(stripped, file, position, name, seq):
+        return False
+    tally = counts.get(name)
+    if tally is None:
+        tally = counts[name] = [0, 0, 0, 0]
+    report.records += 1
+    tally[0] += 1
+    tally[1] += 1
+    fast.stager.maybe_flush()
+    return True
+
+
 def _reject(stager: Stager, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
     report._reject(Reject(err.file, err.position, err.field, err.reason))
@@ -207,7 +226,8 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     flattener = Flattener(defer_unknown_environments=True)
     for env_id, gpu in known:
         flattener.know_environment(env_id, gpu)
-    _worker.update(flattener=flattener, stager=Stager(Path(staging), batch))
+    stager = Stager(Path(staging), batch)
+    _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
 
 
 def _serve() -> None:
@@ -304,18 +324,25 @@ class _Worker:
 def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Events:
     flattener: Flattener = _worker["flattener"]
     stager: Stager = _worker["stager"]
+    fast: FastPath = _worker["fast"]
     stager.tag = f"j{job:07d}-"
     out = _Events(load_id="")
     seq = first_seq - 1
     for lines, name in segments:
-        for item in lines.items():
+        for position, stripped, error in fast_path.scan(lines):
             seq += 1
             out.seq = seq
             known = len(flattener.env_gpu)
-            try:
-                stage_record(stager, flattener, out, item, name, seq, out.counts)
-            except NeedsEnvironment:
-                out.events.append((seq, "defer", (item, name)))
+            if error is None and stage_fast(fast, out, stripped, lines.file, position, name,
+                                            seq, out.counts):
+                pass
+            else:
+                item = error if error is not None else fast_path.parse(
+                    stripped, lines.file, position, lines.title)
+                try:
+                    stage_record(stager, flattener, out, item, name, seq, out.counts)
+                except NeedsEnvironment:
+                    out.events.append((seq, "defer", (item, name)))
             if len(flattener.env_gpu) != known:
                 for env in list(flattener.env_gpu.items())[known:]:
                     out.events.append((seq, "env", env))
@@ -340,8 +367,10 @@ class Stage:
         self.flattener = Flattener()
         for env_id, gpu in known:
             self.flattener.know_environment(env_id, gpu)
+        self.fast = FastPath(self.stager, self.flattener)
         self.workers = workers()
-        self.batch_lines = BATCH_LINES if self.workers else None
+        # JSON Lines come unparsed, for the workers or for the fast path here.
+        self.batch_lines = BATCH_LINES
         self.pool: list[_Worker] | None = None
         self.jobs = 0
         self.seq = 0
@@ -407,13 +436,10 @@ class Stage:
             return
         segments, lines = self.segments, self.segment_lines
         self.segments, self.segment_lines = [], 0
-        if self.pool is None and lines < BATCH_LINES:
+        if self.pool is None and (lines < BATCH_LINES or not self.workers):
+            self._drain(block=True)  # without a pool, only records wait: keep their order
             for batch, name in segments:
-                for item in batch.items():
-                    self.seq += 1
-                    self.pending.append(("item", item, name, self.seq))
-                    if len(self.pending) >= MAX_PENDING:
-                        self._drain(block=True)
+                self._local_lines(batch, name)
             return
         if self.pool is None:
             setup = (str(self.staging), self.batch, self.known)
@@ -444,6 +470,21 @@ class Stage:
             self._merge(future.result())
             if self.progress is not None:
                 self.progress(self.name, self.report.records)
+
+    def _local_lines(self, batch: Lines, name: str) -> None:
+        """The records of unparsed lines, here and in order: by the fast path when it takes
+        them, else as the readers would have yielded them."""
+        report, progress = self.report, self.progress
+        for position, stripped, error in fast_path.scan(batch):
+            self.seq += 1
+            if error is None and stage_fast(self.fast, report, stripped, batch.file, position,
+                                            name, self.seq, self.counts):
+                if progress is not None and report.records % 10_000 == 0:
+                    progress(name, report.records)
+                continue
+            item = error if error is not None else fast_path.parse(stripped, batch.file,
+                                                                   position, batch.title)
+            self._local(item, name, self.seq)
 
     def _local(self, item: Item | RecordError, name: str, seq: int) -> None:
         stage_record(self.stager, self.flattener, self.report, item, name, seq, self.counts)
