@@ -279,7 +279,11 @@ class Flattener:
             out.workloads.append({"workload_id": workload_id, "name": workload,
                                   "kernel": kernel, "parameters": None, "shape": None,
                                   "document": None})
-        for i, claim in enumerate(native.get("published") or []):
+        claims = native.get("published") or []
+        if isinstance(claims, bool | int | float):  # a true or non-zero scalar: not iterable
+            raise c.fail("run.spec.sourceNative.published",
+                         f"expected a list of objects, got {claims!r}")
+        for i, claim in enumerate(claims):
             prefix = f"run.spec.sourceNative.published[{i}]."
             if not isinstance(claim, dict):
                 raise c.fail(prefix[:-1], "expected an object")
