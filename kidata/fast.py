@@ -101,6 +101,9 @@ class FastPath:
         self._environments: dict[bytes, tuple] = {}
         self._protocols: dict[bytes, tuple] = {}
         self._timestamps: dict[str, datetime] = {}
+        self._label_sets: dict[bytes, tuple] = {}
+        self._units: dict[tuple, tuple[str, float]] = {}
+        self._digests: set[str] = set()  # declared digests already matched DIGEST_RE
         if stager.names["runs"] != _RUN_COLUMNS \
                 or stager.names["measurements"] != _MEASUREMENT_COLUMNS:
             self.on = False  # the tuples staged below follow these column orders
@@ -187,6 +190,47 @@ class FastPath:
             found = self._timestamps[value] = ts.astimezone(UTC)
         return found
 
+    def _labels(self, labels: Any) -> tuple | None:
+        """What a run takes from its labels (``Checker.document``'s check, then the
+        flattener's reads), remembered by the labels' JSON; None when they are not an
+        object of strings."""
+        if labels is None:
+            labels = {}
+        elif type(labels) is not dict:
+            return None
+        text = orjson.dumps(labels)
+        found = self._label_sets.get(text)
+        if found is None:
+            for v in labels.values():
+                if type(v) is not str:
+                    return None
+            version = labels.get("version") or next(
+                (v for k, v in sorted(labels.items()) if k.endswith("version")), None)
+            if len(self._label_sets) >= _MAX_MEMO:
+                self._label_sets.clear()
+            found = self._label_sets[text] = (
+                text if labels else None, labels.get("variant"), version,
+                labels.get("kernel"), labels.get("pass"), labels.get("implementation"),
+                labels.get("workload"), labels.get("gpu_name"))
+        return found
+
+    def _unit(self, metric: Any, statistic: Any, unit: Any) -> tuple[str, float] | None:
+        """A measurement's metric, statistic and unit checked: the target unit and the factor
+        to it; None when the general path must decide."""
+        if not (_text(metric) and _text(statistic) and _text(unit)):
+            return None
+        found = UNITS.get(metric)
+        if found is None:
+            return None
+        target, factors = found
+        factor = factors.get(unit)
+        if factor is None:
+            return None
+        if len(self._units) >= _MAX_MEMO:
+            self._units.clear()
+        result = self._units[(metric, statistic, unit)] = (target, factor)
+        return result
+
     def _run(self, run: dict, env_id: str, gpu: Any, env_row: dict, default_gpu_name: str,
              protocol_id: str | None, protocol_row: dict | None, has_protocol: bool,
              position: str, name: str, seq: int) -> bool:
@@ -198,17 +242,13 @@ class FastPath:
         if type(meta) is not dict or type(spec) is not dict:
             return False
         run_id = meta.get("name")
-        if not _text(run_id):
+        if type(run_id) is not str or not run_id.strip():
             return False
-        labels = meta.get("labels")
-        if labels is None:
-            labels = {}
-        elif type(labels) is not dict:
+        found = self._labels(meta.get("labels"))
+        if found is None:
             return False
-        else:
-            for v in labels.values():
-                if type(v) is not str:
-                    return False
+        labels_json, variant, version, label_kernel, label_pass, label_implementation, \
+            label_workload, gpu_name = found
         title = meta.get("title")
         if title is not None and type(title) is not str:
             return False
@@ -227,11 +267,10 @@ class FastPath:
                 return False
             protocol_id = declared
         workload_id = spec.get("workloadDigest")
-        if workload_id is not None and (type(workload_id) is not str
-                                        or not DIGEST_RE.match(workload_id)):
+        if workload_id is not None and not self._well_formed(workload_id):
             return False
         impl_id = spec.get("implementationDigest")
-        if impl_id is not None and (type(impl_id) is not str or not DIGEST_RE.match(impl_id)):
+        if impl_id is not None and not self._well_formed(impl_id):
             return False
 
         native = spec.get("sourceNative")
@@ -242,71 +281,29 @@ class FastPath:
         if native.get("published"):
             return False  # claims: the general path
         external_id = native.get("externalId")
-        parts = external_id.split("/") if type(external_id) is str else []
-        six = len(parts) == 6
+        if type(external_id) is str:
+            parts = external_id.split("/")
+            six = len(parts) == 6
+        else:
+            external_id = None
+            six = False
         benchmark = native.get("benchmark")
         if type(benchmark) is str and benchmark.count("/") == 1 and all(benchmark.split("/")):
             kernel, pass_ = benchmark.split("/")
-        elif labels.get("kernel") and labels.get("pass"):
-            kernel, pass_ = labels["kernel"], labels["pass"]
+        elif label_kernel and label_pass:
+            kernel, pass_ = label_kernel, label_pass
         else:
             return False
-        implementation = labels.get("implementation") or (parts[2] if six else None)
+        implementation = label_implementation or (parts[2] if six else None)
         if not implementation:
             return False
-        workload = labels.get("workload") or (parts[4] if six else None)
+        workload = label_workload or (parts[4] if six else None)
         if not workload:
             return False
-        gpu_name = labels.get("gpu_name")
         if gpu_name is None:
             gpu_name = default_gpu_name
 
-        measured = self._measurements(spec, run_id, position, seq)
-        if measured is None:
-            return False
-        rows, metric, content_hash = measured
-
-        observed_at = self._timestamp(spec.get("observedAt"))
-        if observed_at is False:
-            return False
-        status = spec.get("status")
-        if status is None:
-            status = "unknown"
-        elif not _text(status):
-            return False
-        version = labels.get("version") or next(
-            (v for k, v in sorted(labels.items()) if k.endswith("version")), None)
-        source = native.get("source")
-
-        # Plainly valid: stage it (the general path's rows, in its order per table).
-        stager = self.stager
-        stager.rows["runs"].append((
-            run_id, source if type(source) is str else None,
-            external_id if type(external_id) is str else None,
-            kernel, pass_, implementation, labels.get("variant"), workload, gpu.key, gpu_name,
-            metric, env_id, protocol_id, workload_id, impl_id, observed_at, status, version,
-            # JSON texts stay UTF-8 bytes: Arrow takes them as strings without a round trip
-            # through Python str (the general path's str gives the same Arrow string).
-            title, orjson.dumps(labels) if labels else None, content_hash, orjson.dumps(run),
-            name, seq, position))
-        counts = stager.counts
-        counts["runs"] += 1
-        stager.rows["measurements"].extend(rows)
-        counts["measurements"] += len(rows)
-        if (env_id,) not in stager.seen["environments"]:
-            stager.add("environments", dict(env_row, source_file=name), seq, position)
-        if protocol_row is not None and (protocol_id,) not in stager.seen["protocols"]:
-            stager.add("protocols", dict(protocol_row, source_file=name), seq, position)
-        if workload_id is not None and (workload_id,) not in stager.seen["workloads"]:
-            stager.add("workloads", {"workload_id": workload_id, "name": workload,
-                                     "kernel": kernel, "parameters": None, "shape": None,
-                                     "document": None, "source_file": name}, seq, position)
-        return True
-
-    def _measurements(self, spec: dict, run_id: str, position: str, seq: int
-                      ) -> tuple[list[tuple], str, str] | None:
-        """``Flattener._measurements`` for plain input: the staged rows, the primary metric
-        and the content hash; None when the general path must decide."""
+        # Flattener._measurements
         rows: dict[tuple[str, str], tuple] = {}
         timing = spec.get("timing")
         resolution = None
@@ -315,64 +312,124 @@ class FastPath:
             if resolution is not None:
                 resolution = _positive(resolution)
                 if resolution is None:
-                    return None
+                    return False
             latency = timing.get("latencyNs")
             median = latency.get("median") if type(latency) is dict else None
             if median is not None:
-                value = _positive(median)
-                if value is None:
-                    return None
+                kind = type(median)
+                if kind is not float and kind is not int:
+                    return False
+                value = float(median) if kind is int else median
+                if not 0.0 < value < _INF:
+                    return False
                 rows[("latency", "median")] = (run_id, "latency", "median", "ns", value,
                                                resolution, seq, position)
         items = spec.get("measurements")
         if items is not None:
             if type(items) is not list:
-                return None
+                return False
+            units = self._units
             for m in items:
                 if type(m) is not dict:
-                    return None
+                    return False
                 metric = m.get("metric")
                 statistic = m.get("statistic")
                 unit = m.get("unit")
-                if not (_text(metric) and _text(statistic) and _text(unit)):
-                    return None
-                found = UNITS.get(metric)
+                try:
+                    found = units.get((metric, statistic, unit))
+                except TypeError:  # a list or object where text belongs
+                    return False
                 if found is None:
-                    return None
-                target, factors = found
-                factor = factors.get(unit)
-                if factor is None:
-                    return None
-                value = _positive(m.get("value"))
-                if value is None:
-                    return None
-                value = value * factor
+                    found = self._unit(metric, statistic, unit)
+                    if found is None:
+                        return False
+                target, factor = found
+                value = m.get("value")
+                kind = type(value)
+                if kind is not float and kind is not int:
+                    return False
+                value = (float(value) if kind is int else value) * factor
+                if not 0.0 < value < _INF:
+                    return False
                 res = m.get("resolution")
                 if res is not None:
                     res = _positive(res)
                     if res is None:
-                        return None
+                        return False
                     res = res * factor
                 elif metric == "latency":
                     res = resolution
                 key = (metric, statistic)
                 earlier = rows.get(key)
                 if earlier is not None and earlier[4] != value:
-                    return None
+                    return False
                 rows[key] = (run_id, metric, statistic, target, value, res, seq, position)
-        metrics = sorted({m for m, s in rows if s == "median"})
-        if not metrics:
-            return None
-        for metric in {m for m, _ in rows}:
+        if ("latency", "median") in rows:
+            metric = "latency"
+        else:
+            metrics = sorted({m for m, s in rows if s == "median"})
+            if not metrics:
+                return False
+            metric = metrics[0]
+        for quantile_metric in {m for m, _ in rows}:
             previous = None
             for s in QUANTILE_ORDER:
-                row = rows.get((metric, s))
+                row = rows.get((quantile_metric, s))
                 if row is not None:
                     if previous is not None and previous > row[4]:
-                        return None
+                        return False
                     previous = row[4]
-        primary = "latency" if "latency" in metrics else metrics[0]
-        staged = list(rows.values())
-        numbers = sorted((r[1], r[2], r[3], r[4]) for r in staged)
+        measurements = list(rows.values())
+        numbers = sorted([(r[1], r[2], r[3], r[4]) for r in measurements])
         content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
-        return staged, primary, content_hash
+
+        observed_at = spec.get("observedAt")
+        if observed_at is not None:
+            observed_at = self._timestamps.get(observed_at) if type(observed_at) is str \
+                else False
+            if observed_at is None:
+                observed_at = self._timestamp(spec["observedAt"])
+            if observed_at is False:
+                return False
+        status = spec.get("status")
+        if status is None:
+            status = "unknown"
+        elif type(status) is not str or not status.strip():
+            return False
+        source = native.get("source")
+
+        # Plainly valid: stage it (the general path's rows, in its order per table).
+        stager = self.stager
+        stager.rows["runs"].append((
+            run_id, source if type(source) is str else None, external_id, kernel, pass_,
+            implementation, variant, workload, gpu.key, gpu_name, metric, env_id,
+            protocol_id, workload_id, impl_id, observed_at, status, version, title,
+            # JSON texts stay UTF-8 bytes: Arrow takes them as strings without a round trip
+            # through Python str (the general path's str gives the same Arrow string).
+            labels_json, content_hash, orjson.dumps(run), name, seq, position))
+        counts = stager.counts
+        counts["runs"] += 1
+        stager.rows["measurements"].extend(measurements)
+        counts["measurements"] += len(measurements)
+        seen = stager.seen
+        if (env_id,) not in seen["environments"]:
+            stager.add("environments", dict(env_row, source_file=name), seq, position)
+        if protocol_row is not None and (protocol_id,) not in seen["protocols"]:
+            stager.add("protocols", dict(protocol_row, source_file=name), seq, position)
+        if workload_id is not None and (workload_id,) not in seen["workloads"]:
+            stager.add("workloads", {"workload_id": workload_id, "name": workload,
+                                     "kernel": kernel, "parameters": None, "shape": None,
+                                     "document": None, "source_file": name}, seq, position)
+        return True
+
+    def _well_formed(self, declared: Any) -> bool:
+        """Whether a declared digest passes ``Checker.declared_digest``'s format check."""
+        if type(declared) is not str:
+            return False
+        if declared not in self._digests:
+            if not DIGEST_RE.match(declared):
+                return False
+            if len(self._digests) >= _MAX_MEMO:
+                self._digests.clear()
+            self._digests.add(declared)
+        return True

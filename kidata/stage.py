@@ -66,6 +66,7 @@ class Stager:
         self.batch = batch
         self.schemas = {t: staged_schema(t) for t in TABLES}
         self.names = {t: schema.names for t, schema in self.schemas.items()}
+        self.structs = {t: pa.struct(list(schema)) for t, schema in self.schemas.items()}
         # Rows as tuples in schema order, turned into columns (zip) when written: one append
         # per row instead of one per cell.
         self.rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
@@ -98,10 +99,10 @@ class Stager:
             if not self.counts[table]:
                 continue
             schema = self.schemas[table]
-            data = pa.Table.from_arrays(
-                [pa.array(values, type=f.type)
-                 for f, values in zip(schema, zip(*rows, strict=True), strict=True)],
-                schema=schema)
+            # The row tuples converted in one pass (as a struct array), not column by column
+            # from a Python transpose: a third of the time for a batch of runs.
+            rows_array = pa.array(rows, type=self.structs[table])
+            data = pa.Table.from_arrays(rows_array.flatten(), schema=schema)
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            compression="zstd")
             rows.clear()
