@@ -37,8 +37,8 @@ _MAX_MEMO = 10_000
 _RUN_COLUMNS = ["run_id", "source", "external_id", "kernel", "pass", "implementation",
                 "variant", "workload", "gpu", "gpu_name", "metric", "environment_id",
                 "protocol_id", "workload_id", "implementation_id", "observed_at", "status",
-                "version", "title", "labels", "content_hash", "document", "source_file",
-                "_seq", "_position"]
+                "version", "title", "labels", "content_hash", "source_file", "_seq",
+                "_position"]  # "document": in Stager.blobs
 _MEASUREMENT_COLUMNS = ["run_id", "metric", "statistic", "unit", "value", "resolution",
                         "_seq", "_position"]
 
@@ -400,13 +400,14 @@ class FastPath:
 
         # Plainly valid: stage it (the general path's rows, in its order per table).
         stager = self.stager
+        # JSON texts stay UTF-8 bytes: Arrow takes them as strings without a round trip
+        # through Python str (the general path's str gives the same Arrow string).
         stager.rows["runs"].append((
             run_id, source if type(source) is str else None, external_id, kernel, pass_,
             implementation, variant, workload, gpu.key, gpu_name, metric, env_id,
             protocol_id, workload_id, impl_id, observed_at, status, version, title,
-            # JSON texts stay UTF-8 bytes: Arrow takes them as strings without a round trip
-            # through Python str (the general path's str gives the same Arrow string).
-            labels_json, content_hash, orjson.dumps(run), name, seq, position))
+            labels_json, content_hash, name, seq, position))
+        stager.blobs["runs"].append(orjson.dumps(run))
         counts = stager.counts
         counts["runs"] += 1
         stager.rows["measurements"].extend(measurements)

@@ -25,6 +25,7 @@ at most a batch of rows before writing them.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import pickle
 import subprocess
@@ -58,18 +59,30 @@ _DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",
 _MAX_SEEN = 200_000
 
 
+# Large text columns kept apart from the row tuples and written by concatenating their UTF-8
+# bytes: converting a batch of run documents (~50 MB) one Python object at a time into a
+# growing Arrow buffer cost ten times more.
+_BLOBS = {"runs": "document"}
+
+
 class Stager:
-    """Buffers rows per table as columns and writes them to staging Parquet files in batches."""
+    """Buffers rows per table and writes them to staging Parquet files in batches.
+
+    A row is a tuple of its values in the order of :attr:`names` (the staged schema without
+    the table's blob column, if any: that one's values are in :attr:`blobs`, a ``str`` or
+    UTF-8 ``bytes`` each)."""
 
     def __init__(self, folder: Path, batch: int):
         self.folder = folder
         self.batch = batch
         self.schemas = {t: staged_schema(t) for t in TABLES}
-        self.names = {t: schema.names for t, schema in self.schemas.items()}
-        self.structs = {t: pa.struct(list(schema)) for t, schema in self.schemas.items()}
-        # Rows as tuples in schema order, turned into columns (zip) when written: one append
-        # per row instead of one per cell.
+        self.names = {t: [n for n in schema.names if n != _BLOBS.get(t)]
+                      for t, schema in self.schemas.items()}
+        self.structs = {t: pa.struct([schema.field(n) for n in self.names[t]])
+                        for t, schema in self.schemas.items()}
+        # One tuple per row (one append per row rather than one per cell).
         self.rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
+        self.blobs: dict[str, list] = {t: [] for t in _BLOBS if t in TABLES}
         self.counts = dict.fromkeys(TABLES, 0)
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
@@ -88,6 +101,9 @@ class Stager:
         row["_seq"] = seq
         row["_position"] = position
         self.rows[table].append(tuple([row.get(name) for name in self.names[table]]))
+        blobs = self.blobs.get(table)
+        if blobs is not None:
+            blobs.append(row.get(_BLOBS[table]))
         self.counts[table] += 1
 
     def maybe_flush(self) -> None:
@@ -100,14 +116,37 @@ class Stager:
                 continue
             schema = self.schemas[table]
             # The row tuples converted in one pass (as a struct array), not column by column
-            # from a Python transpose: a third of the time for a batch of runs.
-            rows_array = pa.array(rows, type=self.structs[table])
-            data = pa.Table.from_arrays(rows_array.flatten(), schema=schema)
+            # from a Python transpose.
+            columns = dict(zip(self.names[table],
+                               pa.array(rows, type=self.structs[table]).flatten(),
+                               strict=True))
+            if table in self.blobs:
+                name = _BLOBS[table]
+                columns[name] = _text_array(self.blobs[table], schema.field(name).type)
+                self.blobs[table].clear()
+            data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            compression="zstd")
             rows.clear()
             self.counts[table] = 0
         self.parts += 1
+
+
+def _text_array(values: list, type_: pa.DataType) -> pa.Array:
+    """A string column from ``str`` or UTF-8 ``bytes`` values, by joining their bytes once
+    (the same array ``pa.array(values, type_)`` gives)."""
+    if type_ == pa.string() and None not in values:
+        try:
+            data = [v if type(v) is bytes else v.encode() for v in values]
+        except (AttributeError, UnicodeEncodeError):
+            data = None
+        if data is not None:
+            offsets = list(itertools.accumulate(map(len, data), initial=0))
+            if offsets[-1] < 2**31:
+                return pa.StringArray.from_buffers(
+                    len(data), pa.array(offsets, type=pa.int32()).buffers()[1],
+                    pa.py_buffer(b"".join(data)))
+    return pa.array(values, type=type_)
 
 
 # Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a

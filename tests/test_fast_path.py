@@ -182,11 +182,14 @@ def _stage_lines(lines: list[bytes], fast_on: bool) -> tuple:
         item = error if error is not None else fast_mod.parse(stripped, batch.file, position,
                                                               None)
         stage_record(stager, flattener, report, item, "f", seq, counts)
-    rows = {table: [tuple(v.decode() if isinstance(v, bytes) else v for v in row)
-                    for row in table_rows]
+    def text(v):
+        return v.decode() if isinstance(v, bytes) else v
+
+    rows = {table: [tuple(map(text, row)) for row in table_rows]
             for table, table_rows in stager.rows.items()}
-    return rows, stager.counts, report.rejects, report.warnings, report.records, counts, \
-        flattener.env_gpu
+    blobs = {table: list(map(text, values)) for table, values in stager.blobs.items()}
+    return rows, blobs, stager.counts, report.rejects, report.warnings, report.records, \
+        counts, flattener.env_gpu
 
 
 def _paths(value, prefix=()):
@@ -254,7 +257,7 @@ def mutated(draw) -> bytes:
             key = draw(st.sampled_from(["environmentDigest", "protocolDigest",
                                         "workloadDigest", "implementationDigest"]))
             run_spec[key] = draw(st.sampled_from(["sha256:" + "0" * 64, "sha256:" + "A" * 64,
-                                                  "md5:1", None, 5]))
+                                                  "md5:1", None, 5, [], {"a": 1}]))
         elif op == "quantiles" and isinstance(run_spec, dict) \
                 and isinstance(run_spec.get("measurements"), list) \
                 and len(run_spec["measurements"]) == 2:
@@ -275,7 +278,7 @@ def mutated(draw) -> bytes:
             m = run_spec["measurements"][0]
             m[draw(st.sampled_from(["unit", "metric", "statistic"]))] = draw(st.sampled_from(
                 ["us", "µs", "ms", "s", "MB", "bytes", "ns", "latency", "memory", "energy",
-                 "median", "p80", "p20", "p50", " ", ""]))
+                 "median", "p80", "p20", "p50", " ", "", [], {}, 1]))
         elif op == "duplicate" and isinstance(run_spec, dict) \
                 and isinstance(run_spec.get("measurements"), list):
             run_spec["measurements"].append({"metric": "latency", "statistic": "median",
