@@ -89,8 +89,9 @@ class Flattener:
 
     def _memo(self, role: str, doc: dict) -> tuple[bytes, Any]:
         # Records repeat the same few documents: remember what checking and flattening one
-        # gave, by its bytes, so each distinct document is checked and hashed once per load.
-        key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        # gave, by its bytes (as parsed: equal bytes are equal documents, and not sorting
+        # them is cheaper), so each distinct document is checked and hashed about once.
+        key = orjson.dumps(doc)
         return key, self._done.get((role, key))
 
     def _remember(self, role: str, key: bytes, value: Any) -> None:
