@@ -303,10 +303,12 @@ class _Worker:
 
     def __init__(self, setup: tuple):
         env = dict(os.environ)
-        # The child imports the same kidata as this process.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # The child imports the same kidata as this process: this process's path in order
+        # ('' being the current folder), and not first a `kidata` folder in the current
+        # folder that this process did not import (-P).
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from kidata.stage import _serve; _serve()"],
+            [sys.executable, "-P", "-c", "from kidata.stage import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.waiting: collections.deque[Future] = collections.deque()
         self.lock = threading.Lock()
