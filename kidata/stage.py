@@ -6,6 +6,9 @@ process or in a worker. The readers hand out the lines of JSON Lines files unpar
 (:class:`~kidata.readers.Lines`); once there are enough of them, they go in batches to a pool of
 worker processes (``KIDATA_WORKERS``, default one per core; ``0`` turns the pool off) that
 parse, check and flatten them and write their own staging files. Everything else is done here.
+In both places a JSON line of the common bundle shape is staged by the fast path
+(:mod:`kidata.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record by
+:func:`stage_record`; the two give the same rows.
 
 The result is the same as reading the input in one pass, in order:
 
