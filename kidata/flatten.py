@@ -89,8 +89,9 @@ class Flattener:
 
     def _memo(self, role: str, doc: dict) -> tuple[bytes, Any]:
         # Records repeat the same few documents: remember what checking and flattening one
-        # gave, by its bytes, so each distinct document is checked and hashed once per load.
-        key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        # gave, by its bytes (as parsed: equal bytes are equal documents, and not sorting
+        # them is cheaper), so each distinct document is checked and hashed about once.
+        key = orjson.dumps(doc)
         return key, self._done.get((role, key))
 
     def _remember(self, role: str, key: bytes, value: Any) -> None:
@@ -279,7 +280,11 @@ class Flattener:
             out.workloads.append({"workload_id": workload_id, "name": workload,
                                   "kernel": kernel, "parameters": None, "shape": None,
                                   "document": None})
-        for i, claim in enumerate(native.get("published") or []):
+        claims = native.get("published") or []
+        if isinstance(claims, bool | int | float):  # a true or non-zero scalar: not iterable
+            raise c.fail("run.spec.sourceNative.published",
+                         f"expected a list of objects, got {claims!r}")
+        for i, claim in enumerate(claims):
             prefix = f"run.spec.sourceNative.published[{i}]."
             if not isinstance(claim, dict):
                 raise c.fail(prefix[:-1], "expected an object")

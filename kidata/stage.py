@@ -6,6 +6,9 @@ process or in a worker. The readers hand out the lines of JSON Lines files unpar
 (:class:`~kidata.readers.Lines`); once there are enough of them, they go in batches to a pool of
 worker processes (``KIDATA_WORKERS``, default one per core; ``0`` turns the pool off) that
 parse, check and flatten them and write their own staging files. Everything else is done here.
+In both places a JSON line of the common bundle shape is staged by the fast path
+(:mod:`kidata.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record by
+:func:`stage_record`; the two give the same rows.
 
 The result is the same as reading the input in one pass, in order:
 
@@ -25,6 +28,7 @@ at most a batch of rows before writing them.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import pickle
 import subprocess
@@ -41,7 +45,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kidata import fast as fast_path
 from kidata.errors import RecordError, WarehouseError
+from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.pqwrite import GroupedWriter
 from kidata.readers import Item, Lines
@@ -57,15 +63,30 @@ _DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",
 _MAX_SEEN = 200_000
 
 
+# Large text columns kept apart from the row tuples and written by concatenating their UTF-8
+# bytes: converting a batch of run documents (~50 MB) one Python object at a time into a
+# growing Arrow buffer cost ten times more.
+_BLOBS = {"runs": "document"}
+
+
 class Stager:
-    """Buffers rows per table as columns and writes them to staging Parquet files in batches."""
+    """Buffers rows per table and writes them to staging Parquet files in batches.
+
+    A row is a tuple of its values in the order of :attr:`names` (the staged schema without
+    the table's blob column, if any: that one's values are in :attr:`blobs`, a ``str`` or
+    UTF-8 ``bytes`` each)."""
 
     def __init__(self, folder: Path, batch: int):
         self.folder = folder
         self.batch = batch
         self.schemas = {t: staged_schema(t) for t in TABLES}
-        self.columns: dict[str, list[tuple[str, list]]] = {
-            t: [(f.name, []) for f in schema] for t, schema in self.schemas.items()}
+        self.names = {t: [n for n in schema.names if n != _BLOBS.get(t)]
+                      for t, schema in self.schemas.items()}
+        self.structs = {t: pa.struct([schema.field(n) for n in self.names[t]])
+                        for t, schema in self.schemas.items()}
+        # One tuple per row (one append per row rather than one per cell).
+        self.rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
+        self.blobs: dict[str, list] = {t: [] for t in _BLOBS if t in TABLES}
         self.counts = dict.fromkeys(TABLES, 0)
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
@@ -83,8 +104,10 @@ class Stager:
             seen[key] = has_document
         row["_seq"] = seq
         row["_position"] = position
-        for name, column in self.columns[table]:
-            column.append(row.get(name))
+        self.rows[table].append(tuple([row.get(name) for name in self.names[table]]))
+        blobs = self.blobs.get(table)
+        if blobs is not None:
+            blobs.append(row.get(_BLOBS[table]))
         self.counts[table] += 1
 
     def maybe_flush(self) -> None:
@@ -92,20 +115,42 @@ class Stager:
             self.flush()
 
     def flush(self) -> None:
-        for table, columns in self.columns.items():
+        for table, rows in self.rows.items():
             if not self.counts[table]:
                 continue
             schema = self.schemas[table]
-            data = pa.Table.from_arrays(
-                [pa.array(values, type=f.type) for f, (_, values) in zip(schema, columns,
-                                                                            strict=True)],
-                schema=schema)
+            # The row tuples converted in one pass (as a struct array), not column by column
+            # from a Python transpose.
+            columns = dict(zip(self.names[table],
+                               pa.array(rows, type=self.structs[table]).flatten(),
+                               strict=True))
+            if table in self.blobs:
+                name = _BLOBS[table]
+                columns[name] = _text_array(self.blobs[table], schema.field(name).type)
+                self.blobs[table].clear()
+            data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            compression="zstd")
-            for _, values in columns:
-                values.clear()
+            rows.clear()
             self.counts[table] = 0
         self.parts += 1
+
+
+def _text_array(values: list, type_: pa.DataType) -> pa.Array:
+    """A string column from ``str`` or UTF-8 ``bytes`` values, by joining their bytes once
+    (the same array ``pa.array(values, type_)`` gives)."""
+    if type_ == pa.string() and None not in values:
+        try:
+            data = [v if type(v) is bytes else v.encode() for v in values]
+        except (AttributeError, UnicodeEncodeError):
+            data = None
+        if data is not None:
+            offsets = list(itertools.accumulate(map(len, data), initial=0))
+            if offsets[-1] < 2**31:
+                return pa.StringArray.from_buffers(
+                    len(data), pa.array(offsets, type=pa.int32()).buffers()[1],
+                    pa.py_buffer(b"".join(data)))
+    return pa.array(values, type=type_)
 
 
 # Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
@@ -168,6 +213,23 @@ def stage_record(stager: Stager, flattener: Flattener, report: LoadReport,
     stager.maybe_flush()
 
 
+def stage_fast(fast: FastPath, report: LoadReport, stripped: bytes, file: str, position: str,
+               name: str, seq: int, counts: dict[str, list[int]]) -> bool:
+    """Stage one JSON line by the fast path (:mod:`kidata.fast`), counting it as
+    :func:`stage_record` would; False (nothing staged or counted) when the line must take the
+    general path."""
+    if not fast.stage(stripped, file, position, name, seq):
+        return False
+    tally = counts.get(name)
+    if tally is None:
+        tally = counts[name] = [0, 0, 0, 0]
+    report.records += 1
+    tally[0] += 1
+    tally[1] += 1
+    fast.stager.maybe_flush()
+    return True
+
+
 def _reject(stager: Stager, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
     report._reject(Reject(err.file, err.position, err.field, err.reason))
@@ -208,7 +270,8 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     flattener = Flattener(defer_unknown_environments=True)
     for env_id, gpu in known:
         flattener.know_environment(env_id, gpu)
-    _worker.update(flattener=flattener, stager=Stager(Path(staging), batch))
+    stager = Stager(Path(staging), batch)
+    _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
 
 
 def _serve() -> None:
@@ -244,10 +307,12 @@ class _Worker:
 
     def __init__(self, setup: tuple):
         env = dict(os.environ)
-        # The child imports the same kidata as this process.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # The child imports the same kidata as this process: this process's path in order
+        # ('' being the current folder), and not first a `kidata` folder in the current
+        # folder that this process did not import (-P).
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from kidata.stage import _serve; _serve()"],
+            [sys.executable, "-P", "-c", "from kidata.stage import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.waiting: collections.deque[Future] = collections.deque()
         self.lock = threading.Lock()
@@ -305,18 +370,25 @@ class _Worker:
 def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Events:
     flattener: Flattener = _worker["flattener"]
     stager: Stager = _worker["stager"]
+    fast: FastPath = _worker["fast"]
     stager.tag = f"j{job:07d}-"
     out = _Events(load_id="")
     seq = first_seq - 1
     for lines, name in segments:
-        for item in lines.items():
+        for position, stripped, error in fast_path.scan(lines):
             seq += 1
             out.seq = seq
             known = len(flattener.env_gpu)
-            try:
-                stage_record(stager, flattener, out, item, name, seq, out.counts)
-            except NeedsEnvironment:
-                out.events.append((seq, "defer", (item, name)))
+            if error is None and stage_fast(fast, out, stripped, lines.file, position, name,
+                                            seq, out.counts):
+                pass
+            else:
+                item = error if error is not None else fast_path.parse(
+                    stripped, lines.file, position, lines.title)
+                try:
+                    stage_record(stager, flattener, out, item, name, seq, out.counts)
+                except NeedsEnvironment:
+                    out.events.append((seq, "defer", (item, name)))
             if len(flattener.env_gpu) != known:
                 for env in list(flattener.env_gpu.items())[known:]:
                     out.events.append((seq, "env", env))
@@ -341,8 +413,10 @@ class Stage:
         self.flattener = Flattener()
         for env_id, gpu in known:
             self.flattener.know_environment(env_id, gpu)
+        self.fast = FastPath(self.stager, self.flattener)
         self.workers = workers()
-        self.batch_lines = BATCH_LINES if self.workers else None
+        # JSON Lines come unparsed, for the workers or for the fast path here.
+        self.batch_lines = BATCH_LINES
         self.pool: list[_Worker] | None = None
         self.jobs = 0
         self.seq = 0
@@ -408,13 +482,10 @@ class Stage:
             return
         segments, lines = self.segments, self.segment_lines
         self.segments, self.segment_lines = [], 0
-        if self.pool is None and lines < BATCH_LINES:
+        if self.pool is None and (lines < BATCH_LINES or not self.workers):
+            self._drain(block=True)  # without a pool, only records wait: keep their order
             for batch, name in segments:
-                for item in batch.items():
-                    self.seq += 1
-                    self.pending.append(("item", item, name, self.seq))
-                    if len(self.pending) >= MAX_PENDING:
-                        self._drain(block=True)
+                self._local_lines(batch, name)
             return
         if self.pool is None:
             setup = (str(self.staging), self.batch, self.known)
@@ -445,6 +516,21 @@ class Stage:
             self._merge(future.result())
             if self.progress is not None:
                 self.progress(self.name, self.report.records)
+
+    def _local_lines(self, batch: Lines, name: str) -> None:
+        """The records of unparsed lines, here and in order: by the fast path when it takes
+        them, else as the readers would have yielded them."""
+        report, progress = self.report, self.progress
+        for position, stripped, error in fast_path.scan(batch):
+            self.seq += 1
+            if error is None and stage_fast(self.fast, report, stripped, batch.file, position,
+                                            name, self.seq, self.counts):
+                if progress is not None and report.records % 10_000 == 0:
+                    progress(name, report.records)
+                continue
+            item = error if error is not None else fast_path.parse(stripped, batch.file,
+                                                                   position, batch.title)
+            self._local(item, name, self.seq)
 
     def _local(self, item: Item | RecordError, name: str, seq: int) -> None:
         stage_record(self.stager, self.flattener, self.report, item, name, seq, self.counts)

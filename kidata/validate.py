@@ -25,6 +25,10 @@ UNITS: dict[str, tuple[str, dict[str, float]]] = {
 }
 
 
+# Dotted paths split once: the checks ask for the same few dozen paths millions of times.
+_PATHS: dict[str, tuple[str, ...]] = {}
+
+
 class Checker:
     """Field access for one record, producing errors that say where."""
 
@@ -37,8 +41,13 @@ class Checker:
 
     def get(self, obj: Any, path: str, prefix: str = "") -> Any:
         """The value at dotted ``path`` in ``obj``, or None when any step is missing."""
+        parts = _PATHS.get(path)
+        if parts is None:
+            parts = tuple(path.split("."))
+            if len(_PATHS) < 1000:
+                _PATHS[path] = parts
         cur = obj
-        for part in path.split("."):
+        for part in parts:
             if not isinstance(cur, dict):
                 return None
             cur = cur.get(part)

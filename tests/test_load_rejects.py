@@ -87,3 +87,13 @@ def test_conflicting_numbers_for_a_loaded_run_are_rejected_naming_both_files(
             "different numbers") in result.err
     assert wh.sql("select value from measurements where statistic = 'median'"
                   ).fetchall() == [(31072.0,)]
+
+
+def test_published_that_is_not_a_list_is_rejected_not_a_crash(tmp_path: Path, wh: Warehouse):
+    odd = bundle("000")
+    odd["run"]["spec"].setdefault("sourceNative", {})["published"] = True
+    path = write_jsonl(tmp_path / "runs.jsonl", [odd, bundle("001")])
+    report = wh.load([str(path)])
+    assert [(r.position, r.field, r.reason) for r in report.rejects] == [
+        ("line 1", "run.spec.sourceNative.published", "expected a list of objects, got True")]
+    assert report.runs_added == 1
