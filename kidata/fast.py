@@ -38,7 +38,8 @@ _RUN_COLUMNS = ["run_id", "source", "external_id", "kernel", "pass", "implementa
                 "variant", "workload", "gpu", "gpu_name", "metric", "environment_id",
                 "protocol_id", "workload_id", "implementation_id", "observed_at", "status",
                 "version", "title", "labels", "content_hash", "source_file", "_seq",
-                "_position"]  # "document": in Stager.blobs
+                "_position", "_latency_median", "_latency_p20",
+                "_latency_p80"]  # "document": in Stager.blobs
 _MEASUREMENT_COLUMNS = ["run_id", "metric", "statistic", "unit", "value", "resolution",
                         "_seq", "_position"]
 
@@ -406,7 +407,10 @@ class FastPath:
             run_id, source if type(source) is str else None, external_id, kernel, pass_,
             implementation, variant, workload, gpu.key, gpu_name, metric, env_id,
             protocol_id, workload_id, impl_id, observed_at, status, version, title,
-            labels_json, content_hash, name, seq, position))
+            labels_json, content_hash, name, seq, position,
+            *(None if r is None else r[4] for r in (rows.get(("latency", "median")),
+                                                    rows.get(("latency", "p20")),
+                                                    rows.get(("latency", "p80"))))))
         stager.blobs["runs"].append(orjson.dumps(run))
         counts = stager.counts
         counts["runs"] += 1

@@ -284,8 +284,16 @@ def description(field: pa.Field) -> str:
     return meta.get(b"description", b"").decode()
 
 
+# Staged only, for the commit to derive latest_runs without joining measurements: a run's
+# latency median, p20 and p80 in ns (null when it has none), as its measurements rows hold them.
+STAGED_LATENCY = ("_latency_median", "_latency_p20", "_latency_p80")
+
+
 def staged_schema(table: str) -> pa.Schema:
     """A table's rows while a load stages them: without the commit's own columns, with the
-    record's order (``_seq``) and position (``_position``) for dedupe and error messages."""
+    record's order (``_seq``) and position (``_position``) for dedupe and error messages, and
+    for runs their latency quantiles (``STAGED_LATENCY``)."""
     fields = [f for f in TABLES[table] if f.name not in ("loaded_at", "load_id")]
-    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string())])
+    extra = [pa.field(n, pa.float64()) for n in STAGED_LATENCY] if table == "runs" else []
+    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string()),
+                      *extra])

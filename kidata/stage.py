@@ -51,7 +51,7 @@ from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.pqwrite import GroupedWriter
 from kidata.readers import Item, Lines
-from kidata.schema import TABLES, staged_schema
+from kidata.schema import STAGED_LATENCY, TABLES, staged_schema
 from kidata.warehouse import LoadReport, Reject
 
 # Tables whose rows repeat across records (one row per key): the stager drops repeats it has
@@ -158,6 +158,8 @@ def _text_array(values: list, type_: pa.DataType) -> pa.Array:
 BATCH_LINES = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
+# The statistics staged for each run in STAGED_LATENCY, in order.
+QUANTILES = ("median", "p20", "p80")
 FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
                "workload_parameters", "published")
 
@@ -205,6 +207,11 @@ def stage_record(stager: Stager, flattener: Flattener, report: LoadReport,
     tally[3] += len(flat.warnings)
     for message in flat.warnings:
         report._warn(message)
+    if flat.runs:  # one run per record: its latency quantiles, for latest_runs
+        latency = {m["statistic"]: m["value"] for m in flat.measurements
+                   if m["metric"] == "latency"}
+        for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
+            flat.runs[0][column] = latency.get(statistic)
     for table in FLAT_TABLES:
         for row in getattr(flat, table):
             if table != "measurements":

@@ -53,8 +53,6 @@ LOCK_TIMEOUT = 600.0
 COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 # A staging folder still being created this long after a crash is removed by the next writer.
 STALE_NEW_STAGING = 3600.0
-# Records per slice when a commit derives latest_runs (kidata/derived.py): bounds its memory.
-DERIVE_RECORDS = 32_768
 # Times a reader lists a table folder again when a compaction swapped it while being read.
 SWAP_RETRIES = 5
 
@@ -615,64 +613,37 @@ class Warehouse:
                        load_id: str) -> int:
         """Write a derived table's rows for this load (see kidata/derived.py).
 
-        ``latest_runs`` is computed from the staged rows of the runs this load adds, matching
-        a run's measurements by record number (``_seq``), a slice of ``DERIVE_RECORDS``
-        records at a time: each slice gives its latest run and count per key, and the slices'
-        results are combined as the loads' are (the latest of the latest runs, the sum of the
-        counts). Memory is one slice plus one row per key, whatever the size of the load. It
-        gives the rows of :func:`kidata.derived.latest_runs_sql` (``kidata check`` compares)."""
+        ``latest_runs`` comes from the staged rows of the runs this load adds, which carry
+        their latency median, p20 and p80 (``schema.STAGED_LATENCY``): one aggregate state per
+        key, so memory grows with the number of keys, not of runs, and no join with the
+        measurements is needed. It gives the rows of :func:`kidata.derived.latest_runs_sql`
+        over the final tables (``kidata check`` compares the two)."""
         if table != "latest_runs":
             raise AssertionError(f"no derivation for {table}")
-        lo, hi = con.sql("SELECT min(_seq), max(_seq) FROM run_outcome "
-                         "WHERE _outcome = 'added'").fetchall()[0]
-        if lo is None:
-            return 0
         key = ", ".join(derived.KEY)
-
-        def latest(value: str) -> str:
-            # The latest run: greatest observed_at, none last, then greatest run_id.
-            return (f"arg_max({value}, {{'timed': {value}.observed_at IS NOT NULL, "
-                    f"'at': coalesce({value}.observed_at, TIMESTAMPTZ '0001-01-01 00:00:00+00'),"
-                    f" 'id': {value}.run_id}})")
-
-        for start in range(lo, hi + 1, DERIVE_RECORDS):
-            span = {"lo": start, "hi": start + DERIVE_RECORDS - 1}
-            part = f"""
-                WITH added AS (
-                    SELECT _seq FROM run_outcome
-                    WHERE _outcome = 'added' AND _seq BETWEEN $lo AND $hi
-                ),
-                lat AS (
-                    SELECT _seq,
-                        max(value) FILTER (WHERE statistic = 'median') AS med,
-                        max(value) FILTER (WHERE statistic = 'p20') AS p20,
-                        max(value) FILTER (WHERE statistic = 'p80') AS p80
-                    FROM staged_measurements
-                    WHERE _seq BETWEEN $lo AND $hi AND metric = 'latency'
-                        AND statistic IN ('median', 'p20', 'p80')
-                        AND _seq IN (SELECT _seq FROM added)
-                    GROUP BY _seq
-                ),
-                passed AS (
-                    SELECT {", ".join(f"r.{k}" for k in derived.KEY)},
-                        {{'run_id': r.run_id, 'observed_at': r.observed_at, 'med': l.med,
-                          'p20': l.p20, 'p80': l.p80}} AS b
-                    FROM staged_runs r JOIN lat l ON l._seq = r._seq
-                    WHERE r._seq BETWEEN $lo AND $hi AND r.status = 'passed'
-                        AND l.med IS NOT NULL
-                )
-                SELECT {key}, count(*) AS n, {latest("b")} AS b FROM passed GROUP BY ALL
-            """
-            if start == lo:
-                con.execute(f"CREATE OR REPLACE TEMP TABLE _latest_parts AS {part}", span)
-            else:
-                con.execute(f"INSERT INTO _latest_parts {part}", span)
         query = f"""
+            WITH passed AS (
+                SELECT {key},
+                    {{'run_id': run_id, 'observed_at': observed_at, 'med': _latency_median,
+                      'p20': _latency_p20, 'p80': _latency_p80}} AS b
+                FROM staged_runs
+                WHERE _seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'added')
+                    AND status = 'passed' AND _latency_median IS NOT NULL
+            ),
+            best AS (
+                -- The latest run: greatest observed_at, none last, then greatest run_id.
+                SELECT {key}, count(*) AS n,
+                    arg_max(b, {{'timed': b.observed_at IS NOT NULL,
+                                 'at': coalesce(b.observed_at,
+                                                TIMESTAMPTZ '0001-01-01 00:00:00+00'),
+                                 'id': b.run_id}}) AS b
+                FROM passed
+                GROUP BY ALL
+            )
             SELECT {key}, b.run_id, b.observed_at, b.med / 1000.0 AS median_us,
                 b.p20 / 1000.0 AS p20_us, b.p80 / 1000.0 AS p80_us, n AS passed_runs,
                 CAST($load_id AS VARCHAR) AS load_id
-            FROM (SELECT {key}, CAST(sum(n) AS BIGINT) AS n, {latest("b")} AS b
-                  FROM _latest_parts GROUP BY ALL)
+            FROM best
             ORDER BY {", ".join(f"{k} NULLS LAST" for k in derived.KEY)}
         """
         reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)

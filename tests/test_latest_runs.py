@@ -103,8 +103,8 @@ def as_written_by_0_1(wh_path: Path, load_ids: list[str]) -> None:
         (wh_path / "latest_runs" / f"part-{load_id}.parquet").unlink(missing_ok=True)
 
 
-@pytest.fixture
-def by_hand(tmp_path: Path) -> tuple[Warehouse, list[str]]:
+@pytest.fixture(params=["fast path", "general path"])
+def by_hand(request, tmp_path: Path, monkeypatch) -> tuple[Warehouse, list[str]]:
     """Two loads of Liger and PyTorch runs of one key (kernel, pass, workload, GPU, family):
 
     - load 1: liger -0 (median 31,072 ns) and -1 (31,073 ns), both at the seed's time
@@ -114,8 +114,11 @@ def by_hand(tmp_path: Path) -> tuple[Warehouse, list[str]]:
 
     The latest passed Liger run is -1 (load 1: same time as -0, greater name) although load 2
     is newer, out of 3 passed runs; the latest torch run is t0 (a run without a time comes
-    last), out of 2.
+    last), out of 2. Loaded through the fast path for JSON lines and through the general one
+    (``KIDATA_SLOW_PATH``), which stage each run's latencies separately.
     """
+    if request.param == "general path":
+        monkeypatch.setenv("KIDATA_SLOW_PATH", "1")
     wh = Warehouse(tmp_path / "wh")
     ids = load_all(wh, tmp_path, [
         [run(f"{LIGER}-0", "liger", 31072, "2024-09-03T15:39:30Z"),
@@ -240,26 +243,3 @@ def test_speedups_match_ranking_every_run_for_any_split(case):
         if wh.sql("SELECT count(*) FROM latencies WHERE status = 'passed'").fetchall()[0][0]:
             assert any(p.startswith("latest_runs:") for p in wh.check().problems)
 
-
-def test_a_load_derived_in_slices_gives_the_same_rows(tmp_path: Path, monkeypatch):
-    """A commit derives latest_runs a slice of records at a time (bounded memory); slices of
-    2 records split the by-hand runs so that each implementation's latest run and its counts
-    come from different slices."""
-    import kidata.warehouse
-
-    monkeypatch.setattr(kidata.warehouse, "DERIVE_RECORDS", 2)
-    wh = Warehouse(tmp_path / "wh")
-    load_all(wh, tmp_path, [[
-        run(f"{LIGER}-2", "liger", 31000, "2024-09-02T15:39:30Z"),
-        run("torch-t1", "torch", 40000, None),
-        run(f"{LIGER}-1", "liger", 31073, "2024-09-03T15:39:30Z"),
-        run(f"{LIGER}-3", "liger", 20000, "2024-09-04T15:39:30Z", status="failed"),
-        run("torch-t0", "torch", 50000, "2024-09-03T16:39:30Z"),
-        run(f"{LIGER}-0", "liger", 31072, "2024-09-03T15:39:30Z"),
-    ]])
-    rows = wh.sql("SELECT implementation, run_id, median_us, p20_us, p80_us, passed_runs "
-                  "FROM latest_runs ORDER BY implementation").fetchall()
-    assert rows == [("liger", f"{LIGER}-1", 31.073, 30.048, 31.968, 3),
-                    ("torch", "torch-t0", 50.0, 30.048, 50.0, 2)]
-    assert wh.sql(PICKED).fetchall() == wh.sql(REFERENCE).fetchall()
-    assert wh.check().problems == []
