@@ -106,17 +106,20 @@ class Flattener:
             c.document(env_doc, "environment", "ExecutionEnvironment")
             hardware = c.obj(env_doc, "spec.hardware", "environment.")
             c.text(env_doc, "spec.hardware.product", "environment.")
+            vendor, form_factor, architecture = (
+                c.string(env_doc, f"spec.hardware.{k}", "environment.")
+                for k in ("vendor", "formFactor", "architecture"))
             env_id = self._digest(env_doc)
             gpu = gpu_from_hardware(hardware)
             found = (env_id, gpu, {
                 "environment_id": env_id,
                 "name": c.get(env_doc, "metadata.name"),
-                "title": c.get(env_doc, "metadata.title"),
+                "title": c.string(env_doc, "metadata.title", "environment."),
                 "gpu": gpu.key,
-                "vendor": hardware.get("vendor"),
+                "vendor": vendor,
                 "product": hardware.get("product"),
-                "form_factor": hardware.get("formFactor"),
-                "architecture": hardware.get("architecture"),
+                "form_factor": form_factor,
+                "architecture": architecture,
                 "software": _json(c.get(env_doc, "spec.software")),
                 "document": canonical_json(env_doc),
             })
@@ -134,13 +137,14 @@ class Flattener:
             found = (protocol_id, {
                 "protocol_id": protocol_id,
                 "name": c.get(protocol_doc, "metadata.name"),
-                "title": c.get(protocol_doc, "metadata.title"),
+                "title": c.string(protocol_doc, "metadata.title", "protocol."),
                 "family": family,
-                "harness": c.get(protocol_doc, "spec.harness.name"),
-                "repository": c.get(protocol_doc, "spec.harness.repository"),
-                "timer": c.get(protocol_doc, "spec.measurement.timer"),
-                "primary_statistic": c.get(protocol_doc, "spec.measurement.primaryStatistic"),
-                "notes": c.get(protocol_doc, "spec.comparability.notes"),
+                "harness": c.string(protocol_doc, "spec.harness.name", "protocol."),
+                "repository": c.string(protocol_doc, "spec.harness.repository", "protocol."),
+                "timer": c.string(protocol_doc, "spec.measurement.timer", "protocol."),
+                "primary_statistic": c.string(protocol_doc, "spec.measurement.primaryStatistic",
+                                              "protocol."),
+                "notes": c.string(protocol_doc, "spec.comparability.notes", "protocol."),
                 "document": canonical_json(protocol_doc),
             })
             self._remember("protocol", key, found)
@@ -175,7 +179,7 @@ class Flattener:
             out.workloads.append({
                 "workload_id": workload_id,
                 "name": workload_name,
-                "kernel": c.get(workload_doc, "spec.kernel"),
+                "kernel": c.string(workload_doc, "spec.kernel", "workload."),
                 "parameters": _json(params),
                 "shape": _json(c.get(workload_doc, "spec.shape")),
                 "document": canonical_json(workload_doc),
@@ -270,7 +274,7 @@ class Flattener:
             "observed_at": c.timestamp(run, "spec.observedAt", "run."),
             "status": c.text(run, "spec.status", "run.", required=False) or "unknown",
             "version": version,
-            "title": c.get(run, "metadata.title"),
+            "title": c.string(run, "metadata.title", "run."),
             "labels": _json(labels) if labels else None,
             "content_hash": content_hash,
             "document": orjson.dumps(run).decode(),

@@ -69,6 +69,14 @@ class Checker:
             raise self.fail(f"{prefix}{path}", f"expected a non-empty string, got {_show(value)}")
         return value
 
+    def string(self, obj: Any, path: str, prefix: str) -> str | None:
+        """An optional field stored as text (a title, a name, a version): a string, or None
+        when missing; anything else (a number, a list) is an error, not a crash later."""
+        value = self.get(obj, path)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.fail(f"{prefix}{path}", f"expected a string, got {_show(value)}")
+
     def positive(self, obj: Any, path: str, prefix: str, required: bool = True) -> float | None:
         value = self.get(obj, path)
         if value is None and not required:

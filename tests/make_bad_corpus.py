@@ -149,6 +149,9 @@ def cases() -> dict[str, bytes]:
         "string_latency.jsonl": between(variant(set_median("31072"))),
         "boolean_latency.jsonl": between(variant(set_median(True))),
         "spec_is_a_list.jsonl": between(variant(set_path("run.spec", []))),
+        "title_not_a_string.jsonl": between(variant(set_path("run.metadata.title", 5))),
+        "environment_vendor_a_list.jsonl": between(variant(set_path(
+            "environment.spec.hardware.vendor", ["nvidia"]))),
         "label_not_a_string.jsonl": between(variant(set_path("run.metadata.labels",
                                                              {"liger_version": 2}))),
         "negative_latency.jsonl": between(variant(set_median(-31072))),

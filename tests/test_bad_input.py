@@ -94,6 +94,11 @@ CASES = [
     Case("boolean_latency.jsonl", "line 2", "run.spec.timing.latencyNs.median",
          "expected a number, got True", BOTH),
     Case("spec_is_a_list.jsonl", "line 2", "run.spec", "expected an object, got []", BOTH),
+    # A text field given a number or a list: rejected, not an Arrow error that fails the load.
+    Case("title_not_a_string.jsonl", "line 2", "run.metadata.title",
+         "expected a string, got 5", BOTH),
+    Case("environment_vendor_a_list.jsonl", "line 2", "environment.spec.hardware.vendor",
+         "expected a string, got ['nvidia']", BOTH),
     Case("label_not_a_string.jsonl", "line 2", "run.metadata.labels",
          "expected an object of strings", BOTH),
     Case("negative_latency.jsonl", "line 2", "run.spec.timing.latencyNs.median",
