@@ -60,6 +60,7 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
         with wh._writer_lock():
             report.repaired = list(wh._last_recovery)
             report.repaired += _write_missing_markers(wh)
+            report.repaired += _rewrite_derived(wh)
     pending = _check_private(wh, report)
     readable = _check_files(wh, report)
     con = duckdb.connect()
@@ -290,28 +291,70 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
                                f"{_examples(missing)}")
 
 
-def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
-    """``latest_runs`` holds exactly what its loads' runs give (kidata/derived.py), for every
-    load whose kidata derives it (readers compute the others' rows themselves)."""
+def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
+                        ) -> tuple[str, list[tuple], list[tuple]]:
+    """The ``latest_runs`` rows the loads' runs give (for the loads whose kidata derives them)
+    as SQL, and the rows missing from and extra in ``stored_table``. Needs tables ``loads``,
+    ``runs`` and ``measurements`` on ``con``."""
     ids = [load_id for load_id, version in
            con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
            if not derived.is_before_latest_runs(version)]
     con.execute("CREATE OR REPLACE TEMP TABLE _derived_loads AS "
                 "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": ids})
-    computed = derived.latest_runs_sql(
-        "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _derived_loads))",
-        "measurements")
     cols = ", ".join(q(f.name) for f in TABLES["latest_runs"])
-    stored = (f"SELECT {cols} FROM latest_runs "
+    computed = f"""SELECT {cols} FROM ({derived.latest_runs_sql(
+        "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _derived_loads))",
+        "measurements")})"""
+    stored = (f"SELECT {cols} FROM {stored_table} "
               "WHERE load_id IN (SELECT load_id FROM _derived_loads)")
-    missing = con.sql(f"SELECT {cols} FROM ({computed}) EXCEPT ALL {stored}").fetchall()
-    extra = con.sql(f"{stored} EXCEPT ALL SELECT {cols} FROM ({computed})").fetchall()
+    missing = con.sql(f"{computed} EXCEPT ALL {stored}").fetchall()
+    extra = con.sql(f"{stored} EXCEPT ALL {computed}").fetchall()
+    return computed, missing, extra
+
+
+def _rewrite_derived(wh: Warehouse) -> list[str]:
+    """Rewrite ``latest_runs`` from the committed loads' runs when it does not match them.
+    Runs under the writer lock, after recovery and the missing commit markers."""
+    from kidata import snapshot
+    from kidata.compact import swap_table
+    from kidata.pqwrite import GroupedWriter
+
+    con = duckdb.connect()
+    try:
+        snapshot.define(con, wh.path)
+        stored = f"({views_mod.table_sql(wh.path, 'latest_runs')})"
+        computed, missing, extra = _derived_difference(con, stored)
+        if not missing and not extra:
+            return []
+        schema = TABLES["latest_runs"]
+
+        def write(out: Path) -> int:
+            order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
+            reader = con.sql(f"{computed} ORDER BY {order}").to_arrow_reader(8192)
+            with GroupedWriter(out, schema, create_empty=True) as writer:
+                for batch in reader:
+                    writer.write(pa.Table.from_batches([batch]).cast(schema))
+            durable.fsync_file(out)
+            return writer.rows
+
+        rows = swap_table(wh, "latest_runs", write)
+    finally:
+        con.close()
+    wh._con_state = None
+    return [f"rewrote latest_runs from the loads' runs: {rows:,} rows ({len(missing):,} were "
+            f"missing, {len(extra):,} were not given by the runs)"]
+
+
+def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """``latest_runs`` holds exactly what its loads' runs give (kidata/derived.py), for every
+    load whose kidata derives it (readers compute the others' rows themselves)."""
+    _, missing, extra = _derived_difference(con, "latest_runs")
     if missing or extra:
         loads = sorted({r[-1] for r in missing + extra})
         report.problems.append(
             f"latest_runs: {len(missing):,} rows missing and {len(extra):,} rows not given by "
             f"the loads' runs, in {len(loads):,} loads, e.g. {_examples([(x,) for x in loads])}"
-            " (speedups would pick the wrong latest runs)")
+            " (speedups would pick the wrong latest runs; kidata check --repair rewrites them)")
 
 
 def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,12 +90,19 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
 
 
 def _compact_table(wh: Warehouse, table: str, small: list[Path], keep: list[Path]) -> int:
+    return swap_table(wh, table, lambda out: _merge(table, small, out), keep)
+
+
+def swap_table(wh: Warehouse, table: str, write: Callable[[Path], int],
+               keep: list[Path] | tuple[Path, ...] = ()) -> int:
+    """Replace a table's folder in one atomic step by a new one holding the file ``write``
+    writes (it returns the rows written) and the files ``keep``. Call under the writer lock."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     work = wh.private / "compact" / f"{stamp}-{secrets.token_hex(4)}"
     nxt = work / table
     try:
         nxt.mkdir(parents=True)
-        rows = _merge(table, small, nxt / f"compacted-{work.name}.parquet")
+        rows = write(nxt / f"compacted-{work.name}.parquet")
         for path in keep:
             try:
                 os.link(path, nxt / path.name)

@@ -176,8 +176,10 @@ def test_loads_of_kidata_0_1_are_derived_on_the_fly(by_hand, cli, monkeypatch):
     assert rows == [("liger", "torch-t2", 3, pytest.approx(45 / 31.073))]
 
 
-def test_check_reports_latest_runs_that_do_not_match_the_runs(by_hand, cli, monkeypatch):
+def test_check_reports_and_repairs_latest_runs_that_do_not_match_the_runs(by_hand, cli,
+                                                                          monkeypatch):
     wh, (first, _) = by_hand
+    before = wh.sql("SELECT * FROM speedups ORDER BY ALL").fetchall()
     path = wh.path / "latest_runs" / f"part-{first}.parquet"
     table = pq.read_table(path)
     i = table.schema.get_field_index("passed_runs")
@@ -188,6 +190,14 @@ def test_check_reports_latest_runs_that_do_not_match_the_runs(by_hand, cli, monk
     assert result.code == 1
     assert (f"problem: latest_runs: 2 rows missing and 2 rows not given by the loads' runs, "
             f"in 1 loads, e.g. '{first}'") in result.err
+    assert Warehouse(wh.path).sql("SELECT * FROM speedups ORDER BY ALL").fetchall() != before
+    # --repair rewrites the table from the runs: 4 rows (2 per load), and the answers return.
+    fixed = cli("check", "--repair")
+    assert fixed.code == 0, fixed.err
+    assert ("repaired: rewrote latest_runs from the loads' runs: 4 rows (2 were missing, 2 were "
+            "not given by the runs)") in fixed.out
+    assert Warehouse(wh.path).sql("SELECT * FROM speedups ORDER BY ALL").fetchall() == before
+    assert cli("check", "--repair").out.count("repaired:") == 0  # nothing left to do
 
 
 def test_speedups_at_the_sample_data_match_ranking_every_run(tmp_path: Path):
