@@ -21,8 +21,11 @@ from kidata.errors import WarehouseError
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``path`` so that it either keeps its old content or has all of ``data``, durably:
-    write a temporary file, fsync it, rename it over ``path``, fsync the folder."""
-    tmp = path.with_name(path.name + ".tmp")
+    write a temporary file, fsync it, rename it over ``path``, fsync the folder. The temporary
+    file is hidden and ends in ``.tmp`` (``.<name>.tmp``): no ``*.parquet`` glob of a reader sees
+    it, ``kidata check`` knows it as the leftover of an interrupted write, and the next writer's
+    recovery removes it."""
+    tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()

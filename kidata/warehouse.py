@@ -190,6 +190,13 @@ class Warehouse:
             except FileNotFoundError:
                 continue  # its load finished and removed it
             done.append(f"removed the staging files of dead load {staging.name}")
+        # Atomic writes in table folders (reference tables, repaired markers) happen under the
+        # writer lock: a temporary file there is the leftover of a killed writer.
+        for table in TABLES:
+            folder = self.path / table
+            for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+                tmp.unlink(missing_ok=True)
+                done.append(f"removed {table}/{tmp.name}, left by an interrupted write")
         compact = self.private / "compact"
         if compact.is_dir():  # compaction holds the writer lock throughout: these are dead
             for leftover in compact.iterdir():

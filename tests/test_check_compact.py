@@ -292,3 +292,37 @@ def test_compaction_killed_after_varying_delays(many_loads: Path, tmp_path: Path
         assert Warehouse(copy).check().problems == []
         Warehouse(copy).compact()
         assert everything(copy, SOME_VIEWS) == before
+
+
+def test_a_temporary_file_left_by_a_killed_write_is_a_note_and_repair_removes_it(
+        several_loads: Path, cli, monkeypatch):
+    """A load killed while it rewrote a reference table (after its commit) leaves the
+    temporary file of that atomic write in the table folder: not a problem, and the next
+    writer's recovery removes it. (Seen once when a SIGKILL in test_crash.py landed there.)"""
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    leftover = several_loads / "gpus" / ".reference.parquet.tmp"
+    leftover.write_bytes(b"PAR1 half a file")
+    result = cli("check")
+    assert result.code == 0, result.err
+    assert ("note: gpus/.reference.parquet.tmp: a temporary file left by an interrupted write"
+            ) in result.out + result.err
+    fixed = cli("check", "--repair")
+    assert fixed.code == 0
+    assert ("repaired: removed gpus/.reference.parquet.tmp, left by an interrupted write"
+            ) in fixed.out
+    assert not leftover.exists()
+
+
+def test_atomic_writes_use_a_hidden_temporary_name(tmp_path: Path, monkeypatch):
+    """The name check and recovery recognise (``.<name>.tmp``), never ``*.parquet``."""
+    import os
+
+    from kidata import durable
+
+    renamed = []
+    real = os.replace
+    monkeypatch.setattr(durable.os, "replace",
+                        lambda a, b: renamed.append(Path(a).name) or real(a, b))
+    durable.write_atomic(tmp_path / "reference.parquet", b"data")
+    assert renamed == [".reference.parquet.tmp"]
+    assert (tmp_path / "reference.parquet").read_bytes() == b"data"
