@@ -19,12 +19,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kidata import derived, durable
+from kidata import derived, durable, snapshot
 from kidata import views as views_mod
 from kidata.digest import digest
 from kidata.errors import WarehouseError
 from kidata.schema import KEYS, TABLES
-from kidata.snapshot import filtered_tables
+from kidata.snapshot import filtered_tables, id_table
 
 if TYPE_CHECKING:
     from kidata.warehouse import Warehouse
@@ -67,8 +67,7 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
     try:
         # Rows of a commit still to be completed are reported once, as that, and left out of
         # the other checks (its measurements may be in place while its runs are not yet).
-        con.execute("CREATE TEMP TABLE _pending AS SELECT unnest($ids::VARCHAR[]) AS load_id",
-                    {"ids": sorted(pending)})
+        id_table(con, "_pending", sorted(pending))
         loaded = set(filtered_tables())
         for table in TABLES:
             body = _table_sql(table, readable)
@@ -296,15 +295,11 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
     """The ``latest_runs`` rows the loads' runs give (for the loads whose kidata derives them)
     as SQL, and the rows missing from and extra in ``stored_table``. Needs tables ``loads``,
     ``runs`` and ``measurements`` on ``con``."""
-    ids = [load_id for load_id, version in
-           con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
-           if not derived.is_before_latest_runs(version)]
-    con.execute("CREATE OR REPLACE TEMP TABLE _derived_loads AS "
-                "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": ids})
+    loads = con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
+    old = set(derived.underived(loads))
+    id_table(con, "_derived_loads", [load_id for load_id, _ in loads if load_id not in old])
     cols = ", ".join(q(f.name) for f in TABLES["latest_runs"])
-    computed = f"""SELECT {cols} FROM ({derived.latest_runs_sql(
-        "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _derived_loads))",
-        "measurements")})"""
+    computed = f"SELECT {cols} FROM ({derived.latest_runs_of('_derived_loads')})"
     stored = (f"SELECT {cols} FROM {stored_table} "
               "WHERE load_id IN (SELECT load_id FROM _derived_loads)")
     missing = con.sql(f"{computed} EXCEPT ALL {stored}").fetchall()
@@ -315,9 +310,8 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
 def _rewrite_derived(wh: Warehouse) -> list[str]:
     """Rewrite ``latest_runs`` from the committed loads' runs when it does not match them.
     Runs under the writer lock, after recovery and the missing commit markers."""
-    from kidata import snapshot
     from kidata.compact import swap_table
-    from kidata.pqwrite import GroupedWriter
+    from kidata.pqwrite import write_reader
 
     con = duckdb.connect()
     try:
@@ -326,18 +320,11 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
         computed, missing, extra = _derived_difference(con, stored)
         if not missing and not extra:
             return []
-        schema = TABLES["latest_runs"]
 
-        def write(out: Path) -> int:
-            order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
-            reader = con.sql(f"{computed} ORDER BY {order}").to_arrow_reader(8192)
-            with GroupedWriter(out, schema, create_empty=True) as writer:
-                for batch in reader:
-                    writer.write(pa.Table.from_batches([batch]).cast(schema))
-            durable.fsync_file(out)
-            return writer.rows
-
-        rows = swap_table(wh, "latest_runs", write)
+        order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
+        rows = swap_table(wh, "latest_runs", lambda out: write_reader(
+            out, TABLES["latest_runs"], con.sql(f"{computed} ORDER BY {order}"
+                                                ).to_arrow_reader(8192), create_empty=True))
     finally:
         con.close()
     wh._con_state = None

@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kidata import durable
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import WarehouseError
-from kidata.pqwrite import GroupedWriter
+from kidata.pqwrite import write_reader
 from kidata.schema import COMMIT_ORDER, TABLES
 
 if TYPE_CHECKING:
@@ -142,11 +141,7 @@ def _merge(table: str, files: list[Path], out: Path) -> int:
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
                          ).to_arrow_reader(ROW_GROUP)
         # Even an empty table gets its file (the folder must hold one after the swap).
-        with GroupedWriter(out, schema, rows=ROW_GROUP, create_empty=True) as writer:
-            for batch in reader:
-                writer.write(pa.Table.from_batches([batch]).cast(schema))
-        rows = writer.rows
+        rows = write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True)
     finally:
         con.close()
-    durable.fsync_file(out)
     return rows

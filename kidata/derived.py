@@ -66,6 +66,19 @@ def latest_runs_sql(runs: str, measurements: str) -> str:
     """
 
 
+def latest_runs_of(loads: str) -> str:
+    """:func:`latest_runs_sql` for the loads whose ids are in table ``loads`` (column
+    ``load_id``), over the tables ``runs`` and ``measurements``."""
+    return latest_runs_sql(
+        f"(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM {loads}))", "measurements")
+
+
+def underived(loads: list[tuple[str, str | None]]) -> list[str]:
+    """The ids, among ``(load_id, kidata_version)`` pairs, of the loads whose ``latest_runs``
+    rows readers must compute (:func:`is_before_latest_runs`)."""
+    return [load_id for load_id, version in loads if is_before_latest_runs(version)]
+
+
 def is_before_latest_runs(kidata_version: str | None) -> bool:
     """Whether a load whose marker names ``kidata_version`` may lack its ``latest_runs`` rows:
     written by kidata 0.1, or of unknown origin (a marker rewritten by ``kidata check

@@ -15,6 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kidata import durable
+
 # DuckDB's own default row-group size; Spark and DuckDB read such groups in parallel.
 ROWS = 122_880
 # A row group of wide rows (runs keep their JSON document) is cut early at this many bytes.
@@ -91,3 +93,16 @@ class GroupedWriter:
             self.close()
         else:
             self.abort()
+
+
+def write_reader(path: Path, schema: pa.Schema, reader: pa.RecordBatchReader,
+                 **options: object) -> int:
+    """Write every batch of ``reader`` (cast to ``schema``) to ``path`` with a
+    :class:`GroupedWriter` (``options`` are its keyword arguments), fsync the file if one was
+    written, and return the rows written."""
+    with GroupedWriter(path, schema, **options) as writer:  # type: ignore[arg-type]
+        for batch in reader:
+            writer.write(pa.Table.from_batches([batch]).cast(schema))
+    if path.exists():
+        durable.fsync_file(path)
+    return writer.rows

@@ -275,9 +275,6 @@ REFERENCE = ("gpus", "dtypes", "byte_models")
 COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters", "measurements",
                 "published", "runs", "latest_runs", "rejects", "loads")
 
-# Tables a commit derives from the rows it adds instead of staging them (kidata/derived.py).
-DERIVED = ("latest_runs",)
-
 
 def description(field: pa.Field) -> str:
     meta = field.metadata or {}

@@ -72,18 +72,21 @@ def committed_loads(warehouse: Path) -> list[str]:
     return [load_id for load_id, _ in committed(warehouse)]
 
 
+def id_table(con: duckdb.DuckDBPyConnection, name: str, ids: list[str]) -> None:
+    """A temporary table ``name`` of one column, ``load_id``, holding ``ids``."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS "
+                "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": ids})
+
+
 def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
     """Define one view per table on ``con``, showing the snapshot of the committed loads.
 
     ``latest_runs`` rows of loads written before that table existed are computed from their
     runs (see :mod:`kidata.derived`)."""
     loads = committed(warehouse)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {VISIBLE} AS "
-                "SELECT unnest($ids::VARCHAR[]) AS load_id",
-                {"ids": [load_id for load_id, _ in loads]})
-    old = [load_id for load_id, version in loads if derived.is_before_latest_runs(version)]
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {UNDERIVED} AS "
-                "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": old})
+    id_table(con, VISIBLE, [load_id for load_id, _ in loads])
+    old = derived.underived(loads)
+    id_table(con, UNDERIVED, old)
     filtered = set(filtered_tables())
     q = views_mod.quote_identifier
     for table in TABLES:
@@ -92,10 +95,7 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
             body = (f"SELECT * FROM ({body}) WHERE load_id IN "
                     f"(SELECT load_id FROM {VISIBLE})")
         if table == "latest_runs" and old:
-            computed = derived.latest_runs_sql(
-                f"(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM {UNDERIVED}))",
-                "measurements")
             body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                     f"(SELECT load_id FROM {UNDERIVED}) "
-                    f"UNION ALL BY NAME SELECT * FROM ({computed})")
+                    f"UNION ALL BY NAME SELECT * FROM ({derived.latest_runs_of(UNDERIVED)})")
         con.execute(f"CREATE VIEW {q(table)} AS {body}")

@@ -123,16 +123,14 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
 def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame]) -> None:
     """Loads written before ``latest_runs`` existed (kidata 0.1) have no rows there: compute
     theirs from their runs with the SQL a commit uses (kidata/derived.py), as DuckDB does."""
-    old = [row["load_id"] for row in frames["loads"].select("load_id", "kidata_version").collect()
-           if derived.is_before_latest_runs(row["kidata_version"])]
+    old = derived.underived([(row["load_id"], row["kidata_version"]) for row in
+                             frames["loads"].select("load_id", "kidata_version").collect()])
     if not old:
         return
     ids = _literal_frame(spark, [{"load_id": i} for i in old],
                          pa.schema([pa.field("load_id", pa.string(), nullable=False)]))
     ids.createOrReplaceTempView("_kidata_underived_loads")
-    computed = spark.sql(derived.latest_runs_sql(
-        "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _kidata_underived_loads))",
-        "measurements"))
+    computed = spark.sql(derived.latest_runs_of("_kidata_underived_loads"))
     stored = frames["latest_runs"].join(ids, "load_id", "left_anti")
     names = TABLES["latest_runs"].names
     frame = stored.select(*names).unionByName(computed.select(*names))

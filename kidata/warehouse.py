@@ -40,9 +40,9 @@ from kidata import derived, durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, WarehouseError
-from kidata.pqwrite import GroupedWriter
+from kidata.pqwrite import write_reader
 from kidata.readers import expand_paths, read_file
-from kidata.schema import COMMIT_ORDER, DERIVED, KEYS, TABLES, staged_schema
+from kidata.schema import COMMIT_ORDER, KEYS, TABLES, staged_schema
 
 DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
@@ -585,8 +585,8 @@ class Warehouse:
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime, staging: Path | None = None) -> int:
         schema = TABLES[table]
-        if table in DERIVED:
-            return self._write_derived(con, table, path, load_id)
+        if table == "latest_runs":  # derived, not staged
+            return self._write_latest_runs(con, path, load_id)
         params = {"load_id": load_id}
         if "loaded_at" in schema.names:
             params["now"] = now
@@ -606,27 +606,18 @@ class Warehouse:
                     durable.fsync_file(path)
                 return count
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
-        with GroupedWriter(path, schema, before_write=lambda: fault(f"write-final:{table}")
-                           ) as writer:
-            for batch in reader:
-                writer.write(pa.Table.from_batches([batch]).cast(schema))
-        count = writer.rows
-        if count:
-            durable.fsync_file(path)
-        return count
+        return write_reader(path, schema, reader,
+                            before_write=lambda: fault(f"write-final:{table}"))
 
     @staticmethod
-    def _write_derived(con: duckdb.DuckDBPyConnection, table: str, path: Path,
-                       load_id: str) -> int:
-        """Write a derived table's rows for this load (see kidata/derived.py).
+    def _write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) -> int:
+        """Write this load's ``latest_runs`` rows (see kidata/derived.py).
 
-        ``latest_runs`` comes from the staged rows of the runs this load adds, which carry
+        They come from the staged rows of the runs this load adds, which carry
         their latency median, p20 and p80 (``schema.STAGED_LATENCY``): one aggregate state per
         key, so memory grows with the number of keys, not of runs, and no join with the
         measurements is needed. It gives the rows of :func:`kidata.derived.latest_runs_sql`
         over the final tables (``kidata check`` compares the two)."""
-        if table != "latest_runs":
-            raise AssertionError(f"no derivation for {table}")
         key = ", ".join(derived.KEY)
         query = f"""
             WITH passed AS (
@@ -654,14 +645,8 @@ class Warehouse:
             ORDER BY {", ".join(f"{k} NULLS LAST" for k in derived.KEY)}
         """
         reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)
-        schema = TABLES[table]
-        with GroupedWriter(path, schema, before_write=lambda: fault(f"write-final:{table}")
-                           ) as writer:
-            for batch in reader:
-                writer.write(pa.Table.from_batches([batch]).cast(schema))
-        if writer.rows:
-            durable.fsync_file(path)
-        return writer.rows
+        return write_reader(path, TABLES["latest_runs"], reader,
+                            before_write=lambda: fault("write-final:latest_runs"))
 
     # -- query --------------------------------------------------------------------------------
 

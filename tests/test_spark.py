@@ -140,8 +140,13 @@ def test_spark_matches_duckdb(spark, seeded, registered, name):
     if name in failures:
         pytest.fail(f"{name} does not run in Spark: {failures[name]}")
     assert name in names
-    duck_columns, duck = _duck_rows(seeded, name)
-    spark_columns, rows = _spark_rows(spark, name)
+    _assert_same_rows(spark, seeded, name)
+
+
+def _assert_same_rows(session, wh: Warehouse, name: str) -> int:
+    """Spark's ``name`` equals DuckDB's row for row (in any order); returns the row count."""
+    duck_columns, duck = _duck_rows(wh, name)
+    spark_columns, rows = _spark_rows(session, name)
     assert spark_columns == duck_columns
     assert len(rows) == len(duck), f"{name}: Spark {len(rows)} rows, DuckDB {len(duck)}"
     for s_row, d_row in zip(sorted(rows, key=_sort_key), sorted(duck, key=_sort_key),
@@ -149,6 +154,7 @@ def test_spark_matches_duckdb(spark, seeded, registered, name):
         diffs = [(c, s, d) for c, s, d in zip(duck_columns, s_row, d_row, strict=True)
                  if not _same(s, d)]
         assert not diffs, f"{name}: (column, Spark, DuckDB) differ: {diffs} in row {d_row}"
+    return len(rows)
 
 
 def test_comparison_sees_data(spark, registered):
@@ -300,9 +306,4 @@ def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
     session = spark.newSession()
     register(session, old)
     for name in ("latest_runs", "speedups"):
-        columns, rows = _spark_rows(session, name)
-        duck_columns, duck = _duck_rows(seeded, name)
-        assert columns == duck_columns and len(rows) == len(duck) > 0
-        for s_row, d_row in zip(sorted(rows, key=_sort_key), sorted(duck, key=_sort_key),
-                                strict=True):
-            assert all(_same(s, d) for s, d in zip(s_row, d_row, strict=True)), (s_row, d_row)
+        assert _assert_same_rows(session, seeded, name) > 0
