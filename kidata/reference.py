@@ -6,29 +6,37 @@ loaded tables (``<warehouse>/<table>/reference.parquet``) so the views that use 
 ``efficiency``) run unchanged in any engine over the same folder.
 
 :func:`write` refreshes them after every load (under the writer lock); each file is replaced
-atomically, and only when its content changed. A warehouse written before these tables existed,
-or one that cannot be written, still answers queries: :func:`define_missing` serves the packaged
-data to DuckDB for any table whose file is missing or out of date.
+atomically, and only when it is stale: missing, unreadable, or without the fingerprint of the
+packaged data in its Parquet metadata (checked with DuckDB alone, so a query's start-up needs
+no pyarrow). A warehouse written before these tables existed, or one that cannot be written,
+still answers queries: :func:`define` serves the packaged data to DuckDB for any table
+whose file is stale.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from kidata import durable
 from kidata.catalog import gpu_catalog
 from kidata.errors import KidataError
-from kidata.schema import REFERENCE, TABLES
+from kidata.schema import COLUMNS, REFERENCE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FILE = "reference.parquet"
+# Key of the Parquet key-value metadata entry holding the file's fingerprint (see fingerprint).
+FINGERPRINT_KEY = "kidata.reference"
 BYTE_MODELS_FILE = "kidata/data/byte_models.toml"
 MAX_FACTORS = 3
 
@@ -116,8 +124,8 @@ def byte_models() -> tuple[dict[str, int], list[ByteModel]]:
 
 
 @cache
-def tables() -> dict[str, pa.Table]:
-    """The reference tables as built from the packaged data files."""
+def rows() -> dict[str, list[dict[str, Any]]]:
+    """The reference tables' rows as built from the packaged data files."""
     gpus = [{"gpu": g.key, "vendor": g.vendor, "product": g.product,
              "form_factor": g.form_factor or None, "architecture": g.architecture,
              "memory_bandwidth_gbps": _float(g.memory_bandwidth_gbps),
@@ -133,39 +141,72 @@ def tables() -> dict[str, pa.Table]:
                           "coefficient": t.coefficient, "dtype_parameter": t.dtype_parameter,
                           "dtype": t.dtype, "factor_1": factors[0], "factor_2": factors[1],
                           "factor_3": factors[2]})
-    rows = {"gpus": gpus, "dtypes": dtypes, "byte_models": terms}
-    return {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in REFERENCE}
+    return {"gpus": gpus, "dtypes": dtypes, "byte_models": terms}
+
+
+@cache
+def fingerprint(name: str) -> str:
+    """A digest of what the file of reference table ``name`` holds: its rows and columns.
+    Written into the file's metadata, it tells a query whether the file is current without
+    reading the rows (or importing pyarrow)."""
+    columns = [[c.name, c.type, c.nullable] for c in COLUMNS[name]]
+    text = json.dumps({"columns": columns, "rows": rows()[name]}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@cache
+def tables() -> dict[str, pa.Table]:
+    """The reference tables as built from the packaged data files, as Arrow tables."""
+    import pyarrow as pa
+
+    from kidata.schema import TABLES
+
+    return {name: pa.Table.from_pylist(rows()[name], schema=TABLES[name]) for name in REFERENCE}
 
 
 def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _current(path: Path, table: pa.Table) -> bool:
-    try:
-        # ParquetFile, not pq.read_table: that one imports pyarrow.dataset and pandas (a
-        # quarter of a second on every query's start-up).
-        with pq.ParquetFile(path) as file:
-            return file.read().cast(table.schema).equals(table)
-    except (OSError, pa.ArrowException):
+def _current(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> bool:
+    """Whether the file at ``path`` carries the current fingerprint of table ``name``."""
+    if not path.is_file():
         return False
+    try:
+        found = con.execute("SELECT decode(value) FROM parquet_kv_metadata($file) "
+                            "WHERE decode(key) = $key",
+                            {"file": str(path), "key": FINGERPRINT_KEY}).fetchall()
+    except duckdb.Error:  # unreadable: rewritten by the next load, served from the package
+        return False
+    return found == [(fingerprint(name),)]
 
 
-def stale(warehouse: Path) -> list[str]:
-    """Reference tables whose file in ``warehouse`` is missing or differs from the package."""
-    return [name for name, table in tables().items()
-            if not _current(warehouse / name / FILE, table)]
+def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+    """Reference tables whose file in ``warehouse`` is missing, unreadable, or not written
+    from the packaged data of this kidata (by its fingerprint)."""
+    db = duckdb.connect() if con is None else con
+    try:
+        return [name for name in REFERENCE if not _current(db, warehouse / name / FILE, name)]
+    finally:
+        if con is None:
+            db.close()
 
 
 def write(warehouse: Path) -> bool:
     """Write the reference tables that are missing or out of date; False when the warehouse
-    cannot be written (queries then use the packaged data, see :func:`define_missing`)."""
+    cannot be written (queries then use the packaged data, see :func:`define`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         for name in stale(warehouse):
             folder = warehouse / name
             folder.mkdir(parents=True, exist_ok=True)
             buffer = pa.BufferOutputStream()
-            pq.write_table(tables()[name], buffer)
+            table = tables()[name]
+            metadata = dict(table.schema.metadata or {})
+            metadata[FINGERPRINT_KEY.encode()] = fingerprint(name).encode()
+            pq.write_table(table.replace_schema_metadata(metadata), buffer)
             # Its temporary name does not end in .parquet, so no reader's glob ever sees it.
             durable.write_atomic(folder / FILE, buffer.getvalue().to_pybytes())
     except OSError:
@@ -173,8 +214,16 @@ def write(warehouse: Path) -> bool:
     return True
 
 
-def define_missing(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
-    """Point the views of reference tables whose file is missing or stale at the packaged data."""
-    for name in stale(warehouse):
-        con.register(f"_kidata_reference_{name}", tables()[name])
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _kidata_reference_{name}")
+def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """Define the reference tables' views on ``con``: over their files in ``warehouse``, or,
+    for those whose file is stale (see :func:`stale`), over the packaged data."""
+    from kidata import views
+
+    packaged = stale(warehouse, con)
+    for name in REFERENCE:
+        if name in packaged:
+            con.register(f"_kidata_reference_{name}", tables()[name])
+            body = f"SELECT * FROM _kidata_reference_{name}"
+        else:
+            body = views.table_sql(warehouse, name)
+        con.execute(f"CREATE VIEW {name} AS {body}")

@@ -17,12 +17,11 @@ import os
 from pathlib import Path
 
 import duckdb
-import pyarrow.parquet as pq
 
 from kidata import derived
 from kidata import views as views_mod
 from kidata.errors import WarehouseError
-from kidata.schema import COMMIT_ORDER, TABLES
+from kidata.schema import COLUMNS, COMMIT_ORDER, REFERENCE
 
 VISIBLE = "_kidata_visible_loads"
 # Committed loads whose derived rows readers compute (written before the derived tables).
@@ -32,7 +31,8 @@ ATTEMPTS = 5
 
 def filtered_tables() -> list[str]:
     """Tables written by loads, whose rows are shown only for committed loads."""
-    return [t for t in COMMIT_ORDER if t in TABLES and "load_id" in TABLES[t].names]
+    return [t for t in COMMIT_ORDER
+            if t in COLUMNS and any(c.name == "load_id" for c in COLUMNS[t])]
 
 
 def marker_state(warehouse: Path) -> tuple[str, ...]:
@@ -44,26 +44,33 @@ def marker_state(warehouse: Path) -> tuple[str, ...]:
         return ()
 
 
-def committed(warehouse: Path) -> list[tuple[str, str | None]]:
-    """``(load_id, kidata_version)`` of the loads whose commit marker is in place, read now."""
+def committed(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None
+              ) -> list[tuple[str, str | None]]:
+    """``(load_id, kidata_version)`` of the loads whose commit marker is in place, read now
+    (with DuckDB, on ``con`` or a connection of its own: no pyarrow on a query's start-up)."""
     folder = warehouse / "loads"
     for _ in range(ATTEMPTS):
+        files = sorted(str(p) for p in folder.glob("*.parquet"))
+        if not files:
+            return []
+        own = con is None
+        db = duckdb.connect() if own else con
         try:
-            found: list[tuple[str, str | None]] = []
-            for path in sorted(folder.glob("*.parquet")):
-                file = pq.ParquetFile(path)
-                names = file.schema_arrow.names
-                data = file.read(columns=[c for c in ("load_id", "kidata_version")
-                                          if c in names])
-                ids = data.column("load_id").to_pylist()
-                versions = (data.column("kidata_version").to_pylist()
-                            if "kidata_version" in data.column_names else [None] * len(ids))
-                found.extend(zip(ids, versions, strict=True))
-            return found
-        except FileNotFoundError:
-            continue  # compaction swapped the folder between listing and reading: list again
-        except OSError as exc:
+            rel = db.sql("SELECT * FROM read_parquet($files, union_by_name = true, "
+                         "filename = '_kidata_file', file_row_number = true) "
+                         "ORDER BY _kidata_file, file_row_number", params={"files": files})
+            names = rel.columns
+            rows = rel.fetchall()
+        except duckdb.Error as exc:
+            if not all(os.path.exists(f) for f in files):
+                continue  # compaction swapped the folder between listing and reading: again
             raise WarehouseError(f"cannot read the loads table of {warehouse}: {exc}") from None
+        finally:
+            if own:
+                db.close()
+        at = names.index("load_id")
+        version = names.index("kidata_version") if "kidata_version" in names else None
+        return [(row[at], None if version is None else row[version]) for row in rows]
     raise WarehouseError(f"the loads table of {warehouse} kept changing while being read")
 
 
@@ -79,17 +86,20 @@ def id_table(con: duckdb.DuckDBPyConnection, name: str, ids: list[str]) -> None:
 
 
 def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
-    """Define one view per table on ``con``, showing the snapshot of the committed loads.
+    """Define one view per table that loads write on ``con``, showing the snapshot of the
+    committed loads (the reference tables are :func:`kidata.reference.define`'s).
 
     ``latest_runs`` rows of loads written before that table existed are computed from their
     runs (see :mod:`kidata.derived`)."""
-    loads = committed(warehouse)
+    loads = committed(warehouse, con)
     id_table(con, VISIBLE, [load_id for load_id, _ in loads])
     old = derived.underived(loads)
     id_table(con, UNDERIVED, old)
     filtered = set(filtered_tables())
     q = views_mod.quote_identifier
-    for table in TABLES:
+    for table in COLUMNS:
+        if table in REFERENCE:
+            continue
         body = views_mod.table_sql(warehouse, table)
         if table in filtered:
             body = (f"SELECT * FROM ({body}) WHERE load_id IN "

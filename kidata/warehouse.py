@@ -32,17 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from kidata import derived, durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, WarehouseError
-from kidata.pqwrite import write_reader
 from kidata.readers import expand_paths, read_file
-from kidata.schema import COMMIT_ORDER, KEYS, TABLES, staged_schema
+from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 50_000
 MAX_REPORTED = 1000
@@ -138,7 +135,7 @@ class Warehouse:
         if self.path.exists() and not self.path.is_dir():
             raise WarehouseError(f"{self.path} exists and is not a folder")
         try:
-            for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *TABLES):
+            for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *COLUMNS):
                 (self.path / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(f"cannot write to the warehouse {self.path}: {exc}") from None
@@ -192,7 +189,7 @@ class Warehouse:
             done.append(f"removed the staging files of dead load {staging.name}")
         # Atomic writes in table folders (reference tables, repaired markers) happen under the
         # writer lock: a temporary file there is the leftover of a killed writer.
-        for table in TABLES:
+        for table in COLUMNS:
             folder = self.path / table
             for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
                 tmp.unlink(missing_ok=True)
@@ -358,6 +355,7 @@ class Warehouse:
             # ParquetFile.read, unlike read_table, does not import pandas; counted in Arrow (a
             # million names as Python strings would cost 100 MB).
             import pyarrow.compute as pc
+            import pyarrow.parquet as pq
 
             names = pq.ParquetFile(runs).read(columns=["source_file"]).column(0)
             for entry in pc.value_counts(names).to_pylist():
@@ -474,7 +472,11 @@ class Warehouse:
 
     @staticmethod
     def _write_marker(path: Path, report: LoadReport, now: datetime) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         from kidata import __version__
+        from kidata.schema import TABLES
 
         added = {t: n for t, n in sorted(report.added.items()) if n}
         row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
@@ -487,7 +489,11 @@ class Warehouse:
 
     def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
         """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
-        for table in TABLES:
+        from kidata.schema import staged_schema
+
+        for table in COLUMNS:
+            if table in REFERENCE:
+                continue  # not loaded (kidata/reference.py writes them)
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
             if any(staging.glob(f"{table}-*.parquet")):
@@ -540,7 +546,7 @@ class Warehouse:
     def _select_final(self, table: str) -> str:
         """The query giving the rows a commit adds to ``table``."""
         cols = []
-        for f in TABLES[table]:
+        for f in COLUMNS[table]:
             if f.name == "loaded_at":
                 cols.append("CAST($now AS TIMESTAMP WITH TIME ZONE) AS loaded_at")
             elif f.name == "load_id":
@@ -584,6 +590,9 @@ class Warehouse:
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime, staging: Path | None = None) -> int:
+        from kidata.pqwrite import write_reader
+        from kidata.schema import TABLES
+
         schema = TABLES[table]
         if table == "latest_runs":  # derived, not staged
             return self._write_latest_runs(con, path, load_id)
@@ -644,6 +653,9 @@ class Warehouse:
             FROM best
             ORDER BY {", ".join(f"{k} NULLS LAST" for k in derived.KEY)}
         """
+        from kidata.pqwrite import write_reader
+        from kidata.schema import TABLES
+
         reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)
         return write_reader(path, TABLES["latest_runs"], reader,
                             before_write=lambda: fault("write-final:latest_runs"))
@@ -652,13 +664,13 @@ class Warehouse:
 
     def names(self) -> dict[str, str]:
         """Every table and view name, with ``table`` or ``view``."""
-        out = dict.fromkeys(TABLES, "table")
+        out = dict.fromkeys(COLUMNS, "table")
         out.update(dict.fromkeys(views_mod.load_views(), "view"))
         return out
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with every table and view defined (refreshed after loads)."""
-        state = (tuple(bool(self.table_files(t)) for t in TABLES),
+        state = (tuple(bool(self.table_files(t)) for t in COLUMNS),
                  snapshot.marker_state(self.path))
         if self._con is not None and self._con_state == state:
             return self._con
@@ -670,7 +682,7 @@ class Warehouse:
             try:
                 # Tables show only rows of committed loads: a consistent state mid-commit.
                 snapshot.define(con, self.path)
-                reference.define_missing(con, self.path)
+                reference.define(con, self.path)
                 for view in views_mod.load_views().values():
                     try:
                         con.execute(f"CREATE VIEW {view.name} AS {view.body}")
@@ -753,7 +765,7 @@ class Warehouse:
     def info(self) -> dict[str, Any]:
         """Tables with row and file counts, sources, GPUs and the time range of the runs."""
         tables = {}
-        for table in TABLES:
+        for table in COLUMNS:
             count = self.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
             tables[table] = {"rows": count, "files": len(self.table_files(table))}
         sources = self.sql("SELECT coalesce(source, '(none)'), count(*) FROM runs "
