@@ -51,21 +51,22 @@ def enabled() -> bool:
 
 def scan(batch: Lines) -> Iterator[tuple[str, bytes | None, RecordError | None]]:
     """The records of unparsed lines, as :func:`kidata.readers.kernelindex.parse_lines` sees
-    them: ``(position, stripped line, None)``, or ``(position, None, error)`` for a line too
-    long to read. Blank lines are skipped."""
+    them: ``(position, line, None)``, or ``(position, None, error)`` for a line too long to
+    read. Blank lines are skipped; the others keep their surrounding whitespace (JSON allows
+    it; stripping copied every line)."""
     file = batch.file
     for number, line in batch.lines:
         if isinstance(line, Overlong):
             yield f"line {number}", None, _overlong(file, number, line)
             continue
-        stripped = line.strip()
-        if stripped:
-            yield f"line {number}", stripped, None
+        if not line.isspace():  # the whitespace bytes.strip() removes
+            yield f"line {number}", line, None
 
 
-def parse(stripped: bytes, file: str, position: str, title: str | None
+def parse(line: bytes, file: str, position: str, title: str | None
           ) -> Item | RecordError:
     """One line as the general path reads it (exactly what ``parse_lines`` yields)."""
+    stripped = line.strip()
     try:
         value = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
@@ -109,13 +110,13 @@ class FastPath:
                 or stager.names["measurements"] != _MEASUREMENT_COLUMNS:
             self.on = False  # the tuples staged below follow these column orders
 
-    def stage(self, stripped: bytes, file: str, position: str, name: str, seq: int) -> bool:
-        """Stage the record on ``stripped`` (one JSON line) if it is a plainly valid common
+    def stage(self, line: bytes, file: str, position: str, name: str, seq: int) -> bool:
+        """Stage the record on ``line`` (one JSON line) if it is a plainly valid common
         bundle; False (nothing staged) sends it to the general path."""
         if not self.on:
             return False
         try:
-            value = orjson.loads(stripped)
+            value = orjson.loads(line)
         except orjson.JSONDecodeError:
             return False
         if type(value) is not dict or "kind" in value or "workload" in value \

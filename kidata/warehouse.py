@@ -26,6 +26,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +53,8 @@ COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 STALE_NEW_STAGING = 3600.0
 # Times a reader lists a table folder again when a compaction swapped it while being read.
 SWAP_RETRIES = 5
+# Tables whose final file a commit writes straight from the staged files (Warehouse._commit).
+STREAMED = ("measurements", "runs")
 
 
 def default_path() -> Path:
@@ -423,16 +426,30 @@ class Warehouse:
             final = staging / "final"
             final.mkdir()
             moves: list[tuple[str, str]] = []
-            for table in COMMIT_ORDER:
-                if table == "loads":
-                    continue
-                count = self._write_final(con, table, final / f"{table}.parquet",
-                                          report.load_id, now, staging)
-                report.added[table] = count
-                if count:
-                    moves.append((str((final / f"{table}.parquet").relative_to(self.path)),
-                                  f"{table}/part-{report.load_id}.parquet"))
-                fault(f"after-write:{table}")
+            # The two big tables are streamed from the staged files in threads (pyarrow
+            # releases the GIL), beside latest_runs and the small tables in DuckDB here.
+            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added'"
+                           ).to_arrow_table()["_seq"].combine_chunks()
+            with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
+                streamed = {table: pool.submit(self._stream_final, staging, table, keep,
+                                               final / f"{table}.parquet", report.load_id, now)
+                            for table in STREAMED}
+                try:
+                    for table in COMMIT_ORDER:
+                        if table == "loads":
+                            continue
+                        path = final / f"{table}.parquet"
+                        count = streamed[table].result() if table in streamed else None
+                        if count is None:
+                            count = self._write_final(con, table, path, report.load_id, now)
+                        report.added[table] = count
+                        if count:
+                            moves.append((str(path.relative_to(self.path)),
+                                          f"{table}/part-{report.load_id}.parquet"))
+                        fault(f"after-write:{table}")
+                finally:
+                    for future in streamed.values():
+                        future.cancel()
         finally:
             con.close()
         if not moves:
@@ -589,34 +606,36 @@ class Warehouse:
                 f"ORDER BY s._seq, {_tiebreak(table)}")
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
-                     load_id: str, now: datetime, staging: Path | None = None) -> int:
+                     load_id: str, now: datetime) -> int:
         from kidata.pqwrite import write_reader
         from kidata.schema import TABLES
 
-        schema = TABLES[table]
         if table == "latest_runs":  # derived, not staged
             return self._write_latest_runs(con, path, load_id)
         params = {"load_id": load_id}
-        if "loaded_at" in schema.names:
+        if "loaded_at" in TABLES[table].names:
             params["now"] = now
-        if staging is not None and table in ("runs", "measurements"):
-            # The big tables: the same rows in the same order as the query below, written
-            # without sorting them in DuckDB (memory stays flat at any load size).
-            from kidata.stage import stream_final
-
-            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added'"
-                           ).to_arrow_table()["_seq"].combine_chunks()
-            order = [k for k in KEYS[table] if table != "runs"]
-            constants = {"load_id": load_id, "loaded_at": now}
-            count = stream_final(staging, table, keep, schema, order, constants, path,
-                                 lambda: fault(f"write-final:{table}"))
-            if count is not None:
-                if count:
-                    durable.fsync_file(path)
-                return count
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
-        return write_reader(path, schema, reader,
+        return write_reader(path, TABLES[table], reader,
                             before_write=lambda: fault(f"write-final:{table}"))
+
+    @staticmethod
+    def _stream_final(staging: Path, table: str, keep: Any, path: Path, load_id: str,
+                      now: datetime) -> int | None:
+        """Write the final file of a big table (``STREAMED``) straight from the staged files:
+        the rows of :meth:`_select_final`, in its order, without sorting them in DuckDB
+        (memory stays flat at any load size). None when the staged files cannot be read in
+        order (see :func:`kidata.stage.stream_final`); the caller then asks DuckDB."""
+        from kidata.schema import TABLES
+        from kidata.stage import stream_final
+
+        order = [k for k in KEYS[table] if table != "runs"]
+        constants = {"load_id": load_id, "loaded_at": now}
+        count = stream_final(staging, table, keep, TABLES[table], order, constants, path,
+                             lambda: fault(f"write-final:{table}"))
+        if count:
+            durable.fsync_file(path)
+        return count
 
     @staticmethod
     def _write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) -> int:

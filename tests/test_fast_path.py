@@ -175,11 +175,11 @@ def _stage_lines(lines: list[bytes], fast_on: bool) -> tuple:
     report = LoadReport(load_id="")
     counts: dict[str, list[int]] = {}
     batch = Lines("f.jsonl", None, list(enumerate(lines, start=1)))
-    for seq, (position, stripped, error) in enumerate(fast_mod.scan(batch), start=1):
-        if error is None and stage_fast(fast, report, stripped, batch.file, position, "f",
+    for seq, (position, line, error) in enumerate(fast_mod.scan(batch), start=1):
+        if error is None and stage_fast(fast, report, line, batch.file, position, "f",
                                         seq, counts):
             continue
-        item = error if error is not None else fast_mod.parse(stripped, batch.file, position,
+        item = error if error is not None else fast_mod.parse(line, batch.file, position,
                                                               None)
         stage_record(stager, flattener, report, item, "f", seq, counts)
     def text(v):
@@ -316,3 +316,21 @@ def test_mutated_bundles_stage_the_same(lines):
     slow = _stage_lines(lines, fast_on=False)
     fast = _stage_lines(lines, fast_on=True)
     assert fast == slow
+
+
+def test_whitespace_around_and_between_lines(tmp_path, monkeypatch):
+    # The fast path reads lines unstripped: padding, CRLF and whitespace-only lines must give
+    # what the general path gives (which strips), positions included.
+    pads = [b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"  \t"]
+    body = [json.dumps(GEN.bundle(i)).encode() for i in range(12)]
+    text = b""
+    for i, line in enumerate(body):
+        text += pads[i % len(pads)] + line + pads[(i + 1) % len(pads)] + b"\r\n"
+        text += pads[i % len(pads)] * (i % 3) + b"\n"  # blank, or whitespace only
+    text += b"   {broken  \r\n"
+    path = tmp_path / "padded.jsonl"
+    path.write_bytes(text)
+    out = load_both(tmp_path, monkeypatch, [path])
+    assert out[1].runs_added == 12 and out[1].rejected == 1
+    assert out[1].rejects[0].position == f"line {12 * 2 + 1}"
+    assert_same(*out)
