@@ -192,14 +192,18 @@ def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list
             db.close()
 
 
-def write(warehouse: Path) -> bool:
-    """Write the reference tables that are missing or out of date; False when the warehouse
-    cannot be written (queries then use the packaged data, see :func:`define`)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+def write(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool:
+    """Write the reference tables that are missing or out of date (checked on ``con``, if
+    given); False when the warehouse cannot be written (queries then use the packaged data,
+    see :func:`define`)."""
     try:
-        for name in stale(warehouse):
+        names = stale(warehouse, con)
+        if not names:
+            return True
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for name in names:
             folder = warehouse / name
             folder.mkdir(parents=True, exist_ok=True)
             buffer = pa.BufferOutputStream()

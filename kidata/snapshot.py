@@ -74,11 +74,6 @@ def committed(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None
     raise WarehouseError(f"the loads table of {warehouse} kept changing while being read")
 
 
-def committed_loads(warehouse: Path) -> list[str]:
-    """Ids of the loads whose commit marker is in place, read now."""
-    return [load_id for load_id, _ in committed(warehouse)]
-
-
 def id_table(con: duckdb.DuckDBPyConnection, name: str, ids: list[str]) -> None:
     """A temporary table ``name`` of one column, ``load_id``, holding ``ids``."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS "

@@ -260,21 +260,29 @@ class Warehouse:
             staging, owner = self._new_staging(load_id)
         except OSError as exc:
             raise WarehouseError(f"cannot start a load in {self.path}: {exc}") from None
+        # One connection for the load's bookkeeping (which files are loaded, reference files).
+        meta = duckdb.connect()
         try:
             try:
-                read = self._stage(files, staging, format, batch_size, report, progress)
+                read = self._stage(files, staging, format, batch_size, report, progress, meta)
                 if strict and report.rejected:
                     return report
                 with self._writer_lock():
-                    self._commit(staging, report, strict)
-                    reference.write(self.path)
-                    if report.committed:
+                    if read is None:
+                        # Every file unchanged since it was loaded: nothing staged, nothing
+                        # to commit (and no pyarrow to import: a re-load is start-up only).
+                        report.committed = True
+                    else:
+                        self._commit(staging, report, strict)
+                    reference.write(self.path, meta)
+                    if report.committed and read:
                         self._remember_files(report, read)
             except (OSError, duckdb.Error) as exc:
                 state = ("was committed, but then failed" if report.committed
                          else "failed and committed nothing")
                 raise WarehouseError(f"load {load_id} {state}: {exc}") from exc
         finally:
+            meta.close()
             owner.release()
             # A load that passed its commit point keeps its files until they are in place.
             if not (self.private / "journal" / f"{load_id}.json").exists():
@@ -283,16 +291,15 @@ class Warehouse:
         return report
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
-               report: LoadReport, progress: Callable[[str, int], None] | None
-               ) -> list[dict[str, Any]]:
+               report: LoadReport, progress: Callable[[str, int], None] | None,
+               meta: duckdb.DuckDBPyConnection) -> list[dict[str, Any]] | None:
         """Stage the records of ``files``; returns what was read of each file (for
-        :meth:`_remember_files`)."""
+        :meth:`_remember_files`), or None when every file was skipped as already loaded."""
         # Checking and flattening happen in kidata.stage (in worker processes for large
-        # inputs); the result is the same as one pass over the input in order.
-        from kidata.stage import Stage
-
-        stage = Stage(staging, batch, self._existing_environments(), report, progress)
-        loaded = self._loaded_files()
+        # inputs); the result is the same as one pass over the input in order. It is set up
+        # when the first file must be read.
+        stage = None
+        loaded = self._loaded_files(meta)
         label = fmt or "auto"
         try:
             for path in files:
@@ -300,30 +307,38 @@ class Warehouse:
                 name = "<stdin>" if path == "-" else path
                 print_ = None if path == "-" else fingerprint(path, loaded.get((name, label)))
                 seen = loaded.get((name, *print_[:2], label)) if print_ else None
-                if seen is not None and self._still_loaded(seen, name):
+                if seen is not None and self._still_loaded(seen, name, meta):
                     # Unchanged since a clean load: reading it again would add nothing.
                     report.records += seen["records"]
                     report.duplicates += seen["runs"]
                     report.unchanged.append(name)
                     continue
+                if stage is None:
+                    from kidata.stage import Stage
+
+                    stage = Stage(staging, batch, self._existing_environments(), report,
+                                  progress)
                 for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
                     stage.feed(unit, name)
                 stage.file_done(name, print_, label)
                 if progress is not None:
                     progress(name, report.records)
+            if stage is None:
+                return None
             stage.finish()
         finally:
-            stage.close()
+            if stage is not None:
+                stage.close()
         return stage.summaries()
 
-    def _loaded_files(self) -> dict[tuple, dict[str, Any]]:
+    def _loaded_files(self, con: duckdb.DuckDBPyConnection) -> dict[tuple, dict[str, Any]]:
         """Files that committed loads read in full with no reject, conflict or warning, by
         (name, size, sha256, format), from ``_kidata/files/<load_id>.json``."""
         folder = self.private / "files"
         manifests = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if not manifests:
             return {}
-        committed = set(snapshot.committed_loads(self.path))
+        committed = {load_id for load_id, _ in snapshot.committed(self.path, con)}
         out: dict[tuple, dict[str, Any]] = {}
         for manifest in manifests:
             if manifest.stem not in committed:
@@ -370,19 +385,22 @@ class Warehouse:
         folder.mkdir(exist_ok=True)
         durable.write_atomic(folder / f"{report.load_id}.json", json.dumps(entries).encode())
 
-    def _still_loaded(self, seen: dict[str, Any], name: str) -> bool:
+    def _still_loaded(self, seen: dict[str, Any], name: str,
+                      con: duckdb.DuckDBPyConnection) -> bool:
         """Whether the runs the file added are all still there (a file that lost them, say to
-        a repair, is read again)."""
+        a repair, is read again). The load that added them is committed (see
+        :meth:`_loaded_files`), so its rows are read without the snapshot's filter."""
         if not seen["runs_added"]:
             return True
-        con = duckdb.connect()
-        try:
-            snapshot.define(con, self.path)
-            count = con.sql("SELECT count(*) FROM runs WHERE load_id = $load AND "
-                            "source_file = $file",
-                            params={"load": seen["load_id"], "file": name}).fetchall()[0][0]
-        finally:
-            con.close()
+        for attempt in range(SWAP_RETRIES):
+            try:
+                count = con.sql(f"SELECT count(*) FROM ({views_mod.table_sql(self.path, 'runs')}) "
+                                "WHERE load_id = $load AND source_file = $file",
+                                params={"load": seen["load_id"], "file": name}).fetchall()[0][0]
+                break
+            except duckdb.IOException:  # a compaction swapped the folder: list it again
+                if attempt == SWAP_RETRIES - 1:
+                    raise
         return count == seen["runs_added"]
 
     def _existing_environments(self) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ a second or more of every invocation)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,20 @@ def test_fingerprint_follows_the_packaged_rows(monkeypatch):
         assert reference.fingerprint("gpus") == gpus
     finally:
         reference.fingerprint.cache_clear()
+
+
+def test_reloading_unchanged_files_imports_no_pyarrow(tmp_path):
+    # A re-load of files already loaded skips them unread: it is start-up and bookkeeping
+    # only, so it must not pay for pyarrow (a fifth of a second) either.
+    wh = tmp_path / "wh"
+    first = Warehouse(wh).load([str(SEEDS)])
+    assert first.runs_added > 0
+    modules, out = imported("load", "-w", str(wh), str(SEEDS))
+    assert "0 runs added" in out and f"{first.runs_added:,} duplicates skipped" in out
+    assert modules == ["duckdb"]
+    # Files not loaded before (here the same runs under other names) are read: then the load
+    # needs pyarrow, and finds the runs duplicates.
+    extra = tmp_path / "more"
+    shutil.copytree(SEEDS, extra)
+    modules, out = imported("load", "-w", str(wh), str(extra))
+    assert "pyarrow" in modules and "0 runs added" in out
