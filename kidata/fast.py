@@ -55,11 +55,11 @@ def scan(batch: Lines) -> Iterator[tuple[str, bytes | None, RecordError | None]]
     read. Blank lines are skipped; the others keep their surrounding whitespace (JSON allows
     it; stripping copied every line)."""
     file = batch.file
-    for number, line in batch.lines:
+    for number, line in batch.numbered():
         if isinstance(line, Overlong):
             yield f"line {number}", None, _overlong(file, number, line)
             continue
-        if not line.isspace():  # the whitespace bytes.strip() removes
+        if line and not line.isspace():  # not blank: bytes.strip() would leave something
             yield f"line {number}", line, None
 
 

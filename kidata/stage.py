@@ -441,7 +441,7 @@ class Stage:
         self.name = name
         if isinstance(unit, Lines):
             self.segments.append((unit, name))
-            self.segment_lines += len(unit.lines)
+            self.segment_lines += unit.count
             if self.segment_lines >= BATCH_LINES:
                 self._send()
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import gzip
 import io
+import itertools
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -43,11 +44,34 @@ class Item:
 class Lines:
     """Lines of a JSON Lines file, read but not yet parsed. :func:`read_file` yields these
     instead of items when asked for ``batch_lines``, so a load can parse and check them in
-    worker processes; :meth:`items` gives exactly the records the reader would have yielded."""
+    worker processes; :meth:`items` gives exactly the records the reader would have yielded.
+
+    The lines are either listed, ``(number, line)`` each (a line as read, or an
+    :class:`Overlong`), or, cheaper to read and to pass to a worker, one block of whole
+    lines as read (``data``: newline-separated, the last one may lack its newline) whose first
+    line is number ``first``. :meth:`numbered` lists either."""
 
     file: str
     title: str | None
-    lines: list[tuple[int, Any]]
+    lines: list[tuple[int, Any]] = field(default_factory=list)
+    data: bytes = b""
+    first: int = 0
+
+    @property
+    def count(self) -> int:
+        """How many lines, blank ones included."""
+        if self.data:
+            return self.data.count(b"\n") + (not self.data.endswith(b"\n"))
+        return len(self.lines)
+
+    def numbered(self) -> list[tuple[int, Any]]:
+        """``(number, line)`` of every line (in a block, without its newline)."""
+        if not self.data:
+            return self.lines
+        parts = self.data.split(b"\n")
+        if not parts[-1]:
+            parts.pop()
+        return list(zip(itertools.count(self.first), parts, strict=False))
 
     def items(self) -> Iterator[Item | RecordError]:
         from kidata.readers.kernelindex import parse_lines
@@ -135,6 +159,71 @@ def iter_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES
             yield number, Overlong(line[:65536], size)
             continue
         yield number, line
+
+
+def iter_blocks(stream: IO[bytes], number: int, limit: int = MAX_RECORD_BYTES,
+                max_lines: int | None = None, size: int = 1 << 20
+                ) -> Iterator[tuple[int, bytes | Overlong]]:
+    """The rest of ``stream``, from its line ``number`` on, read ``size`` bytes at a time:
+    ``(first line's number, block)`` where a block is whole lines (newline-separated; the last
+    line of the stream may lack its newline) and at most ``max_lines`` of them, or
+    ``(number, Overlong)`` for a line longer than ``limit`` bytes. The same lines, numbers and
+    overlong lines as :func:`iter_lines`, without a Python call per line."""
+    head = min(65536, limit + 1)  # what iter_lines keeps of an overlong line
+    pending = b""  # what was read after the last newline so far
+    while True:
+        chunk = stream.read(size)
+        data = pending + chunk if pending else chunk
+        if not data:
+            return
+        end = data.rfind(b"\n") + 1
+        if not end:  # no line ends in it yet
+            if not chunk:  # the end of the stream: the last line, without a newline
+                yield number, Overlong(data[:head], len(data)) if len(data) > limit else data
+                return
+            pending = data
+            if len(data) > limit:  # a line longer than the limit: skip to its end, unkept
+                skipped, pending = len(data), b""
+                while more := stream.read(size):
+                    cut = more.find(b"\n") + 1
+                    if cut:
+                        skipped, pending = skipped + cut, more[cut:]
+                        break
+                    skipped += len(more)
+                yield number, Overlong(data[:head], skipped)
+                number += 1
+            continue
+        block, pending = data[:end], data[end:]
+        yield from _split_block(block, number, limit, max_lines, head)
+        number += block.count(b"\n")
+
+
+def _split_block(block: bytes, number: int, limit: int, max_lines: int | None, head: int
+                 ) -> Iterator[tuple[int, bytes | Overlong]]:
+    """``block`` (whole lines) as blocks of at most ``max_lines`` lines, each overlong line
+    apart; one piece, uncopied, when it needs no cutting (the common case)."""
+    short = len(block) <= limit + 1  # no line in it can be longer than the limit
+    if short and (max_lines is None or block.count(b"\n") <= max_lines):
+        yield number, block
+        return
+    run: list[bytes] = []
+    first = number
+    for line in block[:-1].split(b"\n"):
+        if len(line) > limit:
+            if run:
+                yield first, b"\n".join(run) + b"\n"
+                run = []
+            yield number, Overlong(line[:head], len(line) + 1)
+        else:
+            if not run:
+                first = number
+            run.append(line)
+            if max_lines is not None and len(run) >= max_lines:
+                yield first, b"\n".join(run) + b"\n"
+                run = []
+        number += 1
+    if run:
+        yield first, b"\n".join(run) + b"\n"
 
 
 def raw_text(data: bytes | str | None, limit: int = 65536) -> str | None:

@@ -4,14 +4,21 @@ blank line, as in the seeds) or as JSON Lines (one record per line)."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import orjson
 
 from kidata.errors import RecordError
-from kidata.readers import MAX_RECORD_BYTES, Item, Lines, Overlong, iter_lines, raw_text
+from kidata.readers import (
+    MAX_RECORD_BYTES,
+    Item,
+    Lines,
+    Overlong,
+    iter_blocks,
+    iter_lines,
+    raw_text,
+)
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 ROLES = {
@@ -110,7 +117,10 @@ def read(stream: IO[bytes], file: str, batch_lines: int | None = None
     for number, line in lines:
         if isinstance(line, Overlong):
             yield _overlong(file, number, line)
-            yield from _rest(lines, file, None, batch_lines)
+            if batch_lines:
+                yield from _blocks(stream, number + 1, file, None, batch_lines)
+            else:
+                yield from _json_lines(lines, file)
             return
         if number == 1:
             line = line.removeprefix(b"\xef\xbb\xbf")
@@ -125,9 +135,10 @@ def read(stream: IO[bytes], file: str, batch_lines: int | None = None
                 yield from _whole(line, lines, file, title, number)
                 return
             if batch_lines:
-                # JSON Lines: the first line, parsed here only to tell, goes out with the rest.
-                yield from _rest(itertools.chain([(number, line)], lines), file, title,
-                                 batch_lines)
+                # JSON Lines: the first line, parsed here only to tell, goes out with the rest,
+                # which is read in blocks from where the lines so far left the stream.
+                yield Lines(file, title, [(number, line)])
+                yield from _blocks(stream, number + 1, file, title, batch_lines)
                 return
             yield to_item(value, file, f"line {number}", raw_text(stripped), title)
             yield from _json_lines(lines, file, title)
@@ -157,24 +168,20 @@ def read(stream: IO[bytes], file: str, batch_lines: int | None = None
         yield RecordError(file, "document", None, "empty file: no records")
 
 
-def _rest(lines: Iterable[tuple[int, bytes | Overlong]], file: str, title: str | None,
-          batch_lines: int | None) -> Iterator[Item | RecordError | Lines]:
-    if not batch_lines:
-        yield from _json_lines(lines, file, title)
-        return
-    batch: list[tuple[int, bytes | Overlong]] = []
-    for entry in lines:
-        batch.append(entry)
-        if len(batch) >= batch_lines:
-            yield Lines(file, title, batch)
-            batch = []
-    if batch:
-        yield Lines(file, title, batch)
+def _blocks(stream: IO[bytes], number: int, file: str, title: str | None,
+            batch_lines: int) -> Iterator[Lines]:
+    """The rest of a JSON Lines file, from line ``number`` on, as unparsed :class:`Lines`
+    of at most ``batch_lines`` lines."""
+    for first, block in iter_blocks(stream, number, MAX_RECORD_BYTES, batch_lines):
+        if isinstance(block, Overlong):
+            yield Lines(file, title, [(first, block)])
+        else:
+            yield Lines(file, title, data=block, first=first)
 
 
 def parse_lines(batch: Lines) -> Iterator[Item | RecordError]:
     """The records of lines a reader handed out unparsed (see :func:`read`)."""
-    return _json_lines(batch.lines, batch.file, batch.title)
+    return _json_lines(batch.numbered(), batch.file, batch.title)
 
 
 def _json_lines(lines: Iterable[tuple[int, bytes | Overlong]], file: str,
