@@ -301,12 +301,21 @@ class Warehouse:
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
+        hasher = ThreadPoolExecutor(max_workers=1)
         try:
             for path in files:
                 report.files += 1
                 name = "<stdin>" if path == "-" else path
-                print_ = None if path == "-" else fingerprint(path, loaded.get((name, label)))
-                seen = loaded.get((name, *print_[:2], label)) if print_ else None
+                known = loaded.get((name, label))
+                if path != "-" and known is None:
+                    # Never loaded under this name: its fingerprint is only for the manifest,
+                    # so it is hashed while the file is read (hashlib releases the GIL).
+                    hashing: Any = hasher.submit(fingerprint, path)
+                    print_ = seen = None
+                else:
+                    hashing = None
+                    print_ = None if path == "-" else fingerprint(path, known)
+                    seen = loaded.get((name, *print_[:2], label)) if print_ else None
                 if seen is not None and self._still_loaded(seen, name, meta):
                     # Unchanged since a clean load: reading it again would add nothing.
                     report.records += seen["records"]
@@ -320,6 +329,8 @@ class Warehouse:
                                   progress)
                 for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
                     stage.feed(unit, name)
+                if hashing is not None:
+                    print_ = hashing.result()
                 stage.file_done(name, print_, label)
                 if progress is not None:
                     progress(name, report.records)
@@ -327,6 +338,7 @@ class Warehouse:
                 return None
             stage.finish()
         finally:
+            hasher.shutdown(cancel_futures=True)
             if stage is not None:
                 stage.close()
         return stage.summaries()
