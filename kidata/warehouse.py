@@ -458,8 +458,8 @@ class Warehouse:
             moves: list[tuple[str, str]] = []
             # The two big tables are streamed from the staged files in threads (pyarrow
             # releases the GIL), beside latest_runs and the small tables in DuckDB here.
-            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added'"
-                           ).to_arrow_table()["_seq"].combine_chunks()
+            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added' "
+                           "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
             with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
                 streamed = {table: pool.submit(self._stream_final, staging, table, keep,
                                                final / f"{table}.parquet", report.load_id, now)
