@@ -131,7 +131,7 @@ class Stager:
                 self.blobs[table].clear()
             data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
-                           **pqwrite.options(schema))
+                           **pqwrite.options(schema, compression="lz4"))
             rows.clear()
             self.counts[table] = 0
         self.parts += 1
