@@ -49,6 +49,9 @@ LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
 # tables are written without a database sort (kidata.stage.stream_final), so this stays small.
 COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
+# ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
+# is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
+COMMIT_WRITE_MEMORY = os.environ.get("KIDATA_COMMIT_WRITE_MEMORY", "128MB")
 # A staging folder still being created this long after a crash is removed by the next writer.
 STALE_NEW_STAGING = 3600.0
 # Times a reader lists a table folder again when a compaction swapped it while being read.
@@ -443,6 +446,7 @@ class Warehouse:
                                      "preserve_insertion_order": False})
         try:
             self._plan(con, staging)
+            con.execute(f"SET memory_limit = '{COMMIT_WRITE_MEMORY}'")
             conflicts = con.sql(
                 "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq"
             ).fetchall()
@@ -552,7 +556,7 @@ class Warehouse:
                 src = f"SELECT {cols} WHERE 1 = 0"
             con.execute(f"CREATE TEMP VIEW staged_{table} AS {src}")
         con.execute("""
-            CREATE TEMP TABLE run_outcome AS
+            CREATE TEMP TABLE run_outcome_wide AS
             WITH ranked AS (
                 SELECT s.run_id, s.content_hash, s.source_file, s._seq, s._position,
                     row_number() OVER w AS _rn,
@@ -576,7 +580,7 @@ class Warehouse:
                 ON e.run_id = r.run_id
         """)
         con.execute("""
-            CREATE TEMP VIEW conflict_rejects AS
+            CREATE TEMP TABLE conflict_rejects AS
             SELECT o.source_file, o._position AS position, 'run.metadata.name' AS field,
                 CASE WHEN _outcome = 'conflict_load' THEN
                     'conflict: run ' || o.run_id || ' appears earlier in this load (' ||
@@ -586,9 +590,15 @@ class Warehouse:
                     _old_file || ', with different numbers'
                 END AS reason,
                 s.document AS raw, o._seq, o._position
-            FROM run_outcome o JOIN staged_runs s ON s._seq = o._seq
+            FROM run_outcome_wide o JOIN staged_runs s ON s._seq = o._seq
             WHERE o._outcome IN ('conflict_load', 'conflict_existing')
         """)
+        # What the rest of the commit needs of each run: its record's number and outcome.
+        # Without the wide rows (run ids, hashes, file names: ~150 MB at 1M runs) DuckDB has
+        # that memory for latest_runs while the big tables are streamed beside it.
+        con.execute("CREATE TEMP TABLE run_outcome AS "
+                    "SELECT _seq, _outcome FROM run_outcome_wide")
+        con.execute("DROP TABLE run_outcome_wide")
 
     def _select_final(self, table: str) -> str:
         """The query giving the rows a commit adds to ``table``."""
@@ -677,30 +687,37 @@ class Warehouse:
         measurements is needed. It gives the rows of :func:`kidata.derived.latest_runs_sql`
         over the final tables (``kidata check`` compares the two)."""
         key = ", ".join(derived.KEY)
+
+        def same(a: str, b: str) -> str:  # protocol_id and variant may be null
+            return " AND ".join(f"{a}.{k} IS NOT DISTINCT FROM {b}.{k}" for k in derived.KEY)
+
+        # The latest run: greatest observed_at (none last), then greatest run_id. Found in
+        # two steps, each over plain columns: arg_max over a struct took 3.5 s and more than
+        # 128 MB of DuckDB memory at 1M runs; these joins take 1.4 s and fit in 96 MB.
         query = f"""
             WITH passed AS (
-                SELECT {key},
-                    {{'run_id': run_id, 'observed_at': observed_at, 'med': _latency_median,
-                      'p20': _latency_p20, 'p80': _latency_p80}} AS b
+                SELECT {key}, run_id, observed_at, _latency_median, _latency_p20, _latency_p80
                 FROM staged_runs
                 WHERE _seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'added')
                     AND status = 'passed' AND _latency_median IS NOT NULL
             ),
-            best AS (
-                -- The latest run: greatest observed_at, none last, then greatest run_id.
-                SELECT {key}, count(*) AS n,
-                    arg_max(b, {{'timed': b.observed_at IS NOT NULL,
-                                 'at': coalesce(b.observed_at,
-                                                TIMESTAMPTZ '0001-01-01 00:00:00+00'),
-                                 'id': b.run_id}}) AS b
-                FROM passed
-                GROUP BY ALL
+            per_key AS (  -- latest time: null when no run of the key has one
+                SELECT {key}, count(*) AS n, max(observed_at) AS latest_at
+                FROM passed GROUP BY ALL
+            ),
+            at_latest AS (  -- the runs at that time (all of them when none has a time)
+                SELECT p.*, g.n FROM passed p JOIN per_key g
+                    ON {same("g", "p")} AND p.observed_at IS NOT DISTINCT FROM g.latest_at
+            ),
+            chosen AS (
+                SELECT {key}, max(run_id) AS run_id FROM at_latest GROUP BY ALL
             )
-            SELECT {key}, b.run_id, b.observed_at, b.med / 1000.0 AS median_us,
-                b.p20 / 1000.0 AS p20_us, b.p80 / 1000.0 AS p80_us, n AS passed_runs,
+            SELECT {", ".join(f"a.{k}" for k in derived.KEY)}, a.run_id, a.observed_at,
+                a._latency_median / 1000.0 AS median_us, a._latency_p20 / 1000.0 AS p20_us,
+                a._latency_p80 / 1000.0 AS p80_us, a.n AS passed_runs,
                 CAST($load_id AS VARCHAR) AS load_id
-            FROM best
-            ORDER BY {", ".join(f"{k} NULLS LAST" for k in derived.KEY)}
+            FROM at_latest a JOIN chosen c ON {same("c", "a")} AND c.run_id = a.run_id
+            ORDER BY {", ".join(f"a.{k} NULLS LAST" for k in derived.KEY)}
         """
         from kidata.pqwrite import write_reader
         from kidata.schema import TABLES
