@@ -461,7 +461,8 @@ class Warehouse:
             final.mkdir()
             moves: list[tuple[str, str]] = []
             # The two big tables are streamed from the staged files in threads (pyarrow
-            # releases the GIL), beside latest_runs and the small tables in DuckDB here.
+            # releases the GIL), beside the small tables written by DuckDB here; latest_runs
+            # follows runs (COMMIT_ORDER), so DuckDB's memory for it is not added to theirs.
             keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added' "
                            "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
             with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
