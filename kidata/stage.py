@@ -52,8 +52,8 @@ from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.pqwrite import GroupedWriter
 from kidata.readers import Item, Lines
+from kidata.report import LoadReport, Reject
 from kidata.schema import STAGED_LATENCY, TABLES, staged_schema
-from kidata.warehouse import LoadReport, Reject
 
 # Tables whose rows repeat across records (one row per key): the stager drops repeats it has
 # already staged, so a load of a million runs does not stage a million copies of the same

@@ -27,7 +27,6 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,10 @@ from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, WarehouseError
 from kidata.readers import expand_paths, read_file
+from kidata.report import LoadReport, Reject
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 50_000
-MAX_REPORTED = 1000
 PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
@@ -62,58 +61,6 @@ STREAMED = ("measurements", "runs")
 
 def default_path() -> Path:
     return Path(os.environ.get("KIDATA_WAREHOUSE") or "warehouse")
-
-
-@dataclass
-class Reject:
-    file: str
-    position: str
-    field: str | None
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}, {self.position}"
-        if self.field:
-            where += f", field {self.field}"
-        return f"{where}: {self.reason}"
-
-
-@dataclass
-class LoadReport:
-    """What a load did. ``rejects`` and ``warnings`` keep the first 1,000 of each; the counts
-    and the ``rejects`` table keep them all."""
-
-    load_id: str
-    files: int = 0
-    records: int = 0
-    added: dict[str, int] = field(default_factory=dict)
-    duplicates: int = 0
-    rejected: int = 0
-    rejects: list[Reject] = field(default_factory=list)
-    warned: int = 0
-    warnings: list[str] = field(default_factory=list)
-    committed: bool = False
-    # Files not read again: byte-identical to a file this warehouse already loaded in full
-    # without rejects or warnings (their records and runs are counted as duplicates).
-    unchanged: list[str] = field(default_factory=list)
-
-    @property
-    def runs_added(self) -> int:
-        return self.added.get("runs", 0)
-
-    @property
-    def ok(self) -> bool:
-        return self.rejected == 0
-
-    def _reject(self, reject: Reject) -> None:
-        self.rejected += 1
-        if len(self.rejects) < MAX_REPORTED:
-            self.rejects.append(reject)
-
-    def _warn(self, message: str) -> None:
-        self.warned += 1
-        if len(self.warnings) < MAX_REPORTED:
-            self.warnings.append(message)
 
 
 class Warehouse:

@@ -122,3 +122,29 @@ def test_reloading_unchanged_files_imports_no_pyarrow(tmp_path):
     shutil.copytree(SEEDS, extra)
     modules, out = imported("load", "-w", str(wh), str(extra))
     assert "pyarrow" in modules and "0 runs added" in out
+
+
+WORKER = """
+import json, sys, tempfile
+from kidata._imports import refuse_pandas
+refuse_pandas()  # as kidata.stage._serve, a worker's entry point, does
+from kidata.readers import Lines
+from kidata import stage
+lines = [(1, sys.argv[1].encode())]
+with tempfile.TemporaryDirectory() as folder:
+    stage._init_worker(folder, 100, [])
+    events = stage._work(1, 1, [(Lines("a.jsonl", None, lines), "a.jsonl")])
+    assert events.counts["a.jsonl"][1] == 1, events.counts  # the run was staged
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"duckdb", "pandas", "polars"})
+print(json.dumps(heavy))
+"""
+
+
+def test_a_load_worker_imports_no_duckdb():
+    # Each worker process of a load would hold DuckDB's 16 MB for nothing: the staging peak
+    # (the loading process and its workers at once) is the load's memory peak.
+    bundle = json.loads((SEEDS / "000_ef9e0295e36a82ef.txt").read_text().split("\n", 2)[2])
+    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps(bundle)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

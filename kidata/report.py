@@ -1,0 +1,64 @@
+"""What a load reports: counts, rejects and warnings (:class:`LoadReport`).
+
+Kept apart from :mod:`kidata.warehouse` so that the load's worker processes, which fill
+reports, do not import DuckDB (16 MB of memory in each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Rejects and warnings listed in a report (the counts, and the rejects table, keep them all).
+MAX_REPORTED = 1000
+
+
+@dataclass
+class Reject:
+    file: str
+    position: str
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}, {self.position}"
+        if self.field:
+            where += f", field {self.field}"
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class LoadReport:
+    """What a load did. ``rejects`` and ``warnings`` keep the first 1,000 of each; the counts
+    and the ``rejects`` table keep them all."""
+
+    load_id: str
+    files: int = 0
+    records: int = 0
+    added: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    rejected: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+    warned: int = 0
+    warnings: list[str] = field(default_factory=list)
+    committed: bool = False
+    # Files not read again: byte-identical to a file this warehouse already loaded in full
+    # without rejects or warnings (their records and runs are counted as duplicates).
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def runs_added(self) -> int:
+        return self.added.get("runs", 0)
+
+    @property
+    def ok(self) -> bool:
+        return self.rejected == 0
+
+    def _reject(self, reject: Reject) -> None:
+        self.rejected += 1
+        if len(self.rejects) < MAX_REPORTED:
+            self.rejects.append(reject)
+
+    def _warn(self, message: str) -> None:
+        self.warned += 1
+        if len(self.warnings) < MAX_REPORTED:
+            self.warnings.append(message)
