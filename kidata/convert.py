@@ -27,17 +27,17 @@ from kidata.digest import digest
 from kidata.errors import RecordError, UnknownFormat, UsageError
 from kidata.flatten import Flattener
 from kidata.readers import Item, expand_paths, read_file
+from kidata.report import Tally
 
 TARGETS = ("kernelindex",)
 ROLES = ("run", "protocol", "environment", "workload", "implementation")
 DIGEST_KEYS = {"protocol": "protocolDigest", "environment": "environmentDigest",
                "workload": "workloadDigest", "implementation": "implementationDigest"}
-MAX_REPORTED = 1000
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
 @dataclass
-class ConvertReport:
+class ConvertReport(Tally):
     """What a conversion did. ``rejects`` and ``warnings`` keep the first 1,000 of each."""
 
     files: int = 0
@@ -48,20 +48,6 @@ class ConvertReport:
     rejects: list[RecordError] = field(default_factory=list)
     warned: int = 0
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.rejected == 0
-
-    def _reject(self, err: RecordError) -> None:
-        self.rejected += 1
-        if len(self.rejects) < MAX_REPORTED:
-            self.rejects.append(err)
-
-    def _warn(self, message: str) -> None:
-        self.warned += 1
-        if len(self.warnings) < MAX_REPORTED:
-            self.warnings.append(message)
 
 
 def file_name(name: str) -> str:

@@ -7,6 +7,7 @@ reports, do not import DuckDB (16 MB of memory in each).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Rejects and warnings listed in a report (the counts, and the rejects table, keep them all).
 MAX_REPORTED = 1000
@@ -26,8 +27,32 @@ class Reject:
         return f"{where}: {self.reason}"
 
 
+class Tally:
+    """Counts rejects and warnings, keeping the first ``MAX_REPORTED`` of each (for reports
+    whose dataclass declares ``rejected``, ``rejects``, ``warned`` and ``warnings``)."""
+
+    rejected: int
+    rejects: list
+    warned: int
+    warnings: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.rejected == 0
+
+    def _reject(self, reject: Any) -> None:
+        self.rejected += 1
+        if len(self.rejects) < MAX_REPORTED:
+            self.rejects.append(reject)
+
+    def _warn(self, message: str) -> None:
+        self.warned += 1
+        if len(self.warnings) < MAX_REPORTED:
+            self.warnings.append(message)
+
+
 @dataclass
-class LoadReport:
+class LoadReport(Tally):
     """What a load did. ``rejects`` and ``warnings`` keep the first 1,000 of each; the counts
     and the ``rejects`` table keep them all."""
 
@@ -48,17 +73,3 @@ class LoadReport:
     @property
     def runs_added(self) -> int:
         return self.added.get("runs", 0)
-
-    @property
-    def ok(self) -> bool:
-        return self.rejected == 0
-
-    def _reject(self, reject: Reject) -> None:
-        self.rejected += 1
-        if len(self.rejects) < MAX_REPORTED:
-            self.rejects.append(reject)
-
-    def _warn(self, message: str) -> None:
-        self.warned += 1
-        if len(self.warnings) < MAX_REPORTED:
-            self.warnings.append(message)
