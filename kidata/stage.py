@@ -27,6 +27,7 @@ at most a batch of rows before writing them.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 import os
@@ -584,26 +585,17 @@ def _seq_range(path: Path) -> tuple[int, int] | None:
     return None if lo is None else (lo, hi)
 
 
-def _first_at_least(values: pa.Array, bound: int) -> int:
-    """The index of the first of the ascending ``values`` that is ``>= bound`` (a binary
-    search: filtering the whole array for each staged file cost seconds at 1M runs)."""
-    lo, hi = 0, len(values)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if values[mid].as_py() < bound:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+def _number(value: pa.Scalar) -> Any:
+    return value.as_py()
 
 
 def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
                  order: list[str], constants: dict[str, Any], path: Path,
                  before_write: Callable[[], None]) -> int | None:
     """Write the final file of ``table`` without a database sort: the staged rows whose
-    ``_seq`` is in ``keep`` (ascending), ordered by ``_seq`` then ``order``, with the ``constants``
-    columns added. Returns the rows written, or None (nothing written) when the staged files'
-    record ranges interleave; the caller then sorts with DuckDB.
+    ``_seq`` is in ``keep`` (ascending), ordered by ``_seq`` then ``order``, with the
+    ``constants`` columns added. Returns the rows written, or None (nothing written) when the
+    staged files' record ranges interleave; the caller then sorts with DuckDB.
 
     Every staged file is in ``_seq`` order (each process stages its records in order), so when
     the files' ranges do not interleave, reading them by range is reading in order. Memory is
@@ -643,11 +635,13 @@ def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
 
     with writer:
         for lo, hi, file in ranges:
-            # The kept numbers of this file's range: a small lookup set per slice; None when
-            # every number of the range is kept (then so is every row: no filtering, which
-            # would copy every run document).
-            kept: pa.Array | None = keep.slice(_first_at_least(keep, lo))
-            kept = kept.slice(0, _first_at_least(kept, hi + 1))
+            # The kept numbers of this file's range, found by binary search (filtering the
+            # whole array for each staged file cost seconds at 1M runs); None when every
+            # number of the range is kept (then so is every row: no filtering, which would
+            # copy every run document).
+            start = bisect.bisect_left(keep, lo, key=_number)
+            end = bisect.bisect_right(keep, hi, lo=start, key=_number)
+            kept: pa.Array | None = keep.slice(start, end - start)
             if pc.count_distinct(kept).as_py() == hi - lo + 1:
                 kept = None
             carry = None

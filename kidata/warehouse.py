@@ -275,7 +275,7 @@ class Warehouse:
                 if stage is None:
                     from kidata.stage import Stage
 
-                    stage = Stage(staging, batch, self._existing_environments(), report,
+                    stage = Stage(staging, batch, self._existing_environments(meta), report,
                                   progress)
                 for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
                     stage.feed(unit, name)
@@ -354,35 +354,17 @@ class Warehouse:
         :meth:`_loaded_files`), so its rows are read without the snapshot's filter."""
         if not seen["runs_added"]:
             return True
-        for attempt in range(SWAP_RETRIES):
-            try:
-                count = con.sql(f"SELECT count(*) FROM ({views_mod.table_sql(self.path, 'runs')}) "
-                                "WHERE load_id = $load AND source_file = $file",
-                                params={"load": seen["load_id"], "file": name}).fetchall()[0][0]
-                break
-            except duckdb.IOException:  # a compaction swapped the folder: list it again
-                if attempt == SWAP_RETRIES - 1:
-                    raise
+        [(count,)] = _fetch_unlocked(
+            con, lambda: f"SELECT count(*) FROM ({views_mod.table_sql(self.path, 'runs')}) "
+                         "WHERE load_id = $load AND source_file = $file",
+            {"load": seen["load_id"], "file": name})
         return count == seen["runs_added"]
 
-    def _existing_environments(self) -> list[tuple[str, str]]:
+    def _existing_environments(self, con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
         if not self.table_files("environments"):
             return []
-        con = duckdb.connect()
-        try:
-            for attempt in range(5):
-                try:
-                    return con.sql(f"SELECT environment_id, gpu FROM "
-                                   f"({views_mod.table_sql(self.path, 'environments')})"
-                                   ).fetchall()
-                except duckdb.IOException:
-                    # Read without the writer lock: a compaction may have swapped the folder
-                    # between listing and reading it. List it again.
-                    if attempt == 4:
-                        raise
-            return []
-        finally:
-            con.close()
+        return _fetch_unlocked(con, lambda: "SELECT environment_id, gpu FROM "
+                               f"({views_mod.table_sql(self.path, 'environments')})")
 
     def _commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
         # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
@@ -629,11 +611,10 @@ class Warehouse:
     def _write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) -> int:
         """Write this load's ``latest_runs`` rows (see kidata/derived.py).
 
-        They come from the staged rows of the runs this load adds, which carry
-        their latency median, p20 and p80 (``schema.STAGED_LATENCY``): one aggregate state per
-        key, so memory grows with the number of keys, not of runs, and no join with the
-        measurements is needed. It gives the rows of :func:`kidata.derived.latest_runs_sql`
-        over the final tables (``kidata check`` compares the two)."""
+        They come from the staged rows of the runs this load adds, which carry their latency
+        median, p20 and p80 (``schema.STAGED_LATENCY``), so no join with the measurements is
+        needed. It gives the rows of :func:`kidata.derived.latest_runs_sql` over the final
+        tables (``kidata check`` compares the two)."""
         key = ", ".join(derived.KEY)
 
         def same(a: str, b: str) -> str:  # protocol_id and variant may be null
@@ -819,6 +800,19 @@ def fingerprint(path: str, known: dict[str, Any] | None = None
             return st.st_size, digest, st.st_mtime_ns, hashed_at
     except OSError:
         return None
+
+
+def _fetch_unlocked(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],
+                   params: dict[str, Any] | None = None) -> list[tuple]:
+    """The rows of a query over table folders read without the writer lock: when a compaction
+    swapped a folder between listing and reading it, the query (``sql()``) is made again."""
+    for attempt in range(SWAP_RETRIES):
+        try:
+            return con.sql(sql(), params=params).fetchall()
+        except duckdb.IOException:
+            if attempt == SWAP_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _tiebreak(table: str) -> str:

@@ -5,17 +5,13 @@ another batch names."""
 
 from __future__ import annotations
 
-import bisect
 import copy
 import hashlib
 import json
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kidata import Warehouse, stage
 from kidata.schema import TABLES
@@ -169,12 +165,3 @@ def test_streamed_final_files_are_the_ordered_query(tmp_path, monkeypatch, input
     # All: 34 (see the test above); JSON Lines only: the same without the 8 bare runs and
     # the 2 seeds.
     assert streamed[2]["runs"] == (34 if files == "all" else 24)
-
-
-@given(values=st.lists(st.integers(min_value=-5, max_value=40), max_size=30),
-       bound=st.integers(min_value=-10, max_value=50))
-def test_first_at_least_is_bisect_left(values, bound):
-    # The commit slices the sorted kept record numbers by each staged file's range with it.
-    values.sort()
-    assert stage._first_at_least(pa.array(values, pa.int64()), bound) == \
-        bisect.bisect_left(values, bound)
