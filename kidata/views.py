@@ -121,6 +121,33 @@ def load_views() -> dict[str, View]:
     return ordered
 
 
+# Queries that may list the catalog (``information_schema``, ``duckdb_views()``, ``SHOW``,
+# ``PRAGMA``) or name relations in strings (``query_table``) see every view.
+_CATALOG = re.compile(r"information_schema|duckdb_|pg_|sqlite_|\bpragma\b|\bshow\b|query_table",
+                      re.IGNORECASE)
+
+
+def needed(query: str) -> list[str] | None:
+    """The views ``query`` may read, with the views those read, in definition order; None
+    (all of them) when the query may look at the catalog.
+
+    A view counts as named wherever its name appears as a word (in a string or a comment
+    too): defining one too many costs a few milliseconds, one too few would fail the query.
+    """
+    found = load_views()
+    if _CATALOG.search(query):
+        return None
+    words = set(re.findall(r"\w+", query.lower()))
+    wanted: set[str] = set()
+    todo = [name for name in found if name.lower() in words]
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo += found[name].depends
+    return [name for name in found if name in wanted]
+
+
 def _strip_comments(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import kidata
+from kidata import schema, views
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
@@ -55,3 +56,44 @@ def test_warehouse_paths_with_glob_characters_and_quotes(tmp_path: Path, name: s
     assert wh.load([str(SEEDS)]).runs_added == 26
     assert wh.load([str(SEEDS)]).duplicates == 26
     assert wh.sql("select count(*) from speedups").fetchall() == [(16,)]
+
+
+def _views_on(con) -> set[str]:
+    return {name for (name,) in con.execute(
+        "select view_name from duckdb_views() where not internal").fetchall()}
+
+
+def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
+    # Defining every view costs ~0.1 s of each `kidata sql` process; a query defines the
+    # ones it names and what they read. Views are defined on demand, in order, on the same
+    # connection, so later queries may name any view.
+    wh = kidata.Warehouse(tmp_path / "wh")
+    wh.load([str(SEEDS)])
+    tables = set(schema.COLUMNS)
+    assert wh.sql("select count(*) from speedup_summary").fetchall() == [(4,)]
+    assert _views_on(wh._con) - tables == {"speedups", "speedup_summary"}
+    # regressions reads trends, which reads latencies (sql/*.sql headers and bodies).
+    assert wh.sql("select count(*) from REGRESSIONS").fetchall()[0][0] >= 0
+    assert _views_on(wh._con) - tables == {"speedups", "speedup_summary", "regressions",
+                                           "trends", "latencies"}
+    every = set(views.load_views())
+    assert _views_on(wh.connect()) - tables == every
+
+
+@pytest.mark.parametrize("query", [
+    "select table_name from information_schema.tables",
+    "select view_name from duckdb_views() where not internal",
+    "show tables",
+])
+def test_a_query_of_the_catalog_sees_every_view(tmp_path: Path, query: str):
+    wh = kidata.Warehouse(tmp_path / "wh")
+    wh.load([str(SEEDS)])
+    names = {row[0] for row in wh.sql(query).fetchall()}
+    assert set(views.load_views()) <= names
+
+
+def test_views_named_only_in_a_string_are_defined_too():
+    # A superset is harmless; a view left out would fail the query.
+    assert views.needed("select 'speedups' as s") == ["speedups"]
+    assert views.needed("select 1") == []
+    assert views.needed("select * from query_table('trends')") is None
