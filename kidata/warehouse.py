@@ -42,7 +42,7 @@ from kidata.readers import expand_paths, read_file
 from kidata.report import LoadReport, Reject
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
-DEFAULT_BATCH = 50_000
+DEFAULT_BATCH = 10_000
 PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
