@@ -168,8 +168,10 @@ FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
 
 def workers() -> int:
     """Worker processes for large loads: ``KIDATA_WORKERS`` if set, else one per core up to
-    4 (none on a single core, where they would only add overhead). Each holds one batch, so
-    a load's memory is about 110 MB plus 170 MB per worker, whatever the input size."""
+    4 (none on a single core, where they would only add overhead). A worker writes its rows
+    after every job (``BATCH_LINES`` lines), so a load's memory is about 110 MB plus 170 MB
+    per worker (mostly Python and pyarrow), whatever the input size; the loading process
+    alone stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time."""
     value = os.environ.get("KIDATA_WORKERS")
     if value is not None:
         try:

@@ -304,12 +304,15 @@ class Warehouse:
         committed = {load_id for load_id, _ in snapshot.committed(self.path, con)}
         out: dict[tuple, dict[str, Any]] = {}
         for manifest in manifests:
-            if manifest.stem not in committed:
-                continue
             try:
                 entries = json.loads(manifest.read_bytes())
             except (OSError, ValueError):
                 continue  # only an optimisation: the files are read again
+            # A load that added nothing has no commit marker to vouch for it; its manifest
+            # says so itself (see _remember_files).
+            if manifest.stem not in committed and not (
+                    entries and all(e.get("load_added_nothing") for e in entries)):
+                continue
             for e in entries:
                 entry = {**e, "load_id": manifest.stem}
                 out[(e["source_file"], e["size"], e["sha256"], e["format"])] = entry
@@ -319,9 +322,14 @@ class Warehouse:
     def _remember_files(self, report: LoadReport, files: list[dict[str, Any]]) -> None:
         """After a commit, note the files it read in full without reject, conflict or warning,
         so that a later load can skip them while they are unchanged. Written after the
-        commit: a crash before it only costs reading them again."""
+        commit: a crash before it only costs reading them again.
+
+        A load that added nothing at all (every run a duplicate) commits no marker; its
+        manifest is kept all the same, each entry marked ``load_added_nothing``, so that
+        re-loading such a file is not a full read every time."""
         marker = self.path / "loads" / f"part-{report.load_id}.parquet"
-        if not files or not marker.exists():
+        added_nothing = not any(report.added.values())
+        if not files or not (marker.exists() or added_nothing):
             return
         conflicted = {r.file for r in report.rejects if r.field == "run.metadata.name"}
         if len(report.rejects) < report.rejected:
@@ -343,7 +351,8 @@ class Warehouse:
                 added[entry["values"]] = entry["counts"]
         entries = [{k: f[k] for k in ("source_file", "size", "sha256", "mtime_ns", "hashed_at",
                                        "format", "records", "runs")}
-                   | {"runs_added": added.get(f["source_file"], 0)} for f in clean]
+                   | {"runs_added": added.get(f["source_file"], 0)}
+                   | ({"load_added_nothing": True} if added_nothing else {}) for f in clean]
         folder = self.private / "files"
         folder.mkdir(exist_ok=True)
         durable.write_atomic(folder / f"{report.load_id}.json", json.dumps(entries).encode())

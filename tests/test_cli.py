@@ -154,3 +154,12 @@ def test_every_command_has_help_and_is_documented_in_the_readme(cli):
         result = cli(name, "--help")
         assert result.code == 0 and "Usage: kidata " + name in result.out
         assert f"kidata {name}" in readme, f"README does not document `kidata {name}`"
+
+
+def test_load_says_which_files_it_did_not_read_again(loaded):
+    again = loaded("load", SEEDS)
+    assert again.code == 0
+    assert "3 files unchanged since a load without rejects: not read again" in again.err
+    assert "3 files, 26 records: 0 runs added" in again.out and "26 duplicates" in again.out
+    quiet = loaded("load", "-q", SEEDS)
+    assert quiet.code == 0 and "not read again" not in quiet.err

@@ -49,6 +49,31 @@ def test_unchanged_clean_files_are_not_read_again(tmp_path):
     assert (mixed.records, mixed.duplicates, mixed.runs_added) == (25, 24, 1)
 
 
+def test_a_file_of_duplicates_only_is_not_read_again(tmp_path):
+    # Its load adds nothing and commits no marker (no row in `loads`), but the file is
+    # remembered all the same: re-loading it is not a full read each time.
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(SEEDS)]).runs_added == 26
+    seed = json.loads((SEEDS / "000_ef9e0295e36a82ef.txt").read_text().split("\n", 2)[2])
+    copy = tmp_path / "copy.jsonl"  # seed 000 again, as JSON Lines under another name
+    copy.write_text(json.dumps(seed) + "\n")
+    loads = _count(tmp_path / "wh", "loads")
+    first = wh.load([str(copy)])
+    assert first.unchanged == [] and (first.records, first.duplicates, first.runs_added) == \
+        (1, 1, 0)
+    again = wh.load([str(copy)])
+    assert again.unchanged == [str(copy)]
+    assert (again.files, again.records, again.duplicates, again.runs_added, again.rejected) \
+        == (1, 1, 1, 0, 0)
+    assert _count(tmp_path / "wh", "loads") == loads  # neither load left a row
+    # Changed, it is read again: its new run is added.
+    seed["run"]["metadata"]["name"] = "new-run"
+    with open(copy, "a") as fh:
+        fh.write(json.dumps(seed) + "\n")
+    changed = wh.load([str(copy)])
+    assert changed.unchanged == [] and (changed.duplicates, changed.runs_added) == (1, 1)
+
+
 def test_a_changed_file_is_read_again(tmp_path):
     data = tmp_path / "in.jsonl"
     seed = json.loads((SEEDS / "000_ef9e0295e36a82ef.txt").read_text().split("\n", 2)[2])
