@@ -58,6 +58,11 @@ def _wh(warehouse: Path | None = None):
     return Warehouse(warehouse or _state["warehouse"])
 
 
+# `kidata info` suggests compacting from this many files in one table (at 200 loads, a query
+# process took 0.55 s before compacting and 0.38 s after: docs/benchmarks.md).
+COMPACT_HINT_FILES = 100
+
+
 def _err(message: str) -> None:
     typer.echo(message, err=True)
 
@@ -237,6 +242,10 @@ def info(warehouse: WarehouseOpt = None) -> None:
     lo, hi = data["observed_from"], data["observed_to"]
     typer.echo(f"observed: {lo:%Y-%m-%d %H:%M:%S} to {hi:%Y-%m-%d %H:%M:%S} UTC"
                if lo else "observed: no timestamps")
+    most = max(t["files"] for t in data["tables"].values())
+    if most >= COMPACT_HINT_FILES:
+        typer.echo(f"hint: a table has {most:,} files (each load adds one); every query plans "
+                   f"over each of them. `kidata compact` merges them.")
 
 
 def _format_option(format: str) -> None:

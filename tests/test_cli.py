@@ -119,6 +119,22 @@ def test_info(loaded):
     assert "sources: liger-kernel-bench (2 runs), trainkernel-results (24 runs)" in result.out
     assert "gpus: a100-sxm4-80gb (9 runs), h100-sxm5-80gb (17 runs)" in result.out
     assert "observed: 2024-09-03 15:39:30 to 2026-03-27 06:09:46 UTC" in result.out
+    assert "hint:" not in result.out
+
+
+def test_info_suggests_compacting_a_table_of_many_files(loaded, tmp_path, monkeypatch):
+    from kidata import cli
+
+    monkeypatch.setattr(cli, "COMPACT_HINT_FILES", 3)
+    for n in range(2):  # one new run per load: 3 files in runs
+        seed = json.loads((SEEDS / "000_ef9e0295e36a82ef.txt").read_text().split("\n", 2)[2])
+        seed["run"]["metadata"]["name"] = f"another-run-{n}"
+        path = tmp_path / f"new-{n}.jsonl"
+        path.write_text(json.dumps(seed) + "\n")
+        assert loaded("load", path).code == 0
+    assert "hint: a table has 3 files (each load adds one)" in loaded("info").out
+    assert loaded("compact").code == 0
+    assert "hint:" not in loaded("info").out
 
 
 def test_warehouse_option_and_env_var(cli, tmp_path: Path, monkeypatch):
