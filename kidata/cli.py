@@ -207,10 +207,6 @@ def convert(
     from kidata import convert as convert_mod
 
     report = convert_mod.convert(paths, output, to=to, format=format)
-    if report.unchanged and not quiet:
-        n = len(report.unchanged)
-        _err(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: not "
-             f"read again (their records count as duplicates)")
     for message in report.warnings:
         _err(f"warning: {message}")
     if report.warned > len(report.warnings):
