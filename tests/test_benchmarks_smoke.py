@@ -100,3 +100,26 @@ def test_runner_prints_every_figure(tmp_path):
     assert q["kidata_rows"] == q["raw_rows"] > 0
     warm = raw["raw"]["600/warm_query_speedups"]
     assert warm["kidata_rows"] == warm["raw_rows"] > 0 and len(warm["kidata_s"]) == 3
+
+
+def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
+    # benchmarks/sketch_vectorised.py is a design probe (docs/benchmarks.md, "Ingest"); run it
+    # small so it keeps working, and check that its SQL checks do flag bad records.
+    gen = _generate_module()
+    gen.generate(tmp_path / "data", 150, extra=0, per_file=150)
+    lines = (tmp_path / "data" / "bundles.ndjson").read_text().splitlines()
+    bad = [json.loads(line) for line in lines[:3]]
+    bad[0]["run"]["spec"]["environmentDigest"] = "sha256:" + "0" * 64  # digest mismatch
+    bad[1]["run"]["spec"]["timing"]["latencyNs"]["median"] = -5  # not positive
+    bad[2]["run"]["spec"]["observedAt"] = "yesterday"  # not a time
+    mutated = tmp_path / "bad.ndjson"
+    mutated.write_text("\n".join([json.dumps(b) for b in bad] + lines[3:]) + "\n")
+    for path, rejected, written in ((tmp_path / "data" / "bundles.ndjson", 0, 150),
+                                    (mutated, 3, 147)):
+        proc = subprocess.run([sys.executable, str(BENCH / "sketch_vectorised.py"), str(path),
+                               "--memory", "500MB", "--sketch-only"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        sketch = [line for line in proc.stdout.splitlines() if line.startswith("sketch")]
+        assert len(sketch) == 2
+        assert all(f"rejected {rejected}, runs_written {written}" in line for line in sketch)
