@@ -89,6 +89,10 @@ def load(
     report = wh.load(paths, format=format, strict=strict, progress=progress)
     if progress is not None:
         sys.stderr.write("\r\x1b[K")
+    if report.compacted and not quiet:
+        merged = ", ".join(f"{t} {a:,} -> {b:,}" for t, (a, b) in report.compacted.items())
+        _err(f"merged the small files of {len(report.compacted)} tables after the load "
+             f"(files: {merged}; KIDATA_COMPACT_AT sets when)")
     if report.unchanged and not quiet:
         n = len(report.unchanged)
         _err(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: not "

@@ -1,7 +1,8 @@
 """Merge a table's small files into one (``kidata compact``) without changing any query result.
 
 Each load adds one file per table, so a warehouse fed by many small loads ends up with many
-small files, which every query must open. Compaction rewrites them as one file per table.
+small files, which every query must open. Compaction rewrites them as one file per table:
+on demand, and after a load once a table has :data:`AUTO_AT` small files (:func:`auto`).
 
 The hard part is the swap: a reader listing ``runs/*.parquet`` must see either the old files
 or the new one, never both (duplicates) and never neither (lost rows). Renaming files one by
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
 # Files at least this large are left as they are.
 SMALL_BYTES = 64 * 1024 * 1024
 ROW_GROUP = 128 * 1024
+# After a load, a table with this many small files has them merged (KIDATA_COMPACT_AT; 0 turns
+# it off). Every query and every load plans over each file (~1-2 ms a file), so without it
+# their cost would grow with the number of past loads rather than with the data.
+AUTO_AT = 32
 
 
 @dataclass
@@ -73,18 +78,62 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
                              f"compacted: {', '.join(compactable())}")
     if not wh.path.is_dir():
         raise WarehouseError(f"no warehouse at {wh.path}")
-    report = CompactReport()
     with wh._writer_lock():
-        for table in chosen:
-            files = wh.table_files(table)
-            small = [f for f in files if f.stat().st_size < small_bytes]
-            if len(small) < 2:
-                report.tables[table] = (len(files), len(files))
-                continue
-            report.rows += _compact_table(wh, table, small, [f for f in files
-                                                             if f not in small])
-            report.tables[table] = (len(files), len(files) - len(small) + 1)
+        report = _compact_tables(wh, chosen, small_bytes, 2)
     wh._con_state = None
+    return report
+
+
+def auto_at() -> int:
+    """Small files per table from which a load merges them: ``KIDATA_COMPACT_AT`` (``0``:
+    never), else :data:`AUTO_AT`."""
+    value = os.environ.get("KIDATA_COMPACT_AT", "")
+    try:
+        return max(0, int(value)) if value else AUTO_AT
+    except ValueError:
+        raise WarehouseError(f"KIDATA_COMPACT_AT must be a whole number of files, not "
+                             f"{value!r}") from None
+
+
+def auto(wh: Warehouse) -> CompactReport:
+    """Merge the small files of each table that has :func:`auto_at` of them. Called by a
+    load after its commit, under the writer lock it already holds. Each merge rewrites at most
+    ``SMALL_BYTES`` per table, once per ``auto_at()`` loads: a constant cost per load."""
+    at = auto_at()
+    due = [t for t in compactable()
+           if sum(f.stat().st_size < SMALL_BYTES for f in wh.table_files(t)) >= max(2, at)]
+    if not at or not due or not _can_exchange(wh):
+        return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
+    return _compact_tables(wh, due, SMALL_BYTES, max(2, at))
+
+
+def _can_exchange(wh: Warehouse) -> bool:
+    """Whether the warehouse's file system swaps folders atomically (tried on two empty
+    folders), so that a load does not merge files only to find it cannot swap them in."""
+    probe = wh.private / "compact" / f"probe-{secrets.token_hex(4)}"
+    try:
+        (probe / "a").mkdir(parents=True)
+        (probe / "b").mkdir()
+        durable.exchange(probe / "a", probe / "b")
+        return True
+    except (WarehouseError, OSError):
+        return False
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def _compact_tables(wh: Warehouse, chosen: list[str], small_bytes: int,
+                    at_least: int) -> CompactReport:
+    """Merge the small files of each table that has ``at_least`` of them (under the lock)."""
+    report = CompactReport()
+    for table in chosen:
+        files = wh.table_files(table)
+        small = [f for f in files if f.stat().st_size < small_bytes]
+        if len(small) < at_least:
+            report.tables[table] = (len(files), len(files))
+            continue
+        report.rows += _compact_table(wh, table, small, [f for f in files if f not in small])
+        report.tables[table] = (len(files), len(files) - len(small) + 1)
     return report
 
 

@@ -69,6 +69,9 @@ class LoadReport(Tally):
     # Files not read again: byte-identical to a file this warehouse already loaded in full
     # without rejects or warnings (their records and runs are counted as duplicates).
     unchanged: list[str] = field(default_factory=list)
+    # Tables whose small files the load merged after its commit: files before and after
+    # (kidata.compact.auto).
+    compacted: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def runs_added(self) -> int:

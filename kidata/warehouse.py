@@ -228,6 +228,8 @@ class Warehouse:
                     reference.write(self.path, meta)
                     if report.committed and read:
                         self._remember_files(report, read)
+                    if report.added.get("loads"):
+                        self._auto_compact(report)
             except (OSError, duckdb.Error) as exc:
                 state = ("was committed, but then failed" if report.committed
                          else "failed and committed nothing")
@@ -240,6 +242,19 @@ class Warehouse:
                 shutil.rmtree(staging, ignore_errors=True)
             self._con_state = None
         return report
+
+    def _auto_compact(self, report: LoadReport) -> None:
+        """After a commit, under the writer lock: merge the small files of tables that have
+        many (:func:`kidata.compact.auto`). The load is committed whatever happens here."""
+        from kidata import compact
+
+        try:
+            done = compact.auto(self)
+        except (OSError, duckdb.Error, WarehouseError) as exc:
+            report._warn(f"load {report.load_id} is committed, but merging the tables' small "
+                         f"files failed ({exc}); run kidata compact")
+            return
+        report.compacted = {t: n for t, n in done.tables.items() if n[0] != n[1]}
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
                report: LoadReport, progress: Callable[[str, int], None] | None,
