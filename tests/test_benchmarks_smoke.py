@@ -78,6 +78,7 @@ def test_runner_prints_every_figure(tmp_path):
                    "peak RSS of a load",
                    "peak RSS of a load without workers (KIDATA_WORKERS=0)",
                    "add 50 new runs: warehouse of 600 vs empty",
+                   "add 50 new runs: warehouse built by 3 loads vs empty",
                    "re-load a file already loaded vs its first load",
                    "query `speedups`, a new process each",
                    "query `speedup_summary`, a new process each",
@@ -89,10 +90,10 @@ def test_runner_prints_every_figure(tmp_path):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
-    # Each size gives 12 rows: 4 ingest, 2 memory, 1 incremental, 1 re-load, 2 queries in new
+    # Each size gives 13 rows: 4 ingest, 2 memory, 2 incremental, 1 re-load, 2 queries in new
     # processes and 2 in a warm one.
-    assert sum(" | 300 | " in r for r in rows) == 12
-    assert sum(" | 600 | " in r for r in rows) == 12
+    assert sum(" | 300 | " in r for r in rows) == 13
+    assert sum(" | 600 | " in r for r in rows) == 13
     raw = json.loads((tmp_path / "r.json").read_text())
     assert [r["runs"] for r in raw["results"]] == [300, 600]
     # The raw read_json query and the warehouse view answer with the same number of rows.
