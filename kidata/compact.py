@@ -79,7 +79,7 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
     if not wh.path.is_dir():
         raise WarehouseError(f"no warehouse at {wh.path}")
     with wh._writer_lock():
-        report = _compact_tables(wh, chosen, small_bytes, 2)
+        report = _merge_tables(wh, {t: _split(wh, t, small_bytes) for t in chosen}, 2)
     wh._con_state = None
     return report
 
@@ -100,11 +100,13 @@ def auto(wh: Warehouse) -> CompactReport:
     load after its commit, under the writer lock it already holds. Each merge rewrites at most
     ``SMALL_BYTES`` per table, once per ``auto_at()`` loads: a constant cost per load."""
     at = auto_at()
-    due = [t for t in compactable()
-           if sum(f.stat().st_size < SMALL_BYTES for f in wh.table_files(t)) >= max(2, at)]
-    if not at or not due or not _can_exchange(wh):
+    if not at:
+        return CompactReport()
+    at = max(2, at)
+    plan = {t: _split(wh, t, SMALL_BYTES) for t in compactable()}
+    if not any(len(small) >= at for _, small in plan.values()) or not _can_exchange(wh):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
-    return _compact_tables(wh, due, SMALL_BYTES, max(2, at))
+    return _merge_tables(wh, plan, at)
 
 
 def _can_exchange(wh: Warehouse) -> bool:
@@ -122,13 +124,18 @@ def _can_exchange(wh: Warehouse) -> bool:
         shutil.rmtree(probe, ignore_errors=True)
 
 
-def _compact_tables(wh: Warehouse, chosen: list[str], small_bytes: int,
-                    at_least: int) -> CompactReport:
-    """Merge the small files of each table that has ``at_least`` of them (under the lock)."""
+def _split(wh: Warehouse, table: str, small_bytes: int) -> tuple[list[Path], list[Path]]:
+    """A table's files, and those of them smaller than ``small_bytes``."""
+    files = wh.table_files(table)
+    return files, [f for f in files if f.stat().st_size < small_bytes]
+
+
+def _merge_tables(wh: Warehouse, plan: dict[str, tuple[list[Path], list[Path]]],
+                  at_least: int) -> CompactReport:
+    """Merge the small files of each table in ``plan`` (:func:`_split`) that has ``at_least``
+    of them (under the writer lock)."""
     report = CompactReport()
-    for table in chosen:
-        files = wh.table_files(table)
-        small = [f for f in files if f.stat().st_size < small_bytes]
+    for table, (files, small) in plan.items():
         if len(small) < at_least:
             report.tables[table] = (len(files), len(files))
             continue
