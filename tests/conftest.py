@@ -13,6 +13,25 @@ from kidata.cli import run as cli_run
 
 DATA = Path(__file__).parent / "data"
 SEEDS = DATA / "seeds"
+# Other projects' result files (Liger-Kernel's CSV, the field's harnesses) are read where they
+# are, beside the project (`../shared/data/`), never copied into the repository. A user's clone
+# has no such folder: tests that need it skip with a message, and `.ci/run` refuses to run
+# without it (CI always has it).
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+SHARED_MISSING = f"needs the upstream sample data in {SHARED} (not in a user's clone)"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("shared") and not SHARED.is_dir():
+        pytest.skip(SHARED_MISSING)
+
+
+def shared(relative: str) -> Path:
+    """A file under ``../shared/data/``; skips the calling test when the folder is absent."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(SHARED_MISSING if not SHARED.is_dir() else f"{path} is missing")
+    return path
 
 
 @dataclass

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 from kidata import Warehouse
 from kidata.convert import convert
@@ -15,7 +16,7 @@ from kidata.schema import TABLES as SCHEMAS
 from kidata.views import quote_identifier
 
 DATA = Path(__file__).parent / "data"
-RECENT = DATA / "liger" / "all_benchmark_data.csv"
+RECENT = SHARED / "liger" / "all_benchmark_data.csv"
 EDGE = DATA / "liger" / "edge_cases.csv"
 SEEDS = DATA / "seeds"
 SEED_000 = next(SEEDS.glob("000_*.txt"))
@@ -80,6 +81,7 @@ def test_seed_rows_are_written_as_the_seeds(converted, name: str, seed: Path, ti
     assert '\n  "run": {\n    "kind": "BenchmarkRun",' in text and " · " in text
 
 
+@pytest.mark.shared
 def test_loading_the_bundles_gives_the_same_warehouse(converted, tmp_path: Path):
     out, _ = converted
     source = Warehouse(tmp_path / "source")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +33,7 @@ DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
 SEEDS = DATA / "seeds"
 BAD = DATA / "bad"
-LIGER = sorted((DATA / "liger").glob("*.csv"))
+LIGER = [*sorted((SHARED / "liger").glob("*.csv")), DATA / "liger" / "edge_cases.csv"]
 TRAINKERNEL = next(SEEDS.glob("003_*.txt"))
 
 
@@ -128,6 +129,7 @@ def test_generated_bundles_with_workers(tmp_path, monkeypatch):
     assert_same(*out)
 
 
+@pytest.mark.shared
 def test_seeds_liger_and_trainkernel(tmp_path, monkeypatch):
     # The seeds as they are (whole documents) and as JSON Lines (the fast path's input).
     lines = write_lines(tmp_path / "seeds.jsonl",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import SHARED
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from runs_factory import bundle
@@ -200,12 +201,13 @@ def test_check_reports_and_repairs_latest_runs_that_do_not_match_the_runs(by_han
     assert cli("check", "--repair").out.count("repaired:") == 0  # nothing left to do
 
 
+@pytest.mark.shared
 def test_speedups_at_the_sample_data_match_ranking_every_run(tmp_path: Path):
     """The Liger CSV (2,448 runs, many versions of each key) and the seeds, in two loads."""
     data = Path(__file__).parent / "data"
     wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(data / "liger" / "all_benchmark_data_2024-09-03.csv")]).ok
-    assert wh.load([str(data / "seeds"), str(data / "liger" / "all_benchmark_data.csv")]).ok
+    assert wh.load([str(SHARED / "liger" / "all_benchmark_data_2024-09-03.csv")]).ok
+    assert wh.load([str(data / "seeds"), str(SHARED / "liger" / "all_benchmark_data.csv")]).ok
     picked = wh.sql(PICKED).fetchall()
     assert len(picked) > 500
     # Some keys have runs in both loads: the counts add up across them.

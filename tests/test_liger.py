@@ -13,6 +13,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,8 +25,8 @@ from kidata.readers.liger import read as read_liger
 
 DATA = Path(__file__).parent / "data"
 LIGER = DATA / "liger"
-RECENT = LIGER / "all_benchmark_data.csv"
-FIRST = LIGER / "all_benchmark_data_2024-09-03.csv"
+RECENT = SHARED / "liger" / "all_benchmark_data.csv"
+FIRST = SHARED / "liger" / "all_benchmark_data_2024-09-03.csv"
 EDGE = LIGER / "edge_cases.csv"
 SEEDS = DATA / "seeds"
 SEED_000 = next(SEEDS.glob("000_*.txt"))
@@ -117,6 +118,7 @@ def test_seed_rows_have_the_seeds_identity_digests_and_numbers(recent: Warehouse
     assert values == {"median": 31072, "p20": 30048, "p80": 31968}
 
 
+@pytest.mark.shared
 def test_loading_the_seeds_after_or_before_the_csv_gives_one_run_each(recent: Warehouse,
                                                                        tmp_path: Path):
     report = recent.load([str(SEED_000), str(SEED_001)])
@@ -147,6 +149,7 @@ def test_liger_vs_torch_speedup(recent: Warehouse):
     assert baseline_run == RELU
 
 
+@pytest.mark.shared
 def test_speedup_summary_per_gpu(recent: Warehouse):
     # liger vs torch on the H100 PCIe, recomputed from the CSV text alone: pair the liger and
     # torch speed rows of that GPU on (kernel, mode, x, config); 2 kernels (jsd, kl_div) x 2
@@ -210,6 +213,7 @@ def test_workload_parameters_are_named(recent: Warehouse):
                                   "intermediate_dim": 768, "K": 8, "dtype": "torch.bfloat16"}
 
 
+@pytest.mark.shared
 def test_every_gpu_name_is_in_the_catalog_with_peaks():
     names = {r[12] for r in csv_rows(RECENT) + csv_rows(FIRST)}
     names |= {"A100 SXM4 80 GB", "H100 SXM 80 GB"}  # trainkernel's names (seed 003)
@@ -226,6 +230,7 @@ def test_every_gpu_name_is_in_the_catalog_with_peaks():
     assert lookup_gpu("NVIDIA H100 PCIe").key == "h100-pcie-80gb"
 
 
+@pytest.mark.shared
 def test_display_names_for_every_kernel_and_provider(recent: Warehouse):
     rows = csv_rows(RECENT) + csv_rows(FIRST)
     # kidata/data/names.toml names every kernel and provider of the files.
@@ -237,6 +242,7 @@ def test_display_names_for_every_kernel_and_provider(recent: Warehouse):
     assert titles == {RMS: "RMSNorm · liger · forward", RELU: "ReLU squared · torch · backward"}
 
 
+@pytest.mark.shared
 def test_history_versions_in_either_order(tmp_path: Path):
     # Distinct rows across both versions, counted with the csv module alone: a row present in
     # both files is one run. 2,448 + 410 - 386 (rows in both) = 2,472.
@@ -346,6 +352,7 @@ def test_bad_bytes_spoil_only_their_row_and_an_empty_mode_is_kept(cli, copy_data
 @given(st.lists(st.text(alphabet=st.sampled_from('ab1.-e,"\n\r{}[]:x '), max_size=12),
                 min_size=15, max_size=17),
        st.binary(max_size=40))
+@pytest.mark.shared
 def test_any_row_is_read_or_rejected_never_raises(fields: list[str], tail: bytes):
     # A header, one row built from odd fields, and arbitrary bytes: the reader yields items or
     # RecordErrors, and every item either flattens or fails with a RecordError.
