@@ -70,7 +70,10 @@ def regressions(wh: Warehouse, threshold: float = DEFAULT_THRESHOLD,
     if not isinstance(threshold, int | float) or not math.isfinite(threshold) or threshold < 0:
         raise UsageError(f"the threshold must be a number >= 0 (0.05 = 5%), got {threshold!r}")
     names = columns if columns is not None else tuple(views_mod.load_views()["regressions"].columns)
+    # The rule of sql/regressions.sql with another threshold.
     return wh.sql(f"SELECT {_columns(names)} FROM trends "
                   "WHERE verdict = 'slower' AND change > $threshold "
+                  "AND attribution <> 'shared' "
+                  "AND (relative_change IS NULL OR relative_change > $threshold) "
                   "ORDER BY kernel, pass, implementation, variant, workload, gpu, family, "
                   "observed_at, run_id", params={"threshold": float(threshold)})
