@@ -2,9 +2,9 @@
 
 The ``gpus`` table comes from ``kidata/data/gpus.toml`` (the GPU catalog),
 ``implementation_roles`` from ``kidata/data/roles.toml`` (or the file named by ``$KIDATA_ROLES``,
-see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``. They live in the warehouse beside the
-loaded tables (``<warehouse>/<table>/reference.parquet``) so the views that use them (e.g.
-``efficiency``) run unchanged in any engine over the same folder.
+see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``.
+They live in the warehouse beside the loaded tables (``<warehouse>/<table>/reference.parquet``)
+so the views that use them (e.g. ``efficiency``) run unchanged in any engine over the same folder.
 
 :func:`write` refreshes them after every load (under the writer lock); each file is replaced
 atomically, and only when it is stale: missing, unreadable, or without the fingerprint of the
