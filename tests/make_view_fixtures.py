@@ -270,6 +270,25 @@ def statistics() -> list[dict]:
     ]
     out += [bundle(r, f"{k}/forward", impl, A100, med, workload(wl, k), f, p20, p80, at, ver)
             for r, k, wl, impl, at, ver, med, p20, p80 in rows]
+    # Memory series (MB), geglu forward on the A100, family views_noise: liger uses 10% more at
+    # t2 while huggingface, measured 30 s later, stays; at t3 both grow 20% (a shared shift).
+    rows = [
+        # run id, implementation, at, version, median = p20 = p80 (MB)
+        ("mem-liger-1", "liger", t[0], "1", 1000.0),
+        ("mem-liger-2", "liger", t[1], "2", 1100.0),
+        ("mem-liger-3", "liger", t[2], "3", 1320.0),
+        ("mem-hf-1", "huggingface", t30[0], "1", 2000.0),
+        ("mem-hf-2", "huggingface", t30[1], "2", 2000.0),
+        ("mem-hf-3", "huggingface", t30[2], "3", 2400.0),
+    ]
+    mw = workload("m1", "geglu")
+    for r, impl, at, ver, mb in rows:
+        b = bundle(r, "geglu/forward", impl, A100, mb, mw, f, at=at, version=ver)
+        spec = b["run"]["spec"]
+        del spec["timing"]
+        spec["measurements"] = [{"metric": "memory", "statistic": s, "unit": "MB", "value": mb}
+                                for s in ("p20", "median", "p80")]
+        out.append(b)
     return out
 
 

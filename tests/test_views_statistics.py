@@ -22,6 +22,10 @@ kl_div / kto_loss forward, A100, family views_noise (liger; torch 30 s after lig
     n2 liger  v1 200 (198, 202) -> v2 230 (228, 232)
     n2 torch  v1 400 (390, 410) -> v2 440 (430, 450)
     kto k1    0.5.3 100 (99, 101) -> 0.5.3 105.6 (104.6, 106.6)
+
+geglu forward memory (MB, p20 = median = p80), A100, family views_noise:
+    liger        1000 -> 1100 -> 1320
+    huggingface  2000 -> 2000 -> 2400   (30 s after liger each time)
 """
 
 from __future__ import annotations
@@ -244,6 +248,24 @@ def test_harness_shift_is_shared_not_a_regression(loaded: Warehouse):
         ("no-n1-3", "alone", "repeated runs")]
     assert [r[-1] for r in regressions(loaded, 0.2).fetchall()] == []
     assert [r[-1] for r in regressions(loaded, 0.06).fetchall()] == ["no-n1-3"]
+
+
+def test_memory_series_get_trends_and_regressions(loaded: Warehouse):
+    # Zero-width memory ranges are measurements (peak memory repeats exactly), so ranges apart
+    # give verdicts. liger t2: 1100 / 1000 - 1 = +10%, huggingface flat (relative +10%): own.
+    # t3: liger 1320 / 1100 - 1 = +20%, huggingface 2400 / 2000 - 1 = +20%: shared.
+    got = {r[0]: r[1:] for r in loaded.sql(
+        "SELECT run_id, median_mb, change, verdict, relative_change, attribution "
+        "FROM memory_trends WHERE step > 1").fetchall()}
+    assert got["mem-liger-2"] == (1100.0, pytest.approx(0.1), "slower", pytest.approx(0.1),
+                                  "own")
+    assert got["mem-liger-3"] == (1320.0, pytest.approx(0.2), "slower", pytest.approx(0.0),
+                                  "shared")
+    assert got["mem-hf-2"][1:3] == (0.0, "within noise")
+    assert loaded.sql("SELECT run_id, previous_median_mb, median_mb FROM memory_regressions"
+                      ).fetchall() == [("mem-liger-2", 1000.0, 1100.0)]
+    # Memory never enters the latency trends.
+    assert loaded.sql("SELECT count(*) FROM trends WHERE run_id LIKE 'mem-%'").fetchall() == [(0,)]
 
 
 # -- the one latest-run rule ---------------------------------------------------------------------
