@@ -101,6 +101,7 @@ def test_a_query_of_the_catalog_sees_every_view(tmp_path: Path, query: str):
 def test_views_named_only_in_a_string_are_defined_too():
     # A superset is harmless; a view left out would fail the query.
     assert views.needed("select 'speedups' as s") == [
-        "run_statistics", "latency_statistics", "latencies", "latest_latencies", "verdict_rule", "speedups"]
+        "run_statistics", "latency_statistics", "latencies", "latest_latencies", "verdict_rule",
+        "speedups"]
     assert views.needed("select 1") == []
     assert views.needed("select * from query_table('trends')") is None
