@@ -326,3 +326,53 @@ def test_liger_shift_with_the_other_provider_is_not_a_regression(liger: Warehous
     assert change == pytest.approx(0.098831, rel=1e-4) and together == pytest.approx(0.076331,
                                                                                       rel=1e-4)
     assert liger.sql("SELECT count(*) FROM regressions").fetchall() == [(0,)]
+
+
+# -- kidata compare ------------------------------------------------------------------------------
+
+def test_compare_two_versions_through_the_console_script(loaded: Warehouse):
+    # liger v1 vs v2 on kl_div (latest run of each version per key):
+    #   n1: v1 latest no-n1-2 (103 µs, 101-105) vs v2 latest no-n1-4 (113, 111-115):
+    #       ratio 113 / 103 = 1.097087, 111 > 105 -> slower by more than 5%.
+    #   n2: no-n2-1 (200, 198-202) vs no-n2-2 (230, 228-232): 1.15, slower.
+    # geomean over kernel-passes: one (kl_div forward): sqrt(1.097087 x 1.15) = 1.123236.
+    result = subprocess.run(
+        [str(KIDATA), "-w", str(loaded.path), "compare", "implementation=liger,version=1",
+         "implementation=liger,version=2", "--format", "csv"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == ("kernel,pass,workload,gpu,implementation,variant,baseline_us,"
+                        "candidate_us,ratio,change,verdict,noise_basis,baseline_run_id,"
+                        "candidate_run_id")
+    got = [line.split(",") for line in lines[1:]]
+    assert [(r[2], r[6], r[7], r[10], r[12], r[13]) for r in got] == [
+        ("n1", "103.0", "113.0", "slower", "no-n1-2", "no-n1-4"),
+        ("n2", "200.0", "230.0", "slower", "no-n2-1", "no-n2-2")]
+    assert float(got[0][8]) == pytest.approx(113 / 103)
+    assert "2 shared keys: 2 slower, 0 faster" in result.stderr
+    assert "1 kernel-passes 1.123" in result.stderr
+    # With a 20% threshold nothing counts as slower: exit 0.
+    ok = subprocess.run([str(KIDATA), "-w", str(loaded.path), "compare", "liger,version=1",
+                         "liger,version=2", "-t", "0.2"], capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0 and "0 slower" in ok.stderr
+
+
+def test_compare_two_implementations_and_bad_selectors(cli, data, wh: Warehouse):
+    assert cli("load", data / "views" / "statistics.jsonl").code == 0
+    # torch vs liger over softmax (views_stats) and kl_div (views_noise): only quart2 and the
+    # kl_div keys have measured spreads of one statistic on both sides.
+    from kidata.analysis import compare
+    result = compare(wh, "torch", "liger")
+    rows = {(r[0], r[2]): r for r in result.rows.fetchall()}
+    # softmax quart2: torch 20 (p25-p75 19-21) vs liger 10 (9.5-10.5): ratio 0.5, faster.
+    assert rows[("softmax", "quart2")][8:11] == (0.5, -0.5, "faster")
+    assert rows[("softmax", "zero")][10] == "zero width"
+    assert rows[("softmax", "zero")][4] == "liger vs torch"
+    bad = cli("compare", "colour=red", "liger")
+    assert bad.code == 2 and "unknown field 'colour'" in bad.err
+    same = cli("compare", "liger", "implementation=liger")
+    assert same.code == 2 and "select the same runs" in same.err
+    nothing = cli("compare", "liger", "implementation=nobody")
+    assert nothing.code == 3 and "nothing to compare" in nothing.err
