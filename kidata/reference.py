@@ -2,7 +2,8 @@
 
 The ``gpus`` table comes from ``kidata/data/gpus.toml`` (the GPU catalog),
 ``implementation_roles`` from ``kidata/data/roles.toml`` (or the file named by ``$KIDATA_ROLES``,
-see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``.
+see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``,
+``flop_models`` from ``kidata/data/flop_models.toml``.
 They live in the warehouse beside the loaded tables (``<warehouse>/<table>/reference.parquet``)
 so the views that use them (e.g. ``efficiency``) run unchanged in any engine over the same folder.
 
@@ -181,6 +182,55 @@ def roles() -> dict[tuple[str, str], list[str]]:
     return out
 
 
+FLOP_FACTORS = 4
+FLOP_MODELS_FILE = "kidata/data/flop_models.toml"
+
+
+def parse_flop_models(data: dict) -> list[dict[str, Any]]:
+    """Check the FLOP-model data and return the ``flop_models`` rows; errors name the field."""
+    def fail(field: str, message: str) -> KidataError:
+        return KidataError(f"{FLOP_MODELS_FILE}, field {field}: {message}")
+
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for i, entry in enumerate(data.get("model", [])):
+        where = f"model[{i}]"
+        kernel, pass_ = entry.get("kernel"), entry.get("pass")
+        for name, value in (("kernel", kernel), ("pass", pass_)):
+            if not isinstance(value, str) or not value:
+                raise fail(f"{where}.{name}", f"expected a non-empty string, got {value!r}")
+        terms = entry.get("terms")
+        if not isinstance(terms, list) or not terms:
+            raise fail(f"{where}.terms", "expected a non-empty list of terms")
+        for j, t in enumerate(terms):
+            tw = f"{where}.terms[{j}]"
+            term, coefficient = t.get("term"), t.get("coefficient", 1)
+            factors = t.get("factors", [])
+            if not isinstance(term, str) or not term:
+                raise fail(f"{tw}.term", f"expected a non-empty string, got {term!r}")
+            if isinstance(coefficient, bool) or not isinstance(coefficient, int | float) \
+                    or coefficient <= 0:
+                raise fail(f"{tw}.coefficient", f"expected a number > 0, got {coefficient!r}")
+            if not isinstance(factors, list) or not 0 < len(factors) <= FLOP_FACTORS or not all(
+                    isinstance(f, str) and f for f in factors):
+                raise fail(f"{tw}.factors", f"expected 1 to {FLOP_FACTORS} parameter names, "
+                                            f"got {factors!r}")
+            if (kernel, pass_, term) in seen:
+                raise fail(f"{tw}.term", f"term {term!r} appears twice for {kernel} {pass_}")
+            seen.add((kernel, pass_, term))
+            padded = list(factors) + [None] * (FLOP_FACTORS - len(factors))
+            out.append({"kernel": kernel, "pass": pass_, "term": term,
+                        "coefficient": float(coefficient),
+                        **{f"factor_{k + 1}": padded[k] for k in range(FLOP_FACTORS)}})
+    return out
+
+
+@cache
+def flop_models() -> list[dict[str, Any]]:
+    text = resources.files("kidata.data").joinpath("flop_models.toml").read_text("utf-8")
+    return parse_flop_models(tomllib.loads(text))
+
+
 @cache
 def rows() -> dict[str, list[dict[str, Any]]]:
     """The reference tables' rows as built from the packaged data files (and ``$KIDATA_ROLES``)."""
@@ -204,7 +254,7 @@ def rows() -> dict[str, list[dict[str, Any]]]:
         for (kernel, role), names in sorted(roles().items())
         for i, name in enumerate(names, start=1)]
     return {"gpus": gpus, "implementation_roles": implementation_roles, "dtypes": dtypes,
-            "byte_models": terms}
+            "byte_models": terms, "flop_models": flop_models()}
 
 
 @cache

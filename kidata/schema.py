@@ -178,6 +178,17 @@ BYTE_MODELS = (
     _f("factor_3", STRING, "Third workload parameter multiplied in; null for none."),
 )
 
+FLOP_MODELS = (
+    _f("kernel", STRING, "Kernel the model is for, as in `runs.kernel`.", False),
+    _f("pass", STRING, "Timed pass, as in `runs.pass`.", False),
+    _f("term", STRING, "What the term counts, e.g. `gate, up and down projections`.", False),
+    _f("coefficient", FLOAT64, "FLOPs per product of the factors (2 per multiply-add).", False),
+    _f("factor_1", STRING, "First workload parameter multiplied in; null for none."),
+    _f("factor_2", STRING, "Second workload parameter multiplied in; null for none."),
+    _f("factor_3", STRING, "Third workload parameter multiplied in; null for none."),
+    _f("factor_4", STRING, "Fourth workload parameter multiplied in; null for none."),
+)
+
 PUBLISHED = (
     _f("run_id", STRING, "The candidate run the published number is about.", False),
     _f("baseline_run_id", STRING, "The baseline run, for ratios."),
@@ -249,6 +260,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "implementation_roles": IMPLEMENTATION_ROLES,
     "dtypes": DTYPES,
     "byte_models": BYTE_MODELS,
+    "flop_models": FLOP_MODELS,
 }
 
 # Identity of a row in each table: loading the same key twice adds nothing.
@@ -268,10 +280,11 @@ KEYS: dict[str, tuple[str, ...]] = {
     "implementation_roles": ("kernel", "role", "implementation"),
     "dtypes": ("name",),
     "byte_models": ("kernel", "pass", "term"),
+    "flop_models": ("kernel", "pass", "term"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/reference.py).
-REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models")
+REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models")
 
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose

@@ -376,3 +376,36 @@ def test_compare_two_implementations_and_bad_selectors(cli, data, wh: Warehouse)
     assert same.code == 2 and "select the same runs" in same.err
     nothing = cli("compare", "liger", "implementation=nobody")
     assert nothing.code == 3 and "nothing to compare" in nothing.err
+
+
+# -- bound-aware efficiency and the roofline -----------------------------------------------------
+
+def test_efficiency_says_when_a_point_is_overhead_bound(tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(VIEWS / "efficiency.jsonl")]).ok
+    got = {r[0]: r[1:] for r in wh.sql("SELECT run_id, peak_us, bound FROM efficiency")
+           .fetchall()}
+    # ef-rms (A100, 2,039 GB/s): 33,562,624 bytes / (2039 x 1000) = 16.4603 µs at peak: over
+    # 5 µs, a bandwidth measurement.
+    assert got["ef-rms"] == (pytest.approx(33_562_624 / 2_039_000), "bandwidth")
+    assert got["ef-rms"][0] == pytest.approx(16.4603, rel=1e-5)
+    # ef-ln-bwd (H100): a few hundred bytes would move in nanoseconds: overhead-bound.
+    assert got["ef-ln-bwd"][1] == "overhead" and got["ef-ln-bwd"][0] < 0.001
+    # A GPU outside the catalog has no peak: no time at peak, no bound.
+    assert got["ef-unknown-gpu"] == (None, None)
+
+
+@pytest.mark.shared
+def test_roofline_of_liger_swiglu_by_hand(liger: Warehouse):
+    # all_benchmark_data.csv: swiglu,liger,forward,... T = 1024, B 4, hidden_size 4096,
+    # intermediate_size 11008, bf16, A100, 5.06441593170166 ms -> 5064416 ns.
+    # flops = 6 x 4 x 1024 x 4096 x 11008 = 1,108,101,562,368;
+    # achieved = 1,108,101,562,368 / (5064.416 x 10^6) = 218.801 TFLOP/s; / 312 = 0.70128.
+    row = liger.sql(
+        "SELECT flops, achieved_tflops, peak_tflops, compute_fraction, bound FROM roofline "
+        "WHERE kernel = 'swiglu' AND pass = 'forward' AND implementation = 'liger' AND "
+        "gpu = 'a100-sxm4-80gb' AND workload LIKE 'seq1024-%' AND version = '0.2.1'"
+    ).fetchall()
+    assert 6 * 4 * 1024 * 4096 * 11008 == 1_108_101_562_368
+    assert row == [(1_108_101_562_368, pytest.approx(218.801, rel=1e-5), 312.0,
+                    pytest.approx(0.70128, rel=1e-4), "compute")]
