@@ -43,19 +43,30 @@
 --   inverse. The t quantiles: df 1-30 as tabulated, 31-39 use df 30, 40-59 df 40, 60-119
 --   df 60, 120 and above df 120 (1.980): a slightly wider interval than exact.
 WITH compared AS (
-    SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
-        kernel, speedup, verdict
-    FROM speedups
-    UNION ALL
-    SELECT candidate, candidate_variant, CONCAT('role:', baseline_role) AS baseline,
-        CAST(NULL AS STRING) AS baseline_variant, gpu, gpu_family, pass, kernel, speedup,
-        verdict
-    FROM speedups
-    WHERE baseline_role IS NOT NULL
+    -- Each speedups row once per baseline it counts for: its implementation, and its role.
+    SELECT s.candidate, s.candidate_variant,
+        CASE WHEN k.kind = 'role' THEN CONCAT('role:', s.baseline_role) ELSE s.baseline END
+            AS baseline,
+        CASE WHEN k.kind = 'role' THEN CAST(NULL AS STRING) ELSE s.baseline_variant END
+            AS baseline_variant,
+        s.gpu, s.gpu_family, s.pass, s.kernel, s.speedup, s.verdict
+    FROM speedups s
+    CROSS JOIN (VALUES ('implementation'), ('role')) AS k(kind)
+    WHERE k.kind = 'implementation' OR s.baseline_role IS NOT NULL
 ),
 per_kernel AS (
     SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
-        kernel, AVG(LN(speedup)) AS log_geomean
+        kernel,
+        AVG(LN(speedup)) AS log_geomean,
+        SUM(LN(speedup)) AS log_sum,
+        COUNT(*) AS n,
+        MIN(speedup) AS min_speedup,
+        MAX(speedup) AS max_speedup,
+        SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS wins,
+        SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
+        SUM(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
+        SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
+        SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise
     FROM compared
     GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
         kernel
@@ -63,28 +74,20 @@ per_kernel AS (
 across AS (
     SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
         CAST(COUNT(*) AS BIGINT) AS kernels,
+        CAST(SUM(n) AS BIGINT) AS workloads,
         AVG(log_geomean) AS mean_log,
         STDDEV_SAMP(log_geomean) AS sd_log,
         MIN(log_geomean) AS min_log,
-        MAX(log_geomean) AS max_log
+        MAX(log_geomean) AS max_log,
+        EXP(SUM(log_sum) / SUM(n)) AS pooled_geomean_speedup,
+        MIN(min_speedup) AS min_speedup,
+        MAX(max_speedup) AS max_speedup,
+        CAST(SUM(wins) AS BIGINT) AS wins,
+        CAST(SUM(losses) AS BIGINT) AS losses,
+        CAST(SUM(faster) AS BIGINT) AS faster,
+        CAST(SUM(slower) AS BIGINT) AS slower,
+        CAST(SUM(within_noise) AS BIGINT) AS within_noise
     FROM per_kernel
-    GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass
-),
-pooled AS (
-    SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
-        CAST(COUNT(*) AS BIGINT) AS workloads,
-        EXP(AVG(LN(speedup))) AS pooled_geomean_speedup,
-        MIN(speedup) AS min_speedup,
-        MAX(speedup) AS max_speedup,
-        CAST(SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS BIGINT) AS wins,
-        CAST(SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS BIGINT) AS losses,
-        CAST(SUM(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS BIGINT) AS faster,
-        CAST(SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS BIGINT) AS slower,
-        CAST(SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS BIGINT)
-            AS within_noise,
-        CAST(SUM(CASE WHEN verdict NOT IN ('faster', 'slower', 'within noise') THEN 1 ELSE 0
-                 END) AS BIGINT) AS no_verdict
-    FROM compared
     GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass
 ),
 t_quantiles AS (
@@ -100,36 +103,29 @@ t_quantiles AS (
     ) AS t(df_from, df_to, t)
 )
 SELECT
-    p.candidate,
-    p.candidate_variant,
-    p.baseline,
-    p.baseline_variant,
-    p.gpu,
-    p.workloads,
+    a.candidate,
+    a.candidate_variant,
+    a.baseline,
+    a.baseline_variant,
+    a.gpu,
+    a.workloads,
     EXP(a.mean_log) AS geomean_speedup,
-    p.min_speedup,
-    p.max_speedup,
-    p.wins,
-    p.losses,
-    p.faster,
-    p.slower,
-    p.within_noise,
-    p.pass,
-    p.gpu_family,
+    a.min_speedup,
+    a.max_speedup,
+    a.wins,
+    a.losses,
+    a.faster,
+    a.slower,
+    a.within_noise,
+    a.pass,
+    a.gpu_family,
     a.kernels,
     EXP(a.mean_log - q.t * a.sd_log / SQRT(a.kernels)) AS interval_low,
     EXP(a.mean_log + q.t * a.sd_log / SQRT(a.kernels)) AS interval_high,
     EXP(a.min_log) AS min_kernel_speedup,
     EXP(a.max_log) AS max_kernel_speedup,
-    p.no_verdict,
-    p.pooled_geomean_speedup
-FROM pooled p
-JOIN across a
-    ON a.candidate = p.candidate AND a.baseline = p.baseline AND a.gpu = p.gpu
-    AND a.pass = p.pass
-    AND (a.candidate_variant = p.candidate_variant
-         OR (a.candidate_variant IS NULL AND p.candidate_variant IS NULL))
-    AND (a.baseline_variant = p.baseline_variant
-         OR (a.baseline_variant IS NULL AND p.baseline_variant IS NULL))
+    a.workloads - a.faster - a.slower - a.within_noise AS no_verdict,
+    a.pooled_geomean_speedup
+FROM across a
 LEFT JOIN t_quantiles q
     ON a.kernels - 1 BETWEEN q.df_from AND q.df_to

@@ -56,6 +56,10 @@
 --   clearly different from 1, and a side without a measured spread gives no verdict at all.
 --   Only within-run spreads are used here: a run's p20-p80 range is not run-to-run noise, so
 --   'faster' means "the two runs' sample ranges are apart", no more.
+WITH latest AS (
+    -- Named once so that engines may compute it once for both sides of the pair.
+    SELECT * FROM latest_latencies
+)
 SELECT
     c.kernel,
     c.pass,
@@ -92,8 +96,8 @@ SELECT
     c.high_us AS candidate_high_us,
     b.low_us AS baseline_low_us,
     b.high_us AS baseline_high_us
-FROM latest_latencies c
-JOIN latest_latencies b
+FROM latest c
+JOIN latest b
     ON c.kernel = b.kernel
     AND c.pass = b.pass
     AND c.workload = b.workload
