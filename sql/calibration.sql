@@ -21,6 +21,7 @@
 --     variant; null when there is no single selected variant.
 --   fastest_us: the smallest median in the group (µs).
 --   run_id: the run used for this variant.
+--   gpu_family: the GPU's family (gpus.family).
 -- notes: The selected schedule is the variant whose name starts with 'selected' (case-insensitive),
 --   as trainkernel marks it ('selected WMMA'); a group needs exactly one such variant for the
 --   relative columns. Only passed runs count; when a variant has several runs, its latest is used
@@ -74,5 +75,6 @@ SELECT
     CASE WHEN selected_count = 1 THEN any_selected_us END AS selected_us,
     CASE WHEN selected_count = 1 THEN median_us / any_selected_us END AS relative_to_selected,
     fastest_us,
-    run_id
+    run_id,
+    gpu_family
 FROM grouped

@@ -18,6 +18,7 @@
 --   relative_difference: median_us_b / median_us_a - 1.
 --   run_id_a: the run used under family_a.
 --   run_id_b: the run used under family_b.
+--   gpu_family: the GPU's family (gpus.family).
 -- notes: A run without a variant is the implementation as shipped, which is its selected
 --   schedule, so it pairs with a variant whose name starts with 'selected' (trainkernel's held-out
 --   table measures what its calibration table calls 'selected WMMA'); other variants pair only
@@ -46,7 +47,8 @@ SELECT
     b.median_us - a.median_us AS difference_us,
     b.median_us / a.median_us - 1 AS relative_difference,
     a.run_id AS run_id_a,
-    b.run_id AS run_id_b
+    b.run_id AS run_id_b,
+    a.gpu_family
 FROM latest a
 JOIN latest b
     ON a.kernel = b.kernel

@@ -409,3 +409,14 @@ def test_roofline_of_liger_swiglu_by_hand(liger: Warehouse):
     assert 6 * 4 * 1024 * 4096 * 11008 == 1_108_101_562_368
     assert row == [(1_108_101_562_368, pytest.approx(218.801, rel=1e-5), 312.0,
                     pytest.approx(0.70128, rel=1e-4), "compute")]
+
+
+def test_every_catalog_gpu_has_a_family():
+    from kidata.catalog import gpu_catalog, lookup_gpu
+
+    families = {g.key: g.family for g in gpu_catalog().values()}
+    assert all(families.values())
+    # gpus.toml: the H100 SXM5, PCIe and NVL cards are one family; an unknown GPU is its own.
+    assert {k for k, f in families.items() if f == "h100"} >= {"h100-sxm5-80gb",
+                                                               "h100-pcie-80gb"}
+    assert lookup_gpu("Quantum Z9 PCIe").family == "quantum-z9-pcie"
