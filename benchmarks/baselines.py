@@ -154,17 +154,29 @@ def _raw_sql(src: str, question: str) -> tuple[str, dict]:
         return sql, {"kernel": KERNEL, "product": GPU_HARDWARE[0],
                      "form_factor": GPU_HARDWARE[1]}
     if question == "speedup_summary":
-        sql = _raw_latest(src) + """
-            SELECT candidate, baseline, product, form_factor, count(*) AS workloads,
-                exp(avg(ln(speedup))) AS geomean_speedup, min(speedup) AS min_speedup,
-                max(speedup) AS max_speedup,
-                sum(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS wins,
-                sum(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
-                sum(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
-                sum(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
-                sum(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise,
-                sum(CASE WHEN verdict = 'no spread' THEN 1 ELSE 0 END) AS no_spread
-            FROM pairs GROUP BY ALL ORDER BY ALL"""
+        # The view's question (sql/speedup_summary.sql): per pass, each kernel weighted equally
+        # (geometric mean per kernel, then across kernels, with a t-interval's inputs), beside
+        # the pooled per-row figure. Role rows need kidata's roles file, so both sides leave
+        # them out (KIDATA_QUERIES).
+        sql = _raw_latest(src) + """,
+            per_kernel AS (
+                SELECT candidate, baseline, product, form_factor, pass, kernel,
+                    avg(ln(speedup)) AS log_geomean, sum(ln(speedup)) AS log_sum,
+                    count(*) AS n, min(speedup) AS min_speedup, max(speedup) AS max_speedup,
+                    sum(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS wins,
+                    sum(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
+                    sum(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
+                    sum(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
+                    sum(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise
+                FROM pairs GROUP BY ALL
+            )
+            SELECT candidate, baseline, product, form_factor, pass, count(*) AS kernels,
+                sum(n) AS workloads, exp(avg(log_geomean)) AS geomean_speedup,
+                stddev_samp(log_geomean) AS sd_log, exp(sum(log_sum) / sum(n)) AS pooled,
+                min(min_speedup) AS min_speedup, max(max_speedup) AS max_speedup,
+                sum(wins) AS wins, sum(losses) AS losses, sum(faster) AS faster,
+                sum(slower) AS slower, sum(within_noise) AS within_noise
+            FROM per_kernel GROUP BY ALL ORDER BY ALL"""
         return sql, {}
     raise SystemExit(f"unknown question {question!r}; expected speedups or speedup_summary")
 
@@ -207,7 +219,8 @@ def warm_query(src: str, question: str, warehouse: str, repeat: int) -> None:
 KIDATA_QUERIES = {
     "speedups": (f"SELECT * FROM speedups WHERE kernel = '{KERNEL}' AND gpu = '{GPU_KEY}' "
                  "ORDER BY pass, workload, candidate, baseline"),
-    "speedup_summary": "SELECT * FROM speedup_summary ORDER BY ALL",
+    "speedup_summary": ("SELECT * FROM speedup_summary WHERE baseline NOT LIKE 'role:%' "
+                        "ORDER BY ALL"),
 }
 
 

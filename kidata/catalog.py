@@ -24,6 +24,9 @@ class Gpu:
     memory_bandwidth_gbps: float | None
     bf16_dense_tflops: float | None
     known: bool = True
+    # The GPU's generation and class (`h100` for the SXM5, PCIe and NVL cards); for an
+    # unknown GPU, its derived key.
+    family: str = ""
 
 
 def _norm(name: str) -> str:
@@ -53,6 +56,7 @@ def gpu_catalog() -> dict[str, Gpu]:
             architecture=entry.get("architecture"),
             memory_bandwidth_gbps=entry.get("memory_bandwidth_gbps"),
             bf16_dense_tflops=entry.get("bf16_dense_tflops"),
+            family=entry["family"],
         )
     return out
 
@@ -80,7 +84,8 @@ def lookup_gpu(name: str) -> Gpu:
     derived = slugify(name)
     if derived.startswith("nvidia-"):
         derived = derived[len("nvidia-"):]
-    return Gpu(derived or "unknown", "", name, "", None, None, None, known=False)
+    derived = derived or "unknown"
+    return Gpu(derived, "", name, "", None, None, None, known=False, family=derived)
 
 
 def gpu_from_hardware(hardware: dict) -> Gpu:

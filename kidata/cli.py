@@ -289,9 +289,9 @@ def regressions(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Show results slower than the previous result of their series, beyond noise (p20 above
-    the previous p80) and by more than the threshold, with the versions involved; exit 1 if
-    there are any."""
+    """Show results slower than the previous result of their series, beyond noise (run-to-run
+    noise, else p20 above the previous p80) and by more than the threshold, and not a shift
+    shared with the implementations measured beside them; exit 1 if there are any."""
     from kidata import analysis, output
 
     _format_option(format)
@@ -301,6 +301,55 @@ def regressions(
         output.write(rows, format, sys.stdout, max_rows=1_000_000)
     _err(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}")
     if found:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compare(
+    baseline: Annotated[str, typer.Argument(
+        help="The baseline side: an implementation ('torch'), or fields such as "
+        "'implementation=liger,version=0.2.1' (fields: implementation, variant, version, load, "
+        "gpu, gpu_family, family, kernel, pass, workload, label.<name>).")],
+    candidate: Annotated[str, typer.Argument(help="The candidate side, in the same form.")],
+    threshold: Annotated[float, typer.Option(
+        "--threshold", "-t", help="Smallest change counted, as a fraction of the baseline "
+        "median (0.05 = 5%).")] = 0.05,
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    only_changed: Annotated[bool, typer.Option(
+        "--only-changed", help="List only keys slower or faster beyond noise and threshold."
+    )] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Compare two versions, loads or labels of an implementation, or two implementations,
+    over every key both have, with noise-aware verdicts. Exit 1 if any key is slower beyond
+    noise and the threshold (a CI gate), 0 if none, 2 on a usage error, 3 when nothing could be
+    compared (no shared key, or the query failed)."""
+    from kidata import analysis, output
+
+    _format_option(format)
+    try:
+        result = analysis.compare(_wh(warehouse), baseline, candidate, threshold)
+    except UsageError:
+        raise
+    except KidataError as exc:
+        _err(f"Error: {exc}")
+        raise typer.Exit(3) from None
+    if result.shared == 0:
+        _err(f"nothing to compare: no key has a passed run on both sides ({baseline!r} and "
+             f"{candidate!r})")
+        raise typer.Exit(3)
+    rows = result.rows
+    if only_changed:
+        rows = rows.filter(f"verdict IN ('slower', 'faster') AND ABS(LN(ratio)) > "
+                           f"LN(1 + {float(threshold)!r})")
+    output.write(rows, format, sys.stdout, max_rows=1_000_000)
+    geomean = "n/a" if result.geomean_ratio is None else f"{result.geomean_ratio:.4g}"
+    _err(f"{result.shared:,} shared keys: {result.slower:,} slower, {result.faster:,} faster "
+         f"(beyond noise and {threshold:.1%}), {result.unchanged:,} unchanged, "
+         f"{result.no_verdict:,} without a verdict (no measured spread); "
+         f"candidate/baseline geomean over {result.kernels:,} kernel-passes {geomean}")
+    if result.regressed:
         raise typer.Exit(1)
 
 

@@ -1,9 +1,11 @@
 """Reference tables: kidata's data files written into the warehouse as Parquet.
 
-The ``gpus`` table comes from ``kidata/data/gpus.toml`` (the GPU catalog), ``dtypes`` and
-``byte_models`` from ``kidata/data/byte_models.toml``. They live in the warehouse beside the
-loaded tables (``<warehouse>/<table>/reference.parquet``) so the views that use them (e.g.
-``efficiency``) run unchanged in any engine over the same folder.
+The ``gpus`` table comes from ``kidata/data/gpus.toml`` (the GPU catalog),
+``implementation_roles`` from ``kidata/data/roles.toml`` (or the file named by ``$KIDATA_ROLES``,
+see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``,
+``flop_models`` from ``kidata/data/flop_models.toml``.
+They live in the warehouse beside the loaded tables (``<warehouse>/<table>/reference.parquet``)
+so the views that use them (e.g. ``efficiency``) run unchanged in any engine over the same folder.
 
 :func:`write` refreshes them after every load (under the writer lock); each file is replaced
 atomically, and only when it is stale: missing, unreadable, or without the fingerprint of the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -38,6 +41,9 @@ FILE = "reference.parquet"
 # Key of the Parquet key-value metadata entry holding the file's fingerprint (see fingerprint).
 FINGERPRINT_KEY = "kidata.reference"
 BYTE_MODELS_FILE = "kidata/data/byte_models.toml"
+ROLES_FILE = "kidata/data/roles.toml"
+# Environment variable naming a TOML file whose roles replace the packaged ones, entry by entry.
+ROLES_ENV = "KIDATA_ROLES"
 MAX_FACTORS = 3
 
 
@@ -123,10 +129,112 @@ def byte_models() -> tuple[dict[str, int], list[ByteModel]]:
     return parse_byte_models(tomllib.loads(text))
 
 
+def _role_list(value: Any, where: str, file: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(v, str) and v.strip() for v in value):
+        raise KidataError(f"{file}, field {where}: expected a non-empty list of implementation "
+                          f"names, got {value!r}")
+    if len(set(value)) != len(value):
+        raise KidataError(f"{file}, field {where}: an implementation is listed twice")
+    return list(value)
+
+
+def parse_roles(data: dict, file: str) -> dict[tuple[str, str], list[str]]:
+    """``{(kernel or '*', role): implementations in order of preference}`` from a roles file's
+    data (shape of ``kidata/data/roles.toml``); errors name the file and field."""
+    out: dict[tuple[str, str], list[str]] = {}
+    unknown = set(data) - {"roles", "kernels"}
+    if unknown:
+        raise KidataError(f"{file}: unknown table(s) {sorted(unknown)}; expected [roles] and "
+                          "[kernels.<kernel>]")
+    roles = data.get("roles", {})
+    if not isinstance(roles, dict):
+        raise KidataError(f"{file}, field roles: expected a table of role = [implementations]")
+    for role, names in roles.items():
+        out[("*", role)] = _role_list(names, f"roles.{role}", file)
+    kernels = data.get("kernels", {})
+    if not isinstance(kernels, dict):
+        raise KidataError(f"{file}, field kernels: expected [kernels.<kernel>] tables")
+    for kernel, table in kernels.items():
+        if not isinstance(table, dict):
+            raise KidataError(f"{file}, field kernels.{kernel}: expected a table of role = "
+                              "[implementations]")
+        for role, names in table.items():
+            out[(kernel, role)] = _role_list(names, f"kernels.{kernel}.{role}", file)
+    return out
+
+
+@cache
+def roles() -> dict[tuple[str, str], list[str]]:
+    """The implementation roles: the packaged ``kidata/data/roles.toml``, with the entries of
+    the file named by ``$KIDATA_ROLES`` (if set) replacing its entries of the same kernel and
+    role."""
+    text = resources.files("kidata.data").joinpath("roles.toml").read_text("utf-8")
+    out = parse_roles(tomllib.loads(text), ROLES_FILE)
+    override = os.environ.get(ROLES_ENV)
+    if override:
+        try:
+            data = tomllib.loads(Path(override).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise KidataError(f"{override} (from ${ROLES_ENV}): cannot read the roles file: "
+                              f"{exc}") from exc
+        out.update(parse_roles(data, override))
+    return out
+
+
+FLOP_FACTORS = 4
+FLOP_MODELS_FILE = "kidata/data/flop_models.toml"
+
+
+def parse_flop_models(data: dict) -> list[dict[str, Any]]:
+    """Check the FLOP-model data and return the ``flop_models`` rows; errors name the field."""
+    def fail(field: str, message: str) -> KidataError:
+        return KidataError(f"{FLOP_MODELS_FILE}, field {field}: {message}")
+
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for i, entry in enumerate(data.get("model", [])):
+        where = f"model[{i}]"
+        kernel, pass_ = entry.get("kernel"), entry.get("pass")
+        for name, value in (("kernel", kernel), ("pass", pass_)):
+            if not isinstance(value, str) or not value:
+                raise fail(f"{where}.{name}", f"expected a non-empty string, got {value!r}")
+        terms = entry.get("terms")
+        if not isinstance(terms, list) or not terms:
+            raise fail(f"{where}.terms", "expected a non-empty list of terms")
+        for j, t in enumerate(terms):
+            tw = f"{where}.terms[{j}]"
+            term, coefficient = t.get("term"), t.get("coefficient", 1)
+            factors = t.get("factors", [])
+            if not isinstance(term, str) or not term:
+                raise fail(f"{tw}.term", f"expected a non-empty string, got {term!r}")
+            if isinstance(coefficient, bool) or not isinstance(coefficient, int | float) \
+                    or coefficient <= 0:
+                raise fail(f"{tw}.coefficient", f"expected a number > 0, got {coefficient!r}")
+            if not isinstance(factors, list) or not 0 < len(factors) <= FLOP_FACTORS or not all(
+                    isinstance(f, str) and f for f in factors):
+                raise fail(f"{tw}.factors", f"expected 1 to {FLOP_FACTORS} parameter names, "
+                                            f"got {factors!r}")
+            if (kernel, pass_, term) in seen:
+                raise fail(f"{tw}.term", f"term {term!r} appears twice for {kernel} {pass_}")
+            seen.add((kernel, pass_, term))
+            padded = list(factors) + [None] * (FLOP_FACTORS - len(factors))
+            out.append({"kernel": kernel, "pass": pass_, "term": term,
+                        "coefficient": float(coefficient),
+                        **{f"factor_{k + 1}": padded[k] for k in range(FLOP_FACTORS)}})
+    return out
+
+
+@cache
+def flop_models() -> list[dict[str, Any]]:
+    text = resources.files("kidata.data").joinpath("flop_models.toml").read_text("utf-8")
+    return parse_flop_models(tomllib.loads(text))
+
+
 @cache
 def rows() -> dict[str, list[dict[str, Any]]]:
-    """The reference tables' rows as built from the packaged data files."""
-    gpus = [{"gpu": g.key, "vendor": g.vendor, "product": g.product,
+    """The reference tables' rows as built from the packaged data files (and ``$KIDATA_ROLES``)."""
+    gpus = [{"gpu": g.key, "vendor": g.vendor, "family": g.family, "product": g.product,
              "form_factor": g.form_factor or None, "architecture": g.architecture,
              "memory_bandwidth_gbps": _float(g.memory_bandwidth_gbps),
              "bf16_dense_tflops": _float(g.bf16_dense_tflops)}
@@ -141,7 +249,12 @@ def rows() -> dict[str, list[dict[str, Any]]]:
                           "coefficient": t.coefficient, "dtype_parameter": t.dtype_parameter,
                           "dtype": t.dtype, "factor_1": factors[0], "factor_2": factors[1],
                           "factor_3": factors[2]})
-    return {"gpus": gpus, "dtypes": dtypes, "byte_models": terms}
+    implementation_roles = [
+        {"kernel": kernel, "role": role, "implementation": name, "preference": i}
+        for (kernel, role), names in sorted(roles().items())
+        for i, name in enumerate(names, start=1)]
+    return {"gpus": gpus, "implementation_roles": implementation_roles, "dtypes": dtypes,
+            "byte_models": terms, "flop_models": flop_models()}
 
 
 @cache

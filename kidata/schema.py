@@ -136,6 +136,9 @@ WORKLOAD_PARAMETERS = (
 GPUS = (
     _f("gpu", STRING, "Canonical GPU key, as in `runs.gpu`.", False),
     _f("vendor", STRING, "Vendor, e.g. `nvidia`.", False),
+    _f("family", STRING, "The card's generation and class, e.g. `h100` for the H100 SXM5, "
+       "PCIe and NVL cards, `a100` for both A100s: the `gpu_family` column of the views.",
+       False),
     _f("product", STRING, "Product name, e.g. `NVIDIA H100`.", False),
     _f("form_factor", STRING, "Form factor, e.g. `SXM4-80GB`."),
     _f("architecture", STRING, "Compute architecture, e.g. `sm_90`."),
@@ -143,6 +146,17 @@ GPUS = (
        "10^9 bytes/s); null when not in the catalog."),
     _f("bf16_dense_tflops", FLOAT64, "Published dense BF16 tensor peak (TFLOP/s); null "
        "when not in the catalog."),
+)
+
+IMPLEMENTATION_ROLES = (
+    _f("kernel", STRING, "Kernel the entry is for, as in `runs.kernel`; `*` for every kernel "
+       "without its own entry for this role.", False),
+    _f("role", STRING, "The role, e.g. `reference` (the eager baseline a kernel is compared "
+       "with) or `compiled` (a compiler's output of the reference).", False),
+    _f("implementation", STRING, "An implementation that may play the role, as in "
+       "`runs.implementation`.", False),
+    _f("preference", INT64, "1 for the first choice; when a key has several implementations "
+       "of one role, the lowest preference plays it.", False),
 )
 
 DTYPES = (
@@ -162,6 +176,17 @@ BYTE_MODELS = (
     _f("factor_1", STRING, "First workload parameter multiplied in; null for none."),
     _f("factor_2", STRING, "Second workload parameter multiplied in; null for none."),
     _f("factor_3", STRING, "Third workload parameter multiplied in; null for none."),
+)
+
+FLOP_MODELS = (
+    _f("kernel", STRING, "Kernel the model is for, as in `runs.kernel`.", False),
+    _f("pass", STRING, "Timed pass, as in `runs.pass`.", False),
+    _f("term", STRING, "What the term counts, e.g. `gate, up and down projections`.", False),
+    _f("coefficient", FLOAT64, "FLOPs per product of the factors (2 per multiply-add).", False),
+    _f("factor_1", STRING, "First workload parameter multiplied in; null for none."),
+    _f("factor_2", STRING, "Second workload parameter multiplied in; null for none."),
+    _f("factor_3", STRING, "Third workload parameter multiplied in; null for none."),
+    _f("factor_4", STRING, "Fourth workload parameter multiplied in; null for none."),
 )
 
 PUBLISHED = (
@@ -232,8 +257,10 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "rejects": REJECTS,
     "loads": LOADS,
     "gpus": GPUS,
+    "implementation_roles": IMPLEMENTATION_ROLES,
     "dtypes": DTYPES,
     "byte_models": BYTE_MODELS,
+    "flop_models": FLOP_MODELS,
 }
 
 # Identity of a row in each table: loading the same key twice adds nothing.
@@ -250,12 +277,14 @@ KEYS: dict[str, tuple[str, ...]] = {
     "rejects": ("source_file", "position", "field", "reason", "raw"),
     "loads": ("load_id",),
     "gpus": ("gpu",),
+    "implementation_roles": ("kernel", "role", "implementation"),
     "dtypes": ("name",),
     "byte_models": ("kernel", "pass", "term"),
+    "flop_models": ("kernel", "pass", "term"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/reference.py).
-REFERENCE = ("gpus", "dtypes", "byte_models")
+REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models")
 
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose

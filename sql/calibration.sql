@@ -1,7 +1,7 @@
 -- view: calibration
 -- purpose: Which variant (schedule) of an implementation is fastest per workload, and how far is each from the selected one?
 -- grain: one row per variant of an implementation, per kernel, pass, workload, GPU and protocol family (only runs with a variant).
--- sources: latencies
+-- sources: latest_latencies
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -21,27 +21,19 @@
 --     variant; null when there is no single selected variant.
 --   fastest_us: the smallest median in the group (µs).
 --   run_id: the run used for this variant.
+--   gpu_family: the GPU's family (gpus.family).
 -- notes: The selected schedule is the variant whose name starts with 'selected' (case-insensitive),
 --   as trainkernel marks it ('selected WMMA'); a group needs exactly one such variant for the
 --   relative columns. Only passed runs count; when a variant has several runs, its latest is used
---   (greatest observed_at, runs without a timestamp last, then the greatest run_id), as in speedups.
+--   (latest_latencies: greatest observed_at, runs without a timestamp last, then the greatest
+--   run_id), as in speedups.
 --   Variants are never ranked across GPUs, passes, workloads or protocol families.
-WITH ranked AS (
+WITH latest AS (
     SELECT
         l.*,
-        ROW_NUMBER() OVER (
-            PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
-            ORDER BY observed_at DESC NULLS LAST, run_id DESC
-        ) AS rn
-    FROM latencies l
-    WHERE l.status = 'passed' AND l.variant IS NOT NULL
-),
-latest AS (
-    SELECT
-        r.*,
-        CASE WHEN LOWER(r.variant) LIKE 'selected%' THEN TRUE ELSE FALSE END AS is_selected
-    FROM ranked r
-    WHERE r.rn = 1
+        CASE WHEN LOWER(l.variant) LIKE 'selected%' THEN TRUE ELSE FALSE END AS is_selected
+    FROM latest_latencies l
+    WHERE l.variant IS NOT NULL
 ),
 grouped AS (
     SELECT
@@ -50,9 +42,9 @@ grouped AS (
             PARTITION BY kernel, pass, workload, gpu, family, implementation
             ORDER BY median_us
         ) AS schedule_rank,
-        COUNT(*) OVER (
+        CAST(COUNT(*) OVER (
             PARTITION BY kernel, pass, workload, gpu, family, implementation
-        ) AS schedules,
+        ) AS BIGINT) AS schedules,
         SUM(CASE WHEN is_selected THEN 1 ELSE 0 END) OVER (
             PARTITION BY kernel, pass, workload, gpu, family, implementation
         ) AS selected_count,
@@ -83,5 +75,6 @@ SELECT
     CASE WHEN selected_count = 1 THEN any_selected_us END AS selected_us,
     CASE WHEN selected_count = 1 THEN median_us / any_selected_us END AS relative_to_selected,
     fastest_us,
-    run_id
+    run_id,
+    gpu_family
 FROM grouped

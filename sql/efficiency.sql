@@ -25,11 +25,19 @@
 --     than the hardware allows, so the measurement (or the workload's parameters) is wrong and
 --     the number should not be quoted; null when the peak is unknown.
 --   version: release of the implementation or harness (runs.version).
+--   gpu_family: the GPU's family (gpus.family).
+--   peak_us: the time the bytes would take at the published peak: bytes / (peak_gbps x
+--     1000) µs; null when the peak is unknown.
+--   bound: 'overhead' when peak_us < 5 (the bytes would move in under 5 µs at peak, so kernel
+--     launches and fixed costs, not bandwidth, set the latency: peak_fraction is then no
+--     bandwidth measurement and should not be quoted as one); 'bandwidth' otherwise; null when
+--     the peak is unknown.
 -- notes: The byte models are lower bounds on traffic (each tensor counted once, at the
 --   workload's dtype, per-row statistics left out), so achieved_gbps and peak_fraction are lower
 --   bounds too. A kernel or pass without a model, a workload without a parameter the model names
 --   (or whose parameter is not a number), and a dtype not in the dtypes table all leave the run
---   out: nothing is guessed.
+--   out: nothing is guessed. The overhead rule looks at one point only; a sweep whose latency
+--   stays flat while the bytes grow is overhead-bound too, which this column does not detect.
 WITH terms AS (
     SELECT
         l.run_id,
@@ -73,7 +81,12 @@ SELECT
     g.memory_bandwidth_gbps AS peak_gbps,
     s.bytes / (l.median_us * 1000) / g.memory_bandwidth_gbps AS peak_fraction,
     s.bytes / (l.median_us * 1000) > g.memory_bandwidth_gbps AS above_peak,
-    l.version
+    l.version,
+    l.gpu_family,
+    s.bytes / (g.memory_bandwidth_gbps * 1000) AS peak_us,
+    CASE WHEN g.memory_bandwidth_gbps IS NULL THEN NULL
+         WHEN s.bytes / (g.memory_bandwidth_gbps * 1000) < 5 THEN 'overhead'
+         ELSE 'bandwidth' END AS bound
 FROM sized s
 JOIN latencies l ON l.run_id = s.run_id
 LEFT JOIN gpus g ON g.gpu = l.gpu

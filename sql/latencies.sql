@@ -1,7 +1,7 @@
 -- view: latencies
--- purpose: Every latency run with its median and p20/p80 spread in microseconds.
+-- purpose: Every latency run with its median, its spread and what that spread rests on, in microseconds.
 -- grain: one row per run that has a latency median (memory runs are left out).
--- sources: runs, measurements, protocols
+-- sources: runs, latency_statistics, protocols, gpus
 -- columns:
 --   run_id: the run (runs.run_id).
 --   kernel: kernel benchmarked.
@@ -19,6 +19,22 @@
 --   status: run status; only 'passed' runs are compared in speedups.
 --   version: implementation or harness release from the run's labels.
 --   protocol_id: digest of the run's protocol document.
+--   gpu_family: the GPU's generation and class from the catalog (gpus.family, e.g. 'h100' for
+--     every H100 card); the GPU key itself for a GPU not in the catalog.
+--   p25_us: 25th percentile (µs), null when not given (see latency_statistics).
+--   p75_us: 75th percentile (µs), null when not given.
+--   mean_us: mean (µs), null when not given.
+--   stddev_us: standard deviation (µs), null when not given.
+--   min_us: fastest sample (µs), null when not given.
+--   max_us: slowest sample (µs), null when not given.
+--   samples: timed samples behind the statistics, null when unknown.
+--   resolution_us: rounding step / timer resolution of the median (µs), null when unknown.
+--   spread: the statistics bounding the run's noise ('p20-p80', 'p25-p75', 'mean-stddev',
+--     'min-max'), null for none (latency_statistics.spread).
+--   low_us: lower end of the spread (µs).
+--   high_us: upper end of the spread (µs).
+--   evidence: 'measured', 'single sample', 'no spread', 'zero width' or 'below resolution'
+--     (latency_statistics.evidence).
 SELECT
     r.run_id,
     r.kernel,
@@ -28,19 +44,30 @@ SELECT
     r.workload,
     r.gpu,
     COALESCE(p.family, r.protocol_id) AS family,
-    med.value / 1000.0 AS median_us,
-    p20.value / 1000.0 AS p20_us,
-    p80.value / 1000.0 AS p80_us,
+    s.median_us,
+    s.p20_us,
+    s.p80_us,
     r.observed_at,
     r.status,
     r.version,
-    r.protocol_id
+    r.protocol_id,
+    COALESCE(g.family, r.gpu) AS gpu_family,
+    s.p25_us,
+    s.p75_us,
+    s.mean_us,
+    s.stddev_us,
+    s.min_us,
+    s.max_us,
+    s.samples,
+    s.resolution_us,
+    s.spread,
+    s.low_us,
+    s.high_us,
+    s.evidence
 FROM runs r
-JOIN measurements med
-    ON med.run_id = r.run_id AND med.metric = 'latency' AND med.statistic = 'median'
-LEFT JOIN measurements p20
-    ON p20.run_id = r.run_id AND p20.metric = 'latency' AND p20.statistic = 'p20'
-LEFT JOIN measurements p80
-    ON p80.run_id = r.run_id AND p80.metric = 'latency' AND p80.statistic = 'p80'
+JOIN latency_statistics s
+    ON s.run_id = r.run_id
 LEFT JOIN protocols p
     ON p.protocol_id = r.protocol_id
+LEFT JOIN gpus g
+    ON g.gpu = r.gpu

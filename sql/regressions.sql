@@ -1,6 +1,6 @@
 -- view: regressions
--- purpose: Which results got slower than the result before them in their series, beyond noise and by more than 5%?
--- grain: one row per step of a series (see trends) that is slower beyond noise and beyond the 5% threshold.
+-- purpose: Which results got slower than the result before them in their series, beyond noise, by more than 5%, and not merely with everything measured beside them?
+-- grain: one row per step of a series (see trends) that is slower beyond noise and beyond the 5% threshold, and is not a shared shift.
 -- sources: trends
 -- columns:
 --   kernel: kernel benchmarked.
@@ -20,12 +20,23 @@
 --   median_us: median latency of the slower result (µs).
 --   previous_median_us: median latency of the previous result (µs).
 --   p20_us: p20 of the slower result (µs).
---   previous_p80_us: p80 of the previous result (µs); p20_us is above it.
+--   previous_p80_us: p80 of the previous result (µs).
 --   change: median_us / previous_median_us - 1; above 0.05 here.
--- notes: Beyond noise means p20_us > previous_p80_us (the two p20-p80 ranges do not overlap); a
---   result without p20/p80 on either side is never listed, whatever its change. The threshold is
---   fixed at 5% here because a view takes no parameters portably; `kidata regressions --threshold
---   0.1` (kidata.analysis.regressions) applies another threshold to trends, with these columns.
+--   gpu_family: the GPU's family.
+--   noise_basis: what the verdict rests on (trends.noise_basis): 'repeated runs' or a
+--     within-run spread.
+--   run_noise: the run-to-run noise it exceeded (trends.run_noise), null without re-runs.
+--   attribution: 'own' (the implementations measured together did not move as much) or
+--     'alone' (nothing was measured together, so the step is not attributed).
+--   relative_change: the step against the implementations measured with it
+--     (trends.relative_change); above 0.05 when not null.
+-- notes: A step is listed when trends.verdict is 'slower' (beyond run-to-run noise where an
+--   implementation has re-runs of one release, else p20-p80 ranges apart; a side without a
+--   measured spread is never listed), change > 0.05, it is not a 'shared' shift, and when other
+--   implementations were measured at the same two times, relative_change > 0.05 too. The
+--   threshold is fixed at 5% here because a view takes no parameters portably; `kidata
+--   regressions --threshold 0.1` (kidata.analysis.regressions) applies another threshold to
+--   trends with the same rule and these columns.
 SELECT
     kernel,
     pass,
@@ -45,6 +56,12 @@ SELECT
     previous_median_us,
     p20_us,
     previous_p80_us,
-    change
+    change,
+    gpu_family,
+    noise_basis,
+    run_noise,
+    attribution,
+    relative_change
 FROM trends
-WHERE verdict = 'slower' AND change > 0.05
+WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
+    AND (relative_change IS NULL OR relative_change > 0.05)

@@ -1,7 +1,7 @@
 -- view: remeasured
 -- purpose: Where one implementation was measured on the same GPU, kernel, pass and workload in two tables (protocol families), do the two numbers agree?
 -- grain: one row per pair of protocol families (family_a < family_b) measuring the same implementation and variant on one kernel, pass, workload and GPU.
--- sources: latencies
+-- sources: latest_latencies
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -18,26 +18,19 @@
 --   relative_difference: median_us_b / median_us_a - 1.
 --   run_id_a: the run used under family_a.
 --   run_id_b: the run used under family_b.
+--   gpu_family: the GPU's family (gpus.family).
 -- notes: A run without a variant is the implementation as shipped, which is its selected
 --   schedule, so it pairs with a variant whose name starts with 'selected' (trainkernel's held-out
 --   table measures what its calibration table calls 'selected WMMA'); other variants pair only
---   with the same variant name. Only passed runs count, the latest per family and variant (as in
---   speedups). Different protocols may time different things: the difference is a calibration
---   check between tables, not a speedup.
-WITH ranked AS (
+--   with the same variant name. Only passed runs count, the latest per family and variant
+--   (latest_latencies, as in speedups). Different protocols may time different things: the
+--   difference is a calibration check between tables, not a speedup.
+WITH latest AS (
     SELECT
         l.*,
         CASE WHEN l.variant IS NULL OR LOWER(l.variant) LIKE 'selected%' THEN '(selected)'
-             ELSE l.variant END AS variant_key,
-        ROW_NUMBER() OVER (
-            PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
-            ORDER BY observed_at DESC NULLS LAST, run_id DESC
-        ) AS rn
-    FROM latencies l
-    WHERE l.status = 'passed'
-),
-latest AS (
-    SELECT * FROM ranked WHERE rn = 1
+             ELSE l.variant END AS variant_key
+    FROM latest_latencies l
 )
 SELECT
     a.kernel,
@@ -54,7 +47,8 @@ SELECT
     b.median_us - a.median_us AS difference_us,
     b.median_us / a.median_us - 1 AS relative_difference,
     a.run_id AS run_id_a,
-    b.run_id AS run_id_b
+    b.run_id AS run_id_b,
+    a.gpu_family
 FROM latest a
 JOIN latest b
     ON a.kernel = b.kernel

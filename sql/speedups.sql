@@ -1,7 +1,7 @@
 -- view: speedups
--- purpose: Candidate vs baseline latency for every two implementations measured on the same kernel, pass, workload, GPU and protocol family.
+-- purpose: Candidate vs baseline latency for every two implementations measured on the same kernel, pass, workload, GPU and protocol family, with a verdict that knows its evidence.
 -- grain: one row per ordered pair (candidate, baseline) of different implementations, per kernel, pass, workload, GPU and protocol family; both directions are listed.
--- sources: latest_runs, protocols
+-- sources: latest_latencies, verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -24,43 +24,41 @@
 --   candidate_p80_us: candidate 80th-percentile latency (µs), null when not measured.
 --   baseline_p20_us: baseline 20th-percentile latency (µs), null when not measured.
 --   baseline_p80_us: baseline 80th-percentile latency (µs), null when not measured.
---   speedup_low: baseline_p20_us / candidate_p80_us, the least favourable speedup the two
---     p20-p80 ranges allow; null when either side lacks p20 or p80.
---   speedup_high: baseline_p80_us / candidate_p20_us, the most favourable speedup the ranges
---     allow; null when either side lacks p20 or p80.
---   verdict: 'faster' when the candidate's whole p20-p80 range lies below the baseline's
---     (candidate_p80_us < baseline_p20_us, i.e. speedup_low > 1); 'slower' when it lies above
---     (candidate_p20_us > baseline_p80_us, i.e. speedup_high < 1); 'within noise' when the two
---     ranges overlap, touching ends included; 'no spread' when either side lacks p20 or p80.
--- notes: Only runs with status 'passed' are compared. When an implementation (and variant) has
---   several runs for one kernel, pass, workload, GPU and family, its latest is used: greatest
---   observed_at, runs without a timestamp last, ties broken by the greatest run_id. Runs are
---   never paired across GPUs, passes, workloads or protocol families, and two variants of one
---   implementation are not paired with each other. The verdict compares p20-p80 ranges, not
---   medians: a speedup whose ranges overlap is not clearly different from 1. The latest run
---   is found among the loads' own latest runs (table latest_runs), which gives the same run as
---   ranking every run in latencies, at a cost that grows with the keys, not the runs.
-WITH heads AS (
-    -- Each load's latest passed latency run per key (see the latest_runs table); the family
-    -- is resolved here because a protocol document may arrive in a later load than its runs.
-    SELECT h.*, COALESCE(p.family, h.protocol_id) AS family
-    FROM latest_runs h
-    LEFT JOIN protocols p ON p.protocol_id = h.protocol_id
-),
-ranked AS (
-    SELECT
-        heads.*,
-        ROW_NUMBER() OVER (
-            PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
-            ORDER BY observed_at DESC NULLS LAST, run_id DESC
-        ) AS rn,
-        CAST(SUM(passed_runs) OVER (
-            PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
-        ) AS BIGINT) AS runs_in_key
-    FROM heads
-),
-latest AS (
-    SELECT * FROM ranked WHERE rn = 1
+--   speedup_low: baseline_low_us / candidate_high_us, the least favourable speedup the two
+--     noise ranges allow (for p20-p80 spreads: baseline p20 / candidate p80); null when either
+--     side has no spread.
+--   speedup_high: baseline_high_us / candidate_low_us, the most favourable speedup the ranges
+--     allow; null when either side has no spread.
+--   verdict: from verdict_rule, with placement 'below' when candidate_high_us <
+--     baseline_low_us, 'above' when candidate_low_us > baseline_high_us, 'different spreads'
+--     when the two sides' spreads are different statistics, else 'overlap': 'faster',
+--     'slower', 'within noise' (ranges overlap, touching ends included), or what is missing:
+--     'single sample', 'no spread', 'zero width', 'below resolution' (candidate's first),
+--     'different spreads'.
+--   gpu_family: the GPU's family (e.g. 'h100'; gpus.family), for filters across cards.
+--   candidate_role: the role the candidate plays in this key (latest_latencies.role), e.g.
+--     'reference'; null for none.
+--   baseline_role: the role the baseline plays in this key; `baseline_role = 'reference'`
+--     gives every kernel's reference implementation (torch, huggingface, ...).
+--   candidate_evidence: what the candidate's spread supports (latencies.evidence).
+--   baseline_evidence: what the baseline's spread supports.
+--   noise_basis: what the verdict's noise estimate rests on: 'within-run p20-p80' (or
+--     another spread: 'within-run p25-p75', ...) when both sides have a measured spread of the
+--     same statistics; 'none' otherwise.
+--   candidate_low_us: lower end of the candidate's spread (µs).
+--   candidate_high_us: upper end of the candidate's spread (µs).
+--   baseline_low_us: lower end of the baseline's spread (µs).
+--   baseline_high_us: upper end of the baseline's spread (µs).
+-- notes: Only runs with status 'passed' are compared, the latest per implementation and
+--   variant (latest_latencies). Runs are never paired across GPUs, passes, workloads or
+--   protocol families, and two variants of one implementation are not paired with each other.
+--   The verdict compares noise ranges, not medians: a speedup whose ranges overlap is not
+--   clearly different from 1, and a side without a measured spread gives no verdict at all.
+--   Only within-run spreads are used here: a run's p20-p80 range is not run-to-run noise, so
+--   'faster' means "the two runs' sample ranges are apart", no more.
+WITH latest AS (
+    -- Named once so that engines may compute it once for both sides of the pair.
+    SELECT * FROM latest_latencies
 )
 SELECT
     c.kernel,
@@ -78,21 +76,26 @@ SELECT
     b.median_us / c.median_us AS speedup,
     c.run_id AS candidate_run_id,
     b.run_id AS baseline_run_id,
-    c.runs_in_key AS candidate_runs,
-    b.runs_in_key AS baseline_runs,
+    c.runs AS candidate_runs,
+    b.runs AS baseline_runs,
     c.p20_us AS candidate_p20_us,
     c.p80_us AS candidate_p80_us,
     b.p20_us AS baseline_p20_us,
     b.p80_us AS baseline_p80_us,
-    b.p20_us / c.p80_us AS speedup_low,
-    b.p80_us / c.p20_us AS speedup_high,
-    CASE
-        WHEN c.p20_us IS NULL OR c.p80_us IS NULL OR b.p20_us IS NULL OR b.p80_us IS NULL
-            THEN 'no spread'
-        WHEN c.p80_us < b.p20_us THEN 'faster'
-        WHEN c.p20_us > b.p80_us THEN 'slower'
-        ELSE 'within noise'
-    END AS verdict
+    b.low_us / c.high_us AS speedup_low,
+    b.high_us / c.low_us AS speedup_high,
+    v.verdict,
+    c.gpu_family,
+    c.role AS candidate_role,
+    b.role AS baseline_role,
+    c.evidence AS candidate_evidence,
+    b.evidence AS baseline_evidence,
+    CASE WHEN c.evidence = 'measured' AND b.evidence = 'measured' AND c.spread = b.spread
+         THEN CONCAT('within-run ', c.spread) ELSE 'none' END AS noise_basis,
+    c.low_us AS candidate_low_us,
+    c.high_us AS candidate_high_us,
+    b.low_us AS baseline_low_us,
+    b.high_us AS baseline_high_us
 FROM latest c
 JOIN latest b
     ON c.kernel = b.kernel
@@ -101,3 +104,12 @@ JOIN latest b
     AND c.gpu = b.gpu
     AND c.family = b.family
     AND c.implementation <> b.implementation
+JOIN verdict_rule v
+    ON v.candidate_evidence = c.evidence
+    AND v.baseline_evidence = b.evidence
+    AND v.placement = CASE
+        WHEN COALESCE(c.spread, '') <> COALESCE(b.spread, '') THEN 'different spreads'
+        WHEN c.high_us < b.low_us THEN 'below'
+        WHEN c.low_us > b.high_us THEN 'above'
+        ELSE 'overlap'
+    END

@@ -1,7 +1,7 @@
 -- view: trends
--- purpose: How did each series' latency move from one result to the next, and was each step beyond noise?
+-- purpose: How did each series' latency move from one result to the next, was each step beyond noise (run-to-run noise where repeated runs exist), and did the implementations measured with it move too?
 -- grain: one row per passed latency run with a timestamp; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
--- sources: latencies
+-- sources: series_steps
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -10,7 +10,7 @@
 --   workload: workload name.
 --   gpu: canonical GPU key.
 --   family: protocol comparability family.
---   metric: always 'latency' (memory series are not included yet).
+--   metric: always 'latency'.
 --   step: position in the series, 1 for the earliest result.
 --   points: number of results in the series.
 --   run_id: this result's run.
@@ -21,41 +21,35 @@
 --   previous_version: release for the previous run.
 --   median_us: median latency (µs).
 --   previous_median_us: the previous result's median latency (µs).
---   p20_us: 20th-percentile latency (µs), null when not measured.
---   p80_us: 80th-percentile latency (µs), null when not measured.
---   previous_p20_us: the previous result's p20 (µs).
---   previous_p80_us: the previous result's p80 (µs).
---   change: median_us / previous_median_us - 1; above 0 means slower; null at step 1.
---   beyond_noise: true when the p20-p80 ranges of this and the previous result do not overlap
---     (p20_us > previous_p80_us or p80_us < previous_p20_us); null when either lacks p20 or p80,
---     and at step 1.
---   verdict: 'slower' when p20_us > previous_p80_us; 'faster' when p80_us < previous_p20_us;
---     'within noise' when the ranges overlap (touching ends included); 'no spread' when either
---     result lacks p20 or p80; null at step 1.
--- notes: Time order is observed_at, then run_id for results with the same timestamp (a tie is
---   ordered, never merged). Runs without a timestamp cannot be placed in time and are left out,
---   as are runs whose status is not 'passed'. Series never cross GPUs, passes, variants or protocol
---   families. The regressions view keeps the slower steps beyond a threshold.
-WITH ordered AS (
-    SELECT
-        l.*,
-        ROW_NUMBER() OVER series_in_time AS step,
-        COUNT(*) OVER series AS points,
-        LAG(run_id) OVER series_in_time AS previous_run_id,
-        LAG(observed_at) OVER series_in_time AS previous_observed_at,
-        LAG(version) OVER series_in_time AS previous_version,
-        LAG(median_us) OVER series_in_time AS previous_median_us,
-        LAG(p20_us) OVER series_in_time AS previous_p20_us,
-        LAG(p80_us) OVER series_in_time AS previous_p80_us
-    FROM latencies l
-    WHERE l.status = 'passed' AND l.observed_at IS NOT NULL
-    WINDOW
-        series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family),
-        series_in_time AS (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family
-            ORDER BY observed_at, run_id
-        )
-)
+--   p20_us: 20th percentile latency (µs), null when not measured.
+--   p80_us: 80th percentile latency (µs), null when not measured.
+--   previous_p20_us: the previous result's p20 latency (µs).
+--   previous_p80_us: the previous result's p80 latency (µs).
+--   change: median / previous median - 1; above 0 means slower; null at step 1.
+--   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise', null
+--     otherwise and at step 1 (series_steps.beyond_noise).
+--   verdict: this result against the previous one: 'slower', 'faster', 'within noise', or what
+--     evidence is missing; null at step 1 (series_steps.verdict: run-to-run noise where the
+--     implementation has same-version re-runs, else within-run spreads).
+--   gpu_family: the GPU's family (gpus.family).
+--   evidence: what this result's spread supports (run_statistics.evidence).
+--   previous_evidence: what the previous result's spread supports.
+--   same_version: true when version = previous_version; null when either is unknown and at step
+--     1.
+--   run_noise: run-to-run noise from same-version steps (series_steps.run_noise), null when
+--     none.
+--   noise_steps: same-version steps run_noise is estimated from (0 when none).
+--   noise_basis: 'repeated runs', 'within-run p20-p80' (or another spread) or 'none'; null at
+--     step 1.
+--   together_implementations: other implementations measured together with this step
+--     (series_steps), null when none.
+--   together_change: how those moved over the same step (geometric mean), null when none.
+--   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
+--   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
+--     least half as much), 'own', 'alone' (nothing measured together); null at step 1.
+-- notes: series_steps for metric 'latency', in µs (ns / 1000); every rule (time order, run-to-run
+--   noise, attribution, what is left out) is written in series_steps' header. The regressions
+--   view keeps the slower steps beyond a threshold that are not shared shifts.
 SELECT
     kernel,
     pass,
@@ -64,7 +58,7 @@ SELECT
     workload,
     gpu,
     family,
-    'latency' AS metric,
+    metric,
     step,
     points,
     run_id,
@@ -73,24 +67,25 @@ SELECT
     previous_observed_at,
     version,
     previous_version,
-    median_us,
-    previous_median_us,
-    p20_us,
-    p80_us,
-    previous_p20_us,
-    previous_p80_us,
-    median_us / previous_median_us - 1 AS change,
-    CASE
-        WHEN previous_run_id IS NULL OR p20_us IS NULL OR p80_us IS NULL
-            OR previous_p20_us IS NULL OR previous_p80_us IS NULL THEN NULL
-        ELSE p20_us > previous_p80_us OR p80_us < previous_p20_us
-    END AS beyond_noise,
-    CASE
-        WHEN previous_run_id IS NULL THEN NULL
-        WHEN p20_us IS NULL OR p80_us IS NULL
-            OR previous_p20_us IS NULL OR previous_p80_us IS NULL THEN 'no spread'
-        WHEN p20_us > previous_p80_us THEN 'slower'
-        WHEN p80_us < previous_p20_us THEN 'faster'
-        ELSE 'within noise'
-    END AS verdict
-FROM ordered
+    median / 1000.0 AS median_us,
+    previous_median / 1000.0 AS previous_median_us,
+    p20 / 1000.0 AS p20_us,
+    p80 / 1000.0 AS p80_us,
+    previous_p20 / 1000.0 AS previous_p20_us,
+    previous_p80 / 1000.0 AS previous_p80_us,
+    change,
+    beyond_noise,
+    verdict,
+    gpu_family,
+    evidence,
+    previous_evidence,
+    same_version,
+    run_noise,
+    noise_steps,
+    noise_basis,
+    together_implementations,
+    together_change,
+    relative_change,
+    attribution
+FROM series_steps
+WHERE metric = 'latency'

@@ -32,7 +32,7 @@ def bundle(run_id: str, benchmark: str, implementation: str, gpu: str, median_ns
            work: dict, family: str, p20: float | None = None, p80: float | None = None,
            at: str | None = None, version: str | None = None, variant: str | None = None,
            status: str = "passed", resolution_ns: float | None = None,
-           published: list | None = None) -> dict:
+           published: list | None = None, extra: dict | None = None) -> dict:
     labels = {"implementation": implementation, "gpu_name": gpu}
     if version:
         labels["version"] = version
@@ -48,7 +48,8 @@ def bundle(run_id: str, benchmark: str, implementation: str, gpu: str, median_ns
     if at:
         spec["observedAt"] = at
     spec["measurements"] = [{"metric": "latency", "statistic": s, "unit": "ns", "value": v}
-                            for s, v in (("p20", p20), ("p80", p80)) if v is not None]
+                            for s, v in (("p20", p20), ("p80", p80), *(extra or {}).items())
+                            if v is not None]
     run = {"apiVersion": API, "kind": "BenchmarkRun",
            "metadata": {"name": run_id, "labels": labels}, "spec": spec}
     return {"run": run, "protocol": protocol(family), "workload": work}
@@ -198,7 +199,101 @@ def single() -> list[dict]:
                    30048, 31968, "2024-09-03T15:39:30Z", "0.2.1", variant="selected default")]
 
 
+def statistics() -> list[dict]:
+    """Evidence, fair summaries, roles, run-to-run noise and harness shifts
+    (tests/test_views_statistics.py says what each row is for)."""
+    out = []
+    # Evidence per side, softmax forward on the A100, family views_stats (ns).
+    f = "views_stats"
+    w = {n: workload(n, "softmax") for n in ("zero", "res", "single", "quart", "quart2")}
+    rows = [
+        # run id, workload, implementation, median, p20, p80, resolution, extra statistics
+        ("ev-zero-liger", "zero", "liger", 10000, 10000, 10000, None, None),
+        ("ev-zero-torch", "zero", "torch", 20000, 19000, 21000, None, None),
+        ("ev-res-liger", "res", "liger", 10000, 9990, 10005, 1024, None),
+        ("ev-res-torch", "res", "torch", 20000, 19000, 21000, 1024, None),
+        ("ev-single-liger", "single", "liger", 10000, 9000, 11000, None, None),
+        ("ev-single-torch", "single", "torch", 20000, 19000, 21000, None, None),
+        ("ev-quart-liger", "quart", "liger", 10000, None, None, None, {"p25": 9500, "p75": 10500}),
+        ("ev-quart-torch", "quart", "torch", 20000, 19000, 21000, None, None),
+        ("ev-quart2-liger", "quart2", "liger", 10000, None, None, None,
+         {"p25": 9500, "p75": 10500}),
+        ("ev-quart2-torch", "quart2", "torch", 20000, None, None, None,
+         {"p25": 19000, "p75": 21000}),
+    ]
+    out += [bundle(r, "softmax/forward", impl, A100, med, w[wl], f, p20, p80,
+                   resolution_ns=res, extra=extra)
+            for r, wl, impl, med, p20, p80, res, extra in rows]
+    # Kernel-weighted summary on the H100, family views_sum: rms_norm sweeps 3 workloads at
+    # speedup 8 (torch is its reference), geglu and swiglu one each at 2 and 0.5 (huggingface is
+    # theirs); geglu full is another pass.
+    f = "views_sum"
+    rows = [
+        # run id, benchmark, workload, implementation, median, p20, p80 (ns)
+        ("su-rms-a-liger", "rms_norm/forward", "a", "liger", 1000, 900, 1100),
+        ("su-rms-a-torch", "rms_norm/forward", "a", "torch", 8000, 7000, 9000),
+        ("su-rms-b-liger", "rms_norm/forward", "b", "liger", 1000, 900, 1100),
+        ("su-rms-b-torch", "rms_norm/forward", "b", "torch", 8000, 7000, 9000),
+        ("su-rms-c-liger", "rms_norm/forward", "c", "liger", 1000, 900, 1100),
+        ("su-rms-c-torch", "rms_norm/forward", "c", "torch", 8000, 7000, 9000),
+        ("su-geglu-liger", "geglu/forward", "a", "liger", 1000, 900, 1100),
+        ("su-geglu-hf", "geglu/forward", "a", "huggingface", 2000, 1900, 2100),
+        ("su-swiglu-liger", "swiglu/forward", "a", "liger", 2000, 1900, 2100),
+        ("su-swiglu-hf", "swiglu/forward", "a", "huggingface", 1000, 900, 1100),
+        ("su-geglu-full-liger", "geglu/full", "a", "liger", 1000, 900, 1100),
+        ("su-geglu-full-hf", "geglu/full", "a", "huggingface", 3000, 2900, 3100),
+    ]
+    out += [bundle(r, bench, impl, H100, med, workload(wl, bench.split("/")[0]), f, p20, p80)
+            for r, bench, wl, impl, med, p20, p80 in rows]
+    # Run-to-run noise and harness shifts, kl_div forward on the A100, family views_noise.
+    # liger n1: a re-run of v1 (+3%), then v2 (+6.8%, nothing measured with it), then a re-run
+    # of v2; n2: liger and torch both move at t2 (a harness shift). kto: one re-run of one
+    # release, +5.6% with p20-p80 ranges apart.
+    f = "views_noise"
+    t = ["2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z", "2024-03-01T00:00:00Z",
+         "2024-04-01T00:00:00Z"]
+    t30 = [x.replace(":00Z", ":30Z") for x in t]  # the next provider, 30 s later
+    rows = [
+        # run id, kernel, workload, implementation, at, version, median, p20, p80 (ns)
+        ("no-n1-1", "kl_div", "n1", "liger", t[0], "1", 100000, 98000, 102000),
+        ("no-n1-2", "kl_div", "n1", "liger", t[1], "1", 103000, 101000, 105000),
+        ("no-n1-3", "kl_div", "n1", "liger", t[2], "2", 110000, 108000, 112000),
+        ("no-n1-4", "kl_div", "n1", "liger", t[3], "2", 113000, 111000, 115000),
+        ("no-n1-torch-1", "kl_div", "n1", "torch", t30[0], "1", 50000, 49000, 51000),
+        ("no-n1-torch-2", "kl_div", "n1", "torch", t30[1], "1", 50500, 49500, 51500),
+        ("no-n2-1", "kl_div", "n2", "liger", t[0], "1", 200000, 198000, 202000),
+        ("no-n2-2", "kl_div", "n2", "liger", t[1], "2", 230000, 228000, 232000),
+        ("no-n2-torch-1", "kl_div", "n2", "torch", t30[0], "1", 400000, 390000, 410000),
+        ("no-n2-torch-2", "kl_div", "n2", "torch", t30[1], "2", 440000, 430000, 450000),
+        ("no-kto-1", "kto_loss", "k1", "liger", t[0], "0.5.3", 100000, 99000, 101000),
+        ("no-kto-2", "kto_loss", "k1", "liger", t[1], "0.5.3", 105600, 104600, 106600),
+    ]
+    out += [bundle(r, f"{k}/forward", impl, A100, med, workload(wl, k), f, p20, p80, at, ver)
+            for r, k, wl, impl, at, ver, med, p20, p80 in rows]
+    # Memory series (MB), geglu forward on the A100, family views_noise: liger uses 10% more at
+    # t2 while huggingface, measured 30 s later, stays; at t3 both grow 20% (a shared shift).
+    rows = [
+        # run id, implementation, at, version, median = p20 = p80 (MB)
+        ("mem-liger-1", "liger", t[0], "1", 1000.0),
+        ("mem-liger-2", "liger", t[1], "2", 1100.0),
+        ("mem-liger-3", "liger", t[2], "3", 1320.0),
+        ("mem-hf-1", "huggingface", t30[0], "1", 2000.0),
+        ("mem-hf-2", "huggingface", t30[1], "2", 2000.0),
+        ("mem-hf-3", "huggingface", t30[2], "3", 2400.0),
+    ]
+    mw = workload("m1", "geglu")
+    for r, impl, at, ver, mb in rows:
+        b = bundle(r, "geglu/forward", impl, A100, mb, mw, f, at=at, version=ver)
+        spec = b["run"]["spec"]
+        del spec["timing"]
+        spec["measurements"] = [{"metric": "memory", "statistic": s, "unit": "MB", "value": mb}
+                                for s in ("p20", "median", "p80")]
+        out.append(b)
+    return out
+
+
 if __name__ == "__main__":
+    write("statistics.jsonl", statistics())
     write("speedups.jsonl", speedups())
     write("trends.jsonl", trends())
     write("calibration.jsonl", calibration())

@@ -24,10 +24,12 @@ def test_load_report_and_relations(tmp_path: Path):
                  "order by gpu, workload", params={"c": "inductor"})
     frame = rel.pl()
     assert isinstance(frame, pl.DataFrame) and frame.height == 8
+    # trainkernel vs inductor and back on 2 GPUs (4 rows), and trainkernel vs 'role:compiled'
+    # (inductor plays the compiled role, kidata/data/roles.toml) on each GPU: 6 rows.
     table = wh.relation("speedup_summary").to_arrow_table()
-    assert isinstance(table, pa.Table) and table.num_rows == 4
+    assert isinstance(table, pa.Table) and table.num_rows == 6
     # DuckDB 2's relation.arrow() streams: a RecordBatchReader of the same rows.
-    assert wh.relation("speedup_summary").arrow().read_all().num_rows == 4
+    assert wh.relation("speedup_summary").arrow().read_all().num_rows == 6
 
 
 def test_query_error_is_a_kidata_error(tmp_path: Path):
@@ -70,12 +72,16 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
     wh = kidata.Warehouse(tmp_path / "wh")
     wh.load([str(SEEDS)])
     tables = set(schema.COLUMNS)
-    assert wh.sql("select count(*) from speedup_summary").fetchall() == [(4,)]
-    assert _views_on(wh._con) - tables == {"speedups", "speedup_summary"}
-    # regressions reads trends, which reads latencies (sql/*.sql headers and bodies).
+    assert wh.sql("select count(*) from speedup_summary").fetchall() == [(6,)]
+    # speedups reads latest_latencies (which reads latencies, latency_statistics and
+    # run_statistics) and verdict_rule.
+    shared = {"latest_latencies", "latencies", "latency_statistics", "run_statistics",
+              "verdict_rule"}
+    assert _views_on(wh._con) - tables == {"speedups", "speedup_summary"} | shared
+    # regressions reads trends, which reads series_steps (sql/*.sql bodies).
     assert wh.sql("select count(*) from REGRESSIONS").fetchall()[0][0] >= 0
     assert _views_on(wh._con) - tables == {"speedups", "speedup_summary", "regressions",
-                                           "trends", "latencies"}
+                                           "trends", "series_steps"} | shared
     every = set(views.load_views())
     assert _views_on(wh.connect()) - tables == every
 
@@ -94,6 +100,8 @@ def test_a_query_of_the_catalog_sees_every_view(tmp_path: Path, query: str):
 
 def test_views_named_only_in_a_string_are_defined_too():
     # A superset is harmless; a view left out would fail the query.
-    assert views.needed("select 'speedups' as s") == ["speedups"]
+    assert views.needed("select 'speedups' as s") == [
+        "run_statistics", "latency_statistics", "latencies", "latest_latencies", "verdict_rule",
+        "speedups"]
     assert views.needed("select 1") == []
     assert views.needed("select * from query_table('trends')") is None

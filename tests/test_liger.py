@@ -158,17 +158,29 @@ def test_speedup_summary_per_gpu(recent: Warehouse):
     for r in csv_rows(RECENT):
         if r[3] == "speed" and r[12] == "NVIDIA H100 PCIe":
             speed[(r[1], r[0], r[2], r[5], r[7], r[11])] = ns(r[8])
-    ratios = [speed[("torch", *key)] / liger for (provider, *key), liger in speed.items()
-              if provider == "liger"]
+    ratios = {tuple(key): speed[("torch", *key)] / liger
+              for (provider, *key), liger in speed.items()
+              if provider == "liger"}
     assert len(ratios) == 24
-    geomean = math.exp(sum(math.log(s) for s in ratios) / len(ratios))
-    row = recent.sql(
-        "select workloads, geomean_speedup, min_speedup, max_speedup, wins, losses "
-        "from speedup_summary where gpu = 'h100-pcie-80gb' and candidate = 'liger' "
-        "and baseline = 'torch'").fetchall()
-    assert row == [(24, pytest.approx(geomean, rel=1e-12), pytest.approx(min(ratios)),
-                    pytest.approx(max(ratios)), sum(s > 1 for s in ratios),
-                    sum(s < 1 for s in ratios))]
+    # speedup_summary keeps passes apart and weighs kernels equally: per mode, the geometric
+    # mean of each kernel's 6 ratios, then of the 2 kernels' means; pooled_geomean_speedup is
+    # the geometric mean of the mode's 12 ratios.
+    for mode in ("forward", "full"):
+        per_kernel = {k: [s for (kk, m, *_), s in ratios.items() if kk == k and m == mode]
+                      for k in ("jsd", "kl_div")}
+        assert [len(v) for v in per_kernel.values()] == [6, 6]
+        logs = [sum(math.log(s) for s in v) / 6 for v in per_kernel.values()]
+        flat = [s for v in per_kernel.values() for s in v]
+        row = recent.sql(
+            "select kernels, workloads, geomean_speedup, pooled_geomean_speedup, min_speedup, "
+            "max_speedup, wins, losses from speedup_summary where gpu = 'h100-pcie-80gb' and "
+            "candidate = 'liger' and baseline = 'torch' and pass = $p", params={"p": mode}
+        ).fetchall()
+        assert row == [(2, 12, pytest.approx(math.exp(sum(logs) / 2), rel=1e-12),
+                        pytest.approx(math.exp(sum(math.log(s) for s in flat) / 12),
+                                      rel=1e-12),
+                        pytest.approx(min(flat)), pytest.approx(max(flat)),
+                        sum(s > 1 for s in flat), sum(s < 1 for s in flat))]
     # Every GPU of the file has a summary row for liger against something.
     gpus = {g for (g,) in recent.sql(
         "select distinct gpu from speedup_summary where candidate = 'liger'").fetchall()}

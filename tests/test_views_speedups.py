@@ -88,12 +88,14 @@ def test_implementation_on_one_gpu_only_is_never_paired(loaded: Warehouse):
 def test_summary_counts_verdicts(loaded: Warehouse):
     got = {r[0]: r[1:] for r in loaded.sql(
         "SELECT candidate, workloads, geomean_speedup, min_speedup, max_speedup, wins, losses, "
-        "faster, slower, within_noise, no_spread FROM speedup_summary").fetchall()}
+        "faster, slower, within_noise, no_verdict FROM speedup_summary "
+        "WHERE baseline NOT LIKE 'role:%'").fetchall()}
     assert set(got) == {"liger", "torch"}
     # liger vs torch on the A100: speedups 2 (w1), 1.2 (w2), 1.5 (w3), 1.0 (w5).
     # geomean = (2 x 1.2 x 1.5 x 1)^(1/4) = 3.6^0.25 = 1.377448..; min 1, max 2;
     # wins (> 1): 3; losses (< 1): 0 (w5's speedup of exactly 1 is neither);
-    # verdicts: faster w1; within noise w2, w5; no spread w3.
+    # verdicts: faster w1; within noise w2, w5; no verdict ('no spread') w3.
+    # One kernel (rms_norm), so the kernel-weighted geomean is the pooled one.
     workloads, geomean, lo, hi, wins, losses, faster, slower, noise, no_spread = got["liger"]
     assert workloads == 4 and geomean == pytest.approx(1.377448, rel=1e-6)
     assert (lo, hi) == pytest.approx((1.0, 2.0))
@@ -102,6 +104,10 @@ def test_summary_counts_verdicts(loaded: Warehouse):
     workloads, geomean, *_, wins, losses, faster, slower, noise, no_spread = got["torch"]
     assert geomean == pytest.approx(0.725979, rel=1e-5)
     assert (wins, losses, faster, slower, noise, no_spread) == (0, 3, 0, 1, 2, 1)
+    # Role rows: torch is rms_norm's reference, so liger vs role:reference is liger vs torch.
+    role = loaded.sql("SELECT workloads, geomean_speedup FROM speedup_summary "
+                      "WHERE candidate = 'liger' AND baseline = 'role:reference'").fetchall()
+    assert role == [(4, pytest.approx(1.377448, rel=1e-6))]
 
 
 def test_single_run_has_nothing_to_compare(wh: Warehouse, data):

@@ -1,0 +1,115 @@
+-- view: latest_latencies
+-- purpose: The latest passed latency run of every implementation and variant per kernel, pass, workload, GPU and protocol family: the one rule speedups, remeasured and calibration read.
+-- grain: one row per kernel, pass, workload, GPU, protocol family, implementation and variant with at least one passed latency run.
+-- sources: latest_runs, protocols, latencies, implementation_roles
+-- columns:
+--   kernel: kernel benchmarked.
+--   pass: timed pass.
+--   workload: workload name.
+--   gpu: canonical GPU key.
+--   family: protocol comparability family.
+--   implementation: implementation key.
+--   variant: implementation variant, null for none.
+--   run_id: the latest passed run of the key: greatest observed_at, runs without a timestamp
+--     last, ties broken by the greatest run_id.
+--   runs: how many passed latency runs the key has (the latest is used).
+--   role: the role this implementation plays in its key (implementation_roles): the role for
+--     which it is the most preferred implementation measured in the key (variant-less runs
+--     before variants); null when it plays none. With several roles, the first alphabetically.
+--   observed_at: the run's observed_at.
+--   version: the run's version.
+--   gpu_family: the GPU's family (latencies.gpu_family).
+--   median_us: median latency (µs).
+--   p20_us: 20th percentile (µs), null when not given.
+--   p80_us: 80th percentile (µs), null when not given.
+--   samples: timed samples, null when unknown.
+--   resolution_us: timer resolution / rounding step of the median (µs), null when unknown.
+--   spread: the statistics bounding the noise (latencies.spread).
+--   low_us: lower end of the spread (µs).
+--   high_us: upper end of the spread (µs).
+--   evidence: what the spread supports (latencies.evidence).
+-- notes: The latest run is found among the loads' own latest runs (table latest_runs), which
+--   gives the same run as ranking every passed run in latencies, at a cost that grows with the
+--   keys, not the runs; the family is resolved here because a protocol document may arrive in
+--   a later load than its runs. Roles: an implementation_roles row of the run's kernel replaces
+--   the '*' rows of the same role; within a key and role, the lowest preference plays it.
+WITH heads AS (
+    SELECT h.*, COALESCE(p.family, h.protocol_id) AS family
+    FROM latest_runs h
+    LEFT JOIN protocols p ON p.protocol_id = h.protocol_id
+),
+ranked AS (
+    SELECT
+        heads.*,
+        ROW_NUMBER() OVER (
+            PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
+            ORDER BY observed_at DESC NULLS LAST, run_id DESC
+        ) AS rn,
+        CAST(SUM(passed_runs) OVER (
+            PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
+        ) AS BIGINT) AS runs
+    FROM heads
+),
+latest AS (
+    SELECT kernel, pass, workload, gpu, family, implementation, variant, run_id, runs
+    FROM ranked
+    WHERE rn = 1
+),
+kernel_roles AS (
+    SELECT DISTINCT kernel, role FROM implementation_roles WHERE kernel <> '*'
+),
+candidates AS (
+    -- Every role each latest row may play, with its preference.
+    SELECT l.kernel, l.pass, l.workload, l.gpu, l.family, l.implementation, l.variant,
+        r.role, r.preference
+    FROM latest l
+    JOIN implementation_roles r
+        ON r.implementation = l.implementation AND (r.kernel = l.kernel OR r.kernel = '*')
+    LEFT JOIN kernel_roles k
+        ON k.kernel = l.kernel AND k.role = r.role
+    WHERE r.kernel = l.kernel OR k.kernel IS NULL
+),
+players AS (
+    SELECT c.*,
+        ROW_NUMBER() OVER (
+            PARTITION BY kernel, pass, workload, gpu, family, role
+            ORDER BY preference, variant NULLS FIRST
+        ) AS role_rank
+    FROM candidates c
+),
+roles AS (
+    SELECT kernel, pass, workload, gpu, family, implementation, variant, MIN(role) AS role
+    FROM players
+    WHERE role_rank = 1
+    GROUP BY kernel, pass, workload, gpu, family, implementation, variant
+)
+SELECT
+    l.kernel,
+    l.pass,
+    l.workload,
+    l.gpu,
+    l.family,
+    l.implementation,
+    l.variant,
+    l.run_id,
+    l.runs,
+    r.role,
+    v.observed_at,
+    v.version,
+    v.gpu_family,
+    v.median_us,
+    v.p20_us,
+    v.p80_us,
+    v.samples,
+    v.resolution_us,
+    v.spread,
+    v.low_us,
+    v.high_us,
+    v.evidence
+FROM latest l
+JOIN latencies v
+    ON v.run_id = l.run_id
+LEFT JOIN roles r
+    ON r.kernel = l.kernel AND r.pass = l.pass AND r.workload = l.workload AND r.gpu = l.gpu
+    AND r.family = l.family AND r.implementation = l.implementation
+    AND (r.variant = l.variant OR (r.variant IS NULL AND l.variant IS NULL))

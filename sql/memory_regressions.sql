@@ -1,0 +1,61 @@
+-- view: memory_regressions
+-- purpose: Which results used more memory than the result before them in their series, beyond noise, by more than 5%, and not merely with everything measured beside them?
+-- grain: one row per step of a memory series (see memory_trends) that uses more memory beyond noise and beyond the 5% threshold, and is not a shared shift.
+-- sources: memory_trends
+-- columns:
+--   kernel: kernel benchmarked.
+--   pass: timed pass.
+--   implementation: implementation key.
+--   variant: implementation variant, null for none.
+--   workload: workload name.
+--   gpu: canonical GPU key.
+--   family: protocol comparability family.
+--   metric: always 'memory'.
+--   run_id: the result that uses more memory.
+--   previous_run_id: the result before it in the series.
+--   observed_at: when it was measured (UTC).
+--   previous_observed_at: when the previous result was measured.
+--   version: release for the run.
+--   previous_version: release for the previous run.
+--   median_mb: median memory of the result (MB).
+--   previous_median_mb: median memory of the previous result (MB).
+--   p20_mb: p20 of the result (MB).
+--   previous_p80_mb: p80 of the previous result (MB).
+--   change: median_mb / previous_median_mb - 1; above 0.05 here.
+--   gpu_family: the GPU's family.
+--   noise_basis: what the verdict rests on (memory_trends.noise_basis).
+--   run_noise: the run-to-run noise it exceeded, null without re-runs.
+--   attribution: 'own' or 'alone' (memory_trends.attribution).
+--   relative_change: the step against the implementations measured with it; above 0.05 when
+--     not null.
+-- notes: The rule of the regressions view, on memory: memory_trends.verdict is 'slower' (more
+--   memory beyond noise), change > 0.05, not a 'shared' shift, and relative_change > 0.05 when
+--   other implementations were measured at the same two times.
+SELECT
+    kernel,
+    pass,
+    implementation,
+    variant,
+    workload,
+    gpu,
+    family,
+    metric,
+    run_id,
+    previous_run_id,
+    observed_at,
+    previous_observed_at,
+    version,
+    previous_version,
+    median_mb,
+    previous_median_mb,
+    p20_mb,
+    previous_p80_mb,
+    change,
+    gpu_family,
+    noise_basis,
+    run_noise,
+    attribution,
+    relative_change
+FROM memory_trends
+WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
+    AND (relative_change IS NULL OR relative_change > 0.05)

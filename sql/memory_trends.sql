@@ -1,0 +1,91 @@
+-- view: memory_trends
+-- purpose: How did each series' memory use move from one result to the next, beyond noise, and did the implementations measured with it move too?
+-- grain: one row per passed memory run with a timestamp; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
+-- sources: series_steps
+-- columns:
+--   kernel: kernel benchmarked.
+--   pass: timed pass.
+--   implementation: implementation key.
+--   variant: implementation variant, null for none.
+--   workload: workload name.
+--   gpu: canonical GPU key.
+--   family: protocol comparability family.
+--   metric: always 'memory'.
+--   step: position in the series, 1 for the earliest result.
+--   points: number of results in the series.
+--   run_id: this result's run.
+--   previous_run_id: the run just before it in the series; null at step 1.
+--   observed_at: when this result was measured (UTC).
+--   previous_observed_at: when the previous result was measured.
+--   version: release of the implementation or harness for this run (runs.version).
+--   previous_version: release for the previous run.
+--   median_mb: median memory (MB).
+--   previous_median_mb: the previous result's median memory (MB).
+--   p20_mb: 20th percentile memory (MB), null when not measured.
+--   p80_mb: 80th percentile memory (MB), null when not measured.
+--   previous_p20_mb: the previous result's p20 memory (MB).
+--   previous_p80_mb: the previous result's p80 memory (MB).
+--   change: median / previous median - 1; above 0 means more memory; null at step 1.
+--   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise', null
+--     otherwise and at step 1 (series_steps.beyond_noise).
+--   verdict: this result against the previous one: 'slower', 'faster', 'within noise', or what
+--     evidence is missing; null at step 1 (series_steps.verdict: run-to-run noise where the
+--     implementation has same-version re-runs, else within-run spreads).
+--   gpu_family: the GPU's family (gpus.family).
+--   evidence: what this result's spread supports (run_statistics.evidence).
+--   previous_evidence: what the previous result's spread supports.
+--   same_version: true when version = previous_version; null when either is unknown and at step
+--     1.
+--   run_noise: run-to-run noise from same-version steps (series_steps.run_noise), null when
+--     none.
+--   noise_steps: same-version steps run_noise is estimated from (0 when none).
+--   noise_basis: 'repeated runs', 'within-run p20-p80' (or another spread) or 'none'; null at
+--     step 1.
+--   together_implementations: other implementations measured together with this step
+--     (series_steps), null when none.
+--   together_change: how those moved over the same step (geometric mean), null when none.
+--   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
+--   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
+--     least half as much), 'own', 'alone' (nothing measured together); null at step 1.
+-- notes: series_steps for metric 'memory', in MB; every rule (time order, run-to-run noise,
+--   attribution, what is left out) is written in series_steps' header. The memory_regressions
+--   view keeps the steps that use more memory beyond a threshold and are not shared shifts.
+SELECT
+    kernel,
+    pass,
+    implementation,
+    variant,
+    workload,
+    gpu,
+    family,
+    metric,
+    step,
+    points,
+    run_id,
+    previous_run_id,
+    observed_at,
+    previous_observed_at,
+    version,
+    previous_version,
+    median AS median_mb,
+    previous_median AS previous_median_mb,
+    p20 AS p20_mb,
+    p80 AS p80_mb,
+    previous_p20 AS previous_p20_mb,
+    previous_p80 AS previous_p80_mb,
+    change,
+    beyond_noise,
+    verdict,
+    gpu_family,
+    evidence,
+    previous_evidence,
+    same_version,
+    run_noise,
+    noise_steps,
+    noise_basis,
+    together_implementations,
+    together_change,
+    relative_change,
+    attribution
+FROM series_steps
+WHERE metric = 'memory'
