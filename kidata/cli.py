@@ -391,6 +391,25 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("Interrupted.")
         return 130
+    except Exception as exc:
+        message = _engine_error(exc)
+        if message is None or _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+            raise
+        _err(f"Error: {message}")
+        return 1
+
+
+def _engine_error(exc: Exception) -> str | None:
+    """The message of an error DuckDB or the file system raised while a command was already
+    producing its result (a query's rows are computed as they are printed: a failing cast, a
+    file swapped by a compaction, a disk that fills); None for anything else (a bug, which
+    keeps its traceback)."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and isinstance(exc, duckdb.Error):
+        return str(exc).split("\n\nLINE ", 1)[0].strip()
+    if isinstance(exc, OSError):
+        return str(exc)
+    return None
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from kidata import fast as fast_path
 from kidata import pqwrite
+from kidata.durable import fault
 from kidata.errors import RecordError, WarehouseError
 from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
@@ -131,6 +132,7 @@ class Stager:
                 columns[name] = _text_array(self.blobs[table], schema.field(name).type)
                 self.blobs[table].clear()
             data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
+            fault("stage-write")
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            **pqwrite.options(schema, compression="lz4"))
             rows.clear()
@@ -305,8 +307,11 @@ def _serve() -> None:
             return
         try:
             result: Any = _work(*job)
-        except BaseException:  # noqa: BLE001 - reported to the loading process, which fails
-            result = ("error", traceback.format_exc())
+        except BaseException as exc:  # noqa: BLE001 - reported to the loading process
+            # What failed, in one line (a full disk: "[Errno 28] No space left on device"),
+            # and the traceback apart, for --debug.
+            what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            result = ("error", what, traceback.format_exc())
         pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
@@ -354,8 +359,9 @@ class _Worker:
             with self.lock:
                 future = self.waiting.popleft()
             if isinstance(result, tuple) and result[:1] == ("error",):
-                future.set_exception(WarehouseError(
-                    f"a staging worker failed:\n{result[1]}"))
+                error = WarehouseError(f"a staging worker failed: {result[1]}")
+                error.detail = result[2]  # type: ignore[attr-defined]
+                future.set_exception(error)
             else:
                 future.set_result(result)
         code = self.proc.wait()

@@ -34,7 +34,7 @@ from typing import Any
 import duckdb
 from filelock import FileLock, Timeout
 
-from kidata import derived, durable, reference, snapshot
+from kidata import derived, durable, engine, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, WarehouseError
@@ -212,7 +212,7 @@ class Warehouse:
         except OSError as exc:
             raise WarehouseError(f"cannot start a load in {self.path}: {exc}") from None
         # One connection for the load's bookkeeping (which files are loaded, reference files).
-        meta = duckdb.connect()
+        meta = engine.connect()
         try:
             try:
                 read = self._stage(files, staging, format, batch_size, report, progress, meta)
@@ -394,7 +394,7 @@ class Warehouse:
     def _commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
         # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
         # load's memory does not grow with its size.
-        con = duckdb.connect(config={"memory_limit": COMMIT_MEMORY, "threads": 2,
+        con = engine.connect({"memory_limit": COMMIT_MEMORY, "threads": 2,
                                      "temp_directory": str(staging / "spill"),
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
@@ -735,7 +735,7 @@ class Warehouse:
             self._con.close()
             self._con = None
         for attempt in range(SWAP_RETRIES):
-            con = duckdb.connect()
+            con = engine.connect()
             try:
                 # Tables show only rows of committed loads: a consistent state mid-commit.
                 snapshot.define(con, self.path)
@@ -745,6 +745,12 @@ class Warehouse:
                 if attempt == SWAP_RETRIES - 1:
                     raise QueryError(str(exc)) from None
                 continue
+            except duckdb.Error as exc:
+                # A table file that is not Parquet (planted, half-copied): every table is
+                # defined up front, so name the file and the way to find every such problem.
+                con.close()
+                raise QueryError(f"cannot read the warehouse's tables: {_first_line(exc)} "
+                                 "(kidata check lists every unreadable file)") from None
             self._con, self._con_state, self._con_views = con, state, set()
             return con
         raise AssertionError("unreachable")
@@ -853,6 +859,11 @@ def fingerprint(path: str, known: dict[str, Any] | None = None
             return st.st_size, digest, st.st_mtime_ns, hashed_at
     except OSError:
         return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """DuckDB's message without the SQL excerpt it appends (the views' own SQL)."""
+    return str(exc).split("\n\nLINE ", 1)[0].strip()
 
 
 def _fetch_unlocked(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],

@@ -22,6 +22,23 @@ from kidata.errors import RecordError, UnknownFormat, UsageError
 
 # A single record larger than this is rejected unread, so one huge line cannot exhaust memory.
 MAX_RECORD_BYTES = 16 * 1024 * 1024
+# The integers kidata keeps exactly (orjson's: it reads wider ones as floats, and cannot write
+# them); records holding others are rejected (docs/guarantees.md).
+INT_RANGE = (-(2**63), 2**64 - 1)
+# orjson writes (and kidata stores) documents nested at most this deep; it reads up to 1,024.
+MAX_DEPTH = 254
+
+
+def nesting_depth(value: Any) -> int:
+    """Containers nested in ``value``, itself included (iterative: values may be ~1,024 deep)."""
+    best, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            best = max(best, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict)
+                                                  else item))
+    return best
 
 
 @dataclass
