@@ -267,20 +267,15 @@ class Warehouse:
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
-        hasher = ThreadPoolExecutor(max_workers=1)
         try:
             for path in files:
                 report.files += 1
                 name = "<stdin>" if path == "-" else path
                 known = loaded.get((name, label))
-                if path != "-" and known is None:
-                    # Never loaded under this name: its fingerprint is only for the manifest,
-                    # so it is hashed while the file is read (hashlib releases the GIL).
-                    hashing: Any = hasher.submit(fingerprint, path)
-                    print_ = seen = None
-                else:
-                    hashing = None
-                    print_ = None if path == "-" else fingerprint(path, known)
+                seen = None
+                if path != "-" and known is not None:
+                    # Loaded before under this name: unchanged (same bytes) means skipped.
+                    print_ = fingerprint(path, known)
                     seen = loaded.get((name, *print_[:2], label)) if print_ else None
                 if seen is not None and self._still_loaded(seen, name, meta):
                     # Unchanged since a clean load: reading it again would add nothing.
@@ -293,18 +288,21 @@ class Warehouse:
 
                     stage = Stage(staging, batch, self._existing_environments(meta), report,
                                   progress)
-                for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
+                # The manifest describes the bytes this read saw, hashed as they were read:
+                # a file replaced meanwhile is not vouched for by the other file's hash.
+                got: dict[str, Any] = {}
+                for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
+                                      fingerprint=got):
                     stage.feed(unit, name)
-                if hashing is not None:
-                    print_ = hashing.result()
-                stage.file_done(name, print_, label)
+                read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
+                              if got else None)
+                stage.file_done(name, read_print, label)
                 if progress is not None:
                     progress(name, report.records)
             if stage is None:
                 return None
             stage.finish()
         finally:
-            hasher.shutdown(cancel_futures=True)
             if stage is not None:
                 stage.close()
         return stage.summaries()

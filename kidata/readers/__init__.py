@@ -8,11 +8,14 @@ never raise for bad records, so one bad record never stops the good ones.
 from __future__ import annotations
 
 import glob
-import gzip
+import hashlib
 import io
 import itertools
 import os
+import stat
 import sys
+import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,19 +135,169 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     return out
 
 
+class NotRegularFile(OSError):
+    """A path that is not a regular file (a FIFO, a device, a socket): never read, since
+    reading it may never end (``/dev/zero``) or wait forever (a FIFO without a writer)."""
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (``a FIFO (named pipe)``)."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def open_binary(path: str) -> IO[bytes]:
-    """Open ``path`` for reading bytes, transparently un-gzipping; ``-`` is stdin."""
-    raw: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-    buffered = io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
+    """Open ``path`` for reading bytes, transparently un-gzipping; ``-`` is stdin.
+
+    Only a regular file is opened (:class:`NotRegularFile` otherwise; checked on the open
+    file, so a path swapped for a FIFO after it was listed is refused too). The bytes read
+    from a file are hashed as they are read: :func:`read_file` reports what it read, so a
+    load's manifest describes exactly those bytes (see ``Warehouse._remember_files``). A
+    damaged gzip stream ends the data at its last complete line instead of raising
+    (:class:`Gunzip`)."""
+    source: _Hashing | None = None
+    if path == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegularFile(f"not a regular file: {file_kind(st.st_mode)}; only "
+                                     "regular files are read (pipe other input to "
+                                     "`kidata load -`)")
+            os.set_blocking(fd, True)
+            source = _Hashing(os.fdopen(fd, "rb", buffering=0), st)
+        except BaseException:
+            os.close(fd)
+            raise
+        raw = source  # type: ignore[assignment]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        if path == "-":
-            gz = gzip.GzipFile(fileobj=buffered)
-        else:
-            # Opened by name so that closing the reader closes the file too.
-            buffered.close()
-            gz = gzip.open(path, "rb")
-        return io.BufferedReader(gz, buffer_size=1 << 16)  # type: ignore[arg-type]
-    return buffered
+        stream = io.BufferedReader(Gunzip(buffered), buffer_size=1 << 16)
+        stream.kidata_gunzip = stream.raw  # type: ignore[attr-defined]
+    else:
+        stream = buffered
+    stream.kidata_source = source  # type: ignore[attr-defined]
+    return stream
+
+
+class _Hashing(io.RawIOBase):
+    """A file's bytes as read, hashed (SHA-256) and counted on the way."""
+
+    def __init__(self, fh: io.FileIO, st: os.stat_result):
+        self.fh = fh
+        self.mtime_ns = st.st_mtime_ns
+        self.hashed_at = time.time_ns()
+        self.size = 0
+        self.hash = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        n = self.fh.readinto(buffer)
+        if n:
+            self.hash.update(memoryview(buffer)[:n])  # releases the GIL on large chunks
+            self.size += n
+        return n or 0
+
+    def finish(self) -> tuple[int, str, int, int]:
+        """Read what the reader left unread, then ``(size, sha256, mtime_ns, hashed_at)`` of
+        every byte of the open file (the one read, whatever the path names by now)."""
+        while chunk := self.fh.read(1 << 20):
+            self.hash.update(chunk)
+            self.size += len(chunk)
+        return self.size, self.hash.hexdigest(), self.mtime_ns, self.hashed_at
+
+    def close(self) -> None:
+        self.fh.close()
+        super().close()
+
+
+class Gunzip(io.RawIOBase):
+    """The data of a gzip stream (one member or several), read from ``raw``.
+
+    Unlike :mod:`gzip`, damage does not lose what came before it: the data ends at the last
+    complete line before a truncation or corrupt bytes, and :attr:`problem` says what
+    happened (:func:`read_file` reports it as a reject). Bytes after the last member that
+    are not gzip (trailing garbage) end the data the same way; zero padding is ignored."""
+
+    def __init__(self, raw: IO[bytes]):
+        self.raw = raw
+        self.member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.pending = bytearray()  # decompressed, not yet handed out
+        self.lines = 0  # complete lines handed out or pending
+        self.out = 0  # bytes of data handed out or pending
+        self.done = False
+        self.problem: str | None = None
+        self.rest = b""  # the incomplete last line, when the stream was damaged
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        # Only whole lines go out before the end (a line cut by damage must not reach the
+        # reader); a line longer than any record may be goes out as it is (the reader skips
+        # it), so memory stays bounded whatever the stream holds.
+        while not self.done:
+            end = self.pending.rfind(b"\n") + 1
+            if end or len(self.pending) > MAX_RECORD_BYTES:
+                break
+            self._more()
+        end = len(self.pending) if self.done else (self.pending.rfind(b"\n") + 1
+                                                   or len(self.pending))
+        n = min(len(buffer), end)
+        buffer[:n] = self.pending[:n]
+        del self.pending[:n]
+        return n
+
+    def _take(self, data: bytes) -> None:
+        self.pending += data
+        self.out += len(data)
+        self.lines += data.count(b"\n")
+
+    def _damaged(self, what: str) -> None:
+        """End the data at the last complete line; the rest is :attr:`rest`."""
+        cut = self.pending.rfind(b"\n") + 1
+        self.rest = bytes(self.pending[cut:])
+        del self.pending[cut:]
+        self.out -= len(self.rest)
+        lost = (f"; the incomplete line {self.lines + 1} after it ({len(self.rest):,} bytes) "
+                "is not read" if self.rest else "")
+        self.problem = (f"{what} after {self.out:,} bytes of data ({self.lines:,} complete "
+                        f"lines, all read){lost}")
+        self.done = True
+
+    def _more(self) -> None:
+        chunk = self.raw.read(1 << 16)
+        if not chunk:
+            if not self.member.eof:
+                self._take(self.member.flush())
+                self._damaged("the gzip data is cut short (a truncated file)")
+            self.done = True
+            return
+        data = chunk
+        while data:
+            if self.member.eof:  # what follows a complete member: another one, or not gzip
+                if not data.strip(b"\0"):
+                    return  # zero padding, as gzip tools write and ignore
+                if len(data) < 2:
+                    data += self.raw.read(1)
+                if data[:2] != b"\x1f\x8b":
+                    self._damaged(f"{len(data):,}+ bytes that are not gzip follow the gzip "
+                                  "data (trailing garbage)")
+                    return
+                self.member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                self._take(self.member.decompress(data))
+            except zlib.error as exc:
+                self._damaged(f"the gzip data is corrupt ({exc})")
+                return
+            data = self.member.unused_data if self.member.eof else b""
 
 
 @dataclass
@@ -287,18 +440,25 @@ def _is_trainkernel_table(text: bytes) -> bool:
     return False
 
 
-def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None
+def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
+              fingerprint: dict[str, Any] | None = None
               ) -> Iterator[Item | RecordError | Lines]:
     """Yield the records of one file, detecting its format unless ``fmt`` names one.
 
     With ``batch_lines``, the records of a JSON Lines file come as :class:`Lines` of that many
-    lines, still to be parsed (:meth:`Lines.items`); everything else comes as records."""
+    lines, still to be parsed (:meth:`Lines.items`); everything else comes as records. Once
+    the file is read to its end, ``fingerprint`` (if given) receives ``size``, ``sha256``,
+    ``mtime_ns`` and ``hashed_at`` of exactly the bytes read (not of a second open, which
+    may find another file by then); it stays empty for standard input."""
     readers = formats()
     if fmt is not None and fmt not in readers:
         raise UnknownFormat(fmt, sorted(readers))
     name = "<stdin>" if path == "-" else path
     try:
         stream = open_binary(path)
+    except NotRegularFile as exc:
+        yield RecordError(name, "file", None, str(exc))
+        return
     except OSError as exc:
         yield RecordError(name, "file", None, f"cannot open: {exc.strerror or exc}")
         return
@@ -316,5 +476,19 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None
                 yield from kernelindex.read(stream, name, batch_lines=batch_lines)
             else:
                 yield from readers[chosen](stream, name)
-        except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
+        except (OSError, EOFError) as exc:  # a read error in the middle of the file
             yield RecordError(name, "file", None, f"cannot read the rest of the file: {exc}")
+        gunzip = getattr(stream, "kidata_gunzip", None)
+        if gunzip is not None and gunzip.problem is not None:
+            error = RecordError(name, f"line {gunzip.lines + 1}" if gunzip.rest else "file",
+                                None, gunzip.problem)
+            error.raw = raw_text(gunzip.rest) if gunzip.rest else None  # type: ignore
+            yield error
+        source = getattr(stream, "kidata_source", None)
+        if source is not None and fingerprint is not None:
+            try:
+                size, sha256, mtime_ns, hashed_at = source.finish()
+            except OSError:
+                return  # not vouched for: read again next time
+            fingerprint.update(size=size, sha256=sha256, mtime_ns=mtime_ns,
+                               hashed_at=hashed_at)
