@@ -79,9 +79,15 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
-    files = expand_paths(paths)
+    skipped: list[str] = []
+    unreadable: list[RecordError] = []
+    files = expand_paths(paths, skipped, unreadable)
     out.mkdir(parents=True, exist_ok=True)
     report = ConvertReport()
+    for message in skipped:
+        report._warn(message)
+    for error in unreadable:
+        report._reject(error)
     flattener = Flattener()
     known: dict[str, dict[str, Any]] = {}   # digest -> document seen in this conversion
     written: dict[str, tuple[str, str]] = {}  # file name -> (content hash, where first seen)

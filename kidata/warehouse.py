@@ -37,7 +37,7 @@ from filelock import FileLock, Timeout
 from kidata import derived, durable, engine, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NoSuchView, QueryError, WarehouseError
+from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
 from kidata.readers import expand_paths, read_file
 from kidata.report import LoadReport, Reject
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
@@ -203,10 +203,14 @@ class Warehouse:
         in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
         if anything would be rejected. ``progress(file, records_so_far)`` is called per file.
         """
-        files = expand_paths(paths)
+        skipped: list[str] = []
+        unreadable: list[RecordError] = []
+        files = expand_paths(paths, skipped, unreadable)
         self._ensure()
         load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
         report = LoadReport(load_id=load_id)
+        for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
+            report._warn(message)
         try:
             staging, owner = self._new_staging(load_id)
         except OSError as exc:
@@ -215,7 +219,8 @@ class Warehouse:
         meta = engine.connect()
         try:
             try:
-                read = self._stage(files, staging, format, batch_size, report, progress, meta)
+                read = self._stage(files, staging, format, batch_size, report, progress, meta,
+                                   unreadable)
                 if strict and report.rejected:
                     return report
                 with self._writer_lock():
@@ -258,8 +263,10 @@ class Warehouse:
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
                report: LoadReport, progress: Callable[[str, int], None] | None,
-               meta: duckdb.DuckDBPyConnection) -> list[dict[str, Any]] | None:
-        """Stage the records of ``files``; returns what was read of each file (for
+               meta: duckdb.DuckDBPyConnection, unreadable: list[RecordError] = ()
+               ) -> list[dict[str, Any]] | None:
+        """Stage the records of ``files`` (and ``unreadable``: folders that could not be
+        listed, as rejects); returns what was read of each file (for
         :meth:`_remember_files`), or None when every file was skipped as already loaded."""
         # Checking and flattening happen in kidata.stage (in worker processes for large
         # inputs); the result is the same as one pass over the input in order. It is set up
@@ -268,6 +275,13 @@ class Warehouse:
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
         try:
+            if unreadable:
+                from kidata.stage import Stage
+
+                stage = Stage(staging, batch, self._existing_environments(meta), report,
+                              progress)
+                for error in unreadable:
+                    stage.feed(error, error.file)
             for path in files:
                 report.files += 1
                 name = "<stdin>" if path == "-" else path

@@ -7,6 +7,8 @@ never raise for bad records, so one bad record never stops the good ones.
 
 from __future__ import annotations
 
+import errno
+import fnmatch
 import glob
 import hashlib
 import io
@@ -109,30 +111,158 @@ def formats() -> dict[str, Any]:
     }
 
 
-def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files, folders (recursively, sorted) and globs to a list of files; ``-`` is stdin."""
+def expand_paths(paths: Iterable[str], skipped: list[str] | None = None,
+                 unreadable: list[RecordError] | None = None) -> list[str]:
+    """Files, folders (recursively, sorted) and globs to a list of files; ``-`` is stdin.
+
+    Only regular files are listed from folders and globs: FIFOs, devices, sockets, broken
+    symlinks and symlink loops are left out, each with a line in ``skipped`` (a warning of
+    the load). A folder that cannot be listed is a :class:`RecordError` in ``unreadable``
+    (a reject of the load). A path named as such is listed whatever it is (reading a
+    non-regular one is refused with a reject, :func:`read_file`). Symlinks to folders are
+    followed, each real folder once: a loop ends where it would come back."""
+    skipped = [] if skipped is None else skipped
+    unreadable = [] if unreadable is None else unreadable
     out: list[str] = []
     for p in paths:
         if p == "-":
             out.append(p)
             continue
         if any(ch in p for ch in "*?["):
-            matches = sorted(glob.glob(p, recursive=True))
+            matches = _glob(p, skipped, unreadable)
             if not matches:
                 raise UsageError(f"no files match {p!r}")
+            found: list[str] = []
+            seen: set[tuple[int, int]] = set()
             for m in matches:
-                out.extend(expand_paths([m]) if os.path.isdir(m) else [m])
+                if os.path.isdir(m):
+                    found.extend(_walk(m, seen, skipped, unreadable))
+                else:
+                    found.extend(_regular([m], skipped))
+            out.extend(dict.fromkeys(found))  # `**` matches folders and the files in them
             continue
         path = Path(p)
         if path.is_dir():
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                out.extend(str(Path(root) / f) for f in sorted(files) if not f.startswith("."))
+            out.extend(_walk(p, set(), skipped, unreadable))
         elif path.exists():
             out.append(str(path))
         else:
             raise UsageError(f"no such file or folder: {p}")
     return out
+
+
+def _regular(paths: list[str], skipped: list[str]) -> list[str]:
+    """The regular files among ``paths`` (symlinks followed); the rest noted in ``skipped``."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            what = ("a symlink loop" if exc.errno == errno.ELOOP
+                    else "a broken symlink" if os.path.islink(path)
+                    else f"cannot stat it ({exc.strerror})")
+            skipped.append(f"skipped {path}: {what}")
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append(path)
+        elif not stat.S_ISDIR(st.st_mode):
+            skipped.append(f"skipped {path}: {file_kind(st.st_mode)}, not a regular file")
+    return out
+
+
+def _walk(top: str, seen: set[tuple[int, int]], skipped: list[str],
+          unreadable: list[RecordError]) -> Iterator[str]:
+    """The regular files under folder ``top``, as os.walk orders them (a folder's files by
+    name, then its subfolders by name), hidden names left out; each real folder once."""
+    try:
+        st = os.stat(top)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            skipped.append(f"skipped {top}: a symlink loop (or a second link) to a folder "
+                           "already read")
+            return
+        seen.add(key)
+        with os.scandir(top) as listing:
+            entries = sorted((e.name, e.path, _is_dir(e)) for e in listing
+                             if not e.name.startswith("."))
+    except OSError as exc:
+        unreadable.append(RecordError(top, "folder", None,
+                                      f"cannot list the folder: {exc.strerror or exc}; its "
+                                      "files are not read"))
+        return
+    folders = []
+    for _, path, is_dir in entries:
+        if is_dir:  # a symlink to a folder too: a loop is caught by `seen`
+            folders.append(path)
+        else:
+            yield from _regular([path], skipped)
+    for path in folders:
+        yield from _walk(path, seen, skipped, unreadable)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    """Whether a folder entry is a folder (or a symlink to one), from the listing itself
+    where it can: a stat of a path too long to name fails, and must not hide a folder."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _glob(pattern: str, skipped: list[str], unreadable: list[RecordError]) -> list[str]:
+    """What ``pattern`` matches, sorted. ``**`` (any number of folders) is matched by
+    :func:`_walk`, which visits each real folder once: glob.glob follows symlink loops
+    without end."""
+    if "**" not in pattern:
+        return sorted(glob.glob(pattern))
+    parts = pattern.split(os.sep)
+    first = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    base = os.sep.join(parts[:first]) or ("/" if pattern.startswith(os.sep) else ".")
+    rest = parts[first:]
+    if not os.path.isdir(base):
+        return []
+    found = []
+    for path in _walk_all(base, set(), skipped, unreadable):
+        if _match(rest, os.path.relpath(path, base).split(os.sep)):
+            found.append(path if base != "." or pattern.startswith("./") else
+                         os.path.relpath(path, base))
+    return sorted(found)
+
+
+def _walk_all(top: str, seen: set[tuple[int, int]], skipped: list[str],
+              unreadable: list[RecordError]) -> Iterator[str]:
+    """Every path under ``top`` (folders and files, hidden names left out); each real folder
+    once."""
+    try:
+        st = os.stat(top)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            skipped.append(f"skipped {top}: a symlink loop (or a second link) to a folder "
+                           "already read")
+            return
+        seen.add(key)
+        with os.scandir(top) as listing:
+            entries = sorted((e.path, _is_dir(e)) for e in listing
+                             if not e.name.startswith("."))
+    except OSError as exc:
+        unreadable.append(RecordError(top, "folder", None,
+                                      f"cannot list the folder: {exc.strerror or exc}; its "
+                                      "files are not read"))
+        return
+    for path, is_dir in entries:
+        yield path
+        if is_dir:
+            yield from _walk_all(path, seen, skipped, unreadable)
+
+
+def _match(pattern: list[str], parts: list[str]) -> bool:
+    """Whether path ``parts`` match glob ``pattern`` parts (``**``: any number of parts)."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_match(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) \
+        and _match(pattern[1:], parts[1:])
 
 
 class NotRegularFile(OSError):
