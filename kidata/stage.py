@@ -54,7 +54,7 @@ from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.pqwrite import GroupedWriter
 from kidata.readers import Item, Lines
-from kidata.report import LoadReport, Reject
+from kidata.report import LoadReport, Reject, max_kept_rejects
 from kidata.schema import STAGED_LATENCY, TABLES, staged_schema
 
 # Tables whose rows repeat across records (one row per key): the stager drops repeats it has
@@ -94,6 +94,8 @@ class Stager:
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
         self.tag = ""  # in file names: worker processes stage into the same folder
+        self.max_rejects = max_kept_rejects()
+        self.rejects_staged = 0
 
     def add(self, table: str, row: dict, seq: int, position: str) -> None:
         seen = self.seen.get(table)
@@ -246,6 +248,11 @@ def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, posit
 def _reject(stager: Stager, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
     report._reject(Reject(err.file, err.position, err.field, err.reason))
+    # Each process stages at most the cap, its first in input order: among them are the
+    # load's first `cap` rejects, which the commit keeps (Warehouse._select_final).
+    if stager.rejects_staged >= stager.max_rejects:
+        return
+    stager.rejects_staged += 1
     stager.add("rejects", {"source_file": err.file, "position": err.position,
                            "field": err.field, "reason": err.reason, "raw": raw},
                seq, err.position)

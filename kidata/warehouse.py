@@ -39,7 +39,7 @@ from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
 from kidata.readers import expand_paths, read_file
-from kidata.report import LoadReport, Reject
+from kidata.report import LoadReport, Reject, max_kept_rejects
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 10_000
@@ -420,6 +420,7 @@ class Warehouse:
                 report._reject(Reject(file, position, "run.metadata.name", reason))
             if strict and conflicts:
                 return
+            report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
             report.duplicates += con.sql(
                 "SELECT count(*) FROM run_outcome WHERE _outcome = 'duplicate'").fetchall()[0][0]
             now = datetime.now(UTC)
@@ -500,7 +501,8 @@ class Warehouse:
         row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
                "files": report.files, "records": report.records,
                "added": json.dumps(added, sort_keys=True), "duplicates": report.duplicates,
-               "rejected": report.rejected, "warnings": report.warned}
+               "rejected": report.rejected, "warnings": report.warned,
+               "rejects_not_kept": report.rejects_not_kept}
         pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), path,
                        compression="zstd")
         durable.fsync_file(path)
@@ -599,9 +601,11 @@ class Warehouse:
             # A record rejected again for the same reason (a re-run) is kept once.
             same = " AND ".join(f"e.{k} IS NOT DISTINCT FROM s.{k}" for k in KEYS["rejects"])
             cols = ", ".join(KEYS["rejects"])
+            # The load's first max_kept_rejects() rejects, in input order (an int, not input).
             return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY {cols} "
                     f"ORDER BY _seq) AS _rn FROM (SELECT {cols}, _seq FROM staged_rejects "
-                    f"UNION ALL SELECT {cols}, _seq FROM conflict_rejects)) s "
+                    f"UNION ALL SELECT {cols}, _seq FROM conflict_rejects "
+                    f"ORDER BY _seq LIMIT {int(max_kept_rejects())})) s "
                     f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_rejects e "
                     f"WHERE {same}) ORDER BY s._seq")
         keys = [views_mod.quote_identifier(k) for k in KEYS[table]]
@@ -809,6 +813,19 @@ class Warehouse:
             "AND ($file IS NULL OR source_file = $file) "
             "ORDER BY loaded_at, load_id, source_file, length(position), position",
             {"load_id": load_id, "file": file})
+
+    def rejects_not_kept(self, load_id: str | None = None) -> list[tuple[str, int]]:
+        """``(load_id, count)`` of the loads that rejected more records than they kept in
+        ``rejects`` (beyond ``KIDATA_MAX_REJECTS``), oldest first."""
+        if not any(self.table_files("loads")):
+            return []
+        try:
+            return self.sql(
+                "SELECT load_id, rejects_not_kept FROM loads WHERE rejects_not_kept > 0 "
+                "AND ($load_id IS NULL OR load_id = $load_id) ORDER BY loaded_at, load_id",
+                {"load_id": load_id}).fetchall()
+        except QueryError:  # only loads older than the column: none was capped
+            return []
 
     def check(self, repair: bool = False):
         """Verify the warehouse on disk; see :func:`kidata.check.check`."""
