@@ -418,8 +418,8 @@ class Gunzip(io.RawIOBase):
                 if len(data) < 2:
                     data += self.raw.read(1)
                 if data[:2] != b"\x1f\x8b":
-                    self._damaged(f"{len(data):,}+ bytes that are not gzip follow the gzip "
-                                  "data (trailing garbage)")
+                    self._damaged("the gzip data is followed by bytes that are not gzip "
+                                  "(trailing garbage, not read)")
                     return
                 self.member = zlib.decompressobj(16 + zlib.MAX_WBITS)
             try:

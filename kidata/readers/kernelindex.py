@@ -74,8 +74,9 @@ def to_item(value: Any, file: str, position: str, raw: str | None,
 
 # orjson reads an integer outside [-2**63, 2**64) as a float: the document would change
 # (123456789012345678901234567890 -> 1.2345678901234568e+29) and so would its digest. Such an
-# integer has at least 20 digits; a text with 20 digits in a row is read again exactly.
-LONG_DIGITS = re.compile(rb"[0-9]{20}")
+# integer has at least 20 digits, or 19 after a minus sign; a text holding such a run of
+# digits is read again exactly.
+LONG_DIGITS = re.compile(rb"-[0-9]{19}|[0-9]{20}")
 
 
 def json_problem(value: Any, data: bytes) -> tuple[str | None, str] | None:

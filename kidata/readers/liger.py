@@ -521,6 +521,10 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     if metric_name == "speed":
         factor = SPEED_UNITS[unit]
         ns = {q: ns_from(numbers[q][1], factor) for q, _, _ in QUANTILES}
+        for q, _, _ in QUANTILES:  # in ns, a run's latency must fit kidata's integers
+            if ns[q] > INT_RANGE[1]:
+                raise row.fail(f"y_value_{q}", f"{numbers[q][1]} {unit} is {ns[q]:,} ns, "
+                                               "beyond 64 bits; expected a plausible latency")
         spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
         spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         spec["measurements"] = [
