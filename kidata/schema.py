@@ -220,7 +220,7 @@ LOADS = (
     _f("warnings", INT64, "Warnings reported (e.g. unknown GPUs).", False),
     _f("rejects_not_kept", INT64, "Rejected records counted in `rejected` but not kept in "
        "`rejects`: a load keeps its first 100,000 (`KIDATA_MAX_REJECTS`). Null for loads "
-       "written before kidata 0.2.3."),
+       "written by kidata 0.2.2 or earlier."),
 )
 
 COLUMNS: dict[str, tuple[Column, ...]] = {
