@@ -28,7 +28,7 @@ import orjson
 from kidata.errors import RecordError
 from kidata.flatten import QUANTILE_ORDER, Flattener
 from kidata.readers import Item, Lines, Overlong, raw_text
-from kidata.readers.kernelindex import LONG_DIGITS, _error, _json_error, _overlong, to_item
+from kidata.readers.kernelindex import _error, _json_error, _overlong, long_digits, to_item
 from kidata.validate import API_VERSION, DIGEST_RE, UNITS, Checker
 
 _INF = float("inf")
@@ -113,7 +113,7 @@ class FastPath:
     def stage(self, line: bytes, file: str, position: str, name: str, seq: int) -> bool:
         """Stage the record on ``line`` (one JSON line) if it is a plainly valid common
         bundle; False (nothing staged) sends it to the general path."""
-        if not self.on or LONG_DIGITS.search(line):
+        if not self.on or long_digits(line):
             return False  # an integer orjson may not keep: the general path checks it
         try:
             value = orjson.loads(line)

