@@ -395,6 +395,8 @@ def run(argv: list[str] | None = None) -> int:
         return getattr(exc, "exit_code", 2)
     except KidataError as exc:
         if _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+            if getattr(exc, "detail", None):  # e.g. a staging worker's own traceback
+                _err(exc.detail)
             raise
         _err(f"Error: {exc}")
         return 2 if isinstance(exc, UsageError) else 1
