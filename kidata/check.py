@@ -8,8 +8,10 @@ removes what dead writers left (the same recovery every writer runs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +21,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kidata import derived, durable, snapshot
+from kidata import derived, durable, engine, snapshot
 from kidata import views as views_mod
 from kidata.digest import digest
 from kidata.errors import WarehouseError
@@ -61,9 +63,40 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
             report.repaired = list(wh._last_recovery)
             report.repaired += _write_missing_markers(wh)
             report.repaired += _rewrite_derived(wh)
+    with _writers_paused(wh):
+        _check_files_and_rows(wh, report)
+    return report
+
+
+@contextlib.contextmanager
+def _writers_paused(wh: Warehouse) -> Iterator[None]:
+    """Hold the writer lock while the files are read (without running recovery: a check
+    reports an interrupted commit, it does not complete it), so that no commit or compaction
+    renames files between the listing and the reading. A warehouse whose lock cannot be taken
+    (a read-only copy) is checked as it is."""
+    from filelock import FileLock, Timeout
+
+    from kidata.warehouse import LOCK_TIMEOUT
+
+    lock = FileLock(str(wh.private / "lock"), timeout=LOCK_TIMEOUT)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise WarehouseError(f"{wh.path} is locked by a writer for more than "
+                             f"{LOCK_TIMEOUT:.0f} s; is a load stuck?") from None
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _check_files_and_rows(wh: Warehouse, report: CheckReport) -> None:
     pending = _check_private(wh, report)
     readable = _check_files(wh, report)
-    con = duckdb.connect()
+    con = engine.connect()
     try:
         # Rows of a commit still to be completed are reported once, as that, and left out of
         # the other checks (its measurements may be in place while its runs are not yet).
@@ -84,7 +117,6 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
         _check_digests(con, report)
     finally:
         con.close()
-    return report
 
 
 def _write_missing_markers(wh: Warehouse) -> list[str]:
@@ -93,7 +125,7 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
     Runs under the writer lock after recovery, so no commit is in flight."""
     from kidata import __version__
 
-    con = duckdb.connect()
+    con = engine.connect()
     done = []
     try:
         counts: dict[str, dict[str, int]] = {}
@@ -313,7 +345,7 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
     from kidata.compact import swap_table
     from kidata.pqwrite import write_reader
 
-    con = duckdb.connect()
+    con = engine.connect()
     try:
         snapshot.define(con, wh.path)
         stored = f"({views_mod.table_sql(wh.path, 'latest_runs')})"

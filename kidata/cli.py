@@ -105,8 +105,14 @@ def load(
     for reject in shown:
         _err(f"rejected: {reject}")
     if report.rejected > len(shown):
-        _err(f"rejected: … and {report.rejected - len(shown):,} more (all are in the "
-             f"rejects table: kidata sql 'select * from rejects')")
+        kept = ("all are" if not report.rejects_not_kept else
+                f"the first {report.rejected - report.rejects_not_kept:,} are")
+        _err(f"rejected: … and {report.rejected - len(shown):,} more ({kept} in the "
+             f"rejects table: kidata rejects)")
+    if report.rejects_not_kept:
+        _err(f"rejected: {report.rejects_not_kept:,} rejects beyond the first "
+             f"{report.rejected - report.rejects_not_kept:,} were counted but not kept "
+             f"(KIDATA_MAX_REJECTS sets how many a load keeps)")
     added = report.added
     if strict and report.rejected:
         typer.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
@@ -374,10 +380,14 @@ def rejects(
     if format not in output.FORMATS:
         raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
                                  param_hint="--format")
-    relation = _wh(warehouse).rejects(load_id=load_id, file=file)
+    wh = _wh(warehouse)
+    relation = wh.rejects(load_id=load_id, file=file)
     if not raw:
         relation = relation.project("loaded_at, load_id, source_file, position, field, reason")
     output.write(relation, format, sys.stdout, max_rows=limit)
+    for load, not_kept in wh.rejects_not_kept(load_id):
+        _err(f"note: load {load} rejected {not_kept:,} more records than it kept here "
+             f"(KIDATA_MAX_REJECTS); `loads` has the counts")
 
 
 @app.command()
@@ -434,12 +444,33 @@ def run(argv: list[str] | None = None) -> int:
         return getattr(exc, "exit_code", 2)
     except KidataError as exc:
         if _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+            if getattr(exc, "detail", None):  # e.g. a staging worker's own traceback
+                _err(exc.detail)
             raise
         _err(f"Error: {exc}")
         return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:
         _err("Interrupted.")
         return 130
+    except Exception as exc:
+        message = _engine_error(exc)
+        if message is None or _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+            raise
+        _err(f"Error: {message}")
+        return 1
+
+
+def _engine_error(exc: Exception) -> str | None:
+    """The message of an error DuckDB or the file system raised while a command was already
+    producing its result (a query's rows are computed as they are printed: a failing cast, a
+    file swapped by a compaction, a disk that fills); None for anything else (a bug, which
+    keeps its traceback)."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and isinstance(exc, duckdb.Error):
+        return str(exc).split("\n\nLINE ", 1)[0].strip()
+    if isinstance(exc, OSError):
+        return str(exc)
+    return None
 
 
 def main() -> None:

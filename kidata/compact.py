@@ -29,10 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow.parquet as pq
 
-from kidata import durable
+from kidata import durable, engine
 from kidata import views as views_mod
 from kidata.durable import fault
 from kidata.errors import WarehouseError
@@ -191,7 +190,7 @@ def _merge(table: str, files: list[Path], out: Path) -> int:
                      else f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
                      for f in schema)
     listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
-    con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
+    con = engine.connect({"threads": 2, "memory_limit": "1GB",
                                  "preserve_insertion_order": True})
     try:
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,10 +60,41 @@ def file_name(name: str) -> str:
     return f"{slug}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:12]}.txt"
 
 
+# The reader takes a title line of at most 200 characters (kidata.readers.kernelindex).
+MAX_TITLE = 200
+
+
+def title_line(name: str | None) -> str | None:
+    """``name`` made safe as a bundle's title line, or None (no title line): one line of at
+    most 200 characters that the reader cannot take for JSON. Control and line-separator
+    characters become spaces; leading ``{``, ``[``, BOMs and spaces are dropped. The title is
+    a label only: whatever it held, the bundle after it says the same."""
+    if not name:
+        return None
+    text = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+                   for ch in name)
+    text = " ".join(text.split()).lstrip("{[ ")
+    text = text[:MAX_TITLE].rstrip()
+    return text or None
+
+
 def render(bundle: dict[str, Any], title: str | None) -> str:
-    """The text of one bundle file, as in the seeds."""
+    """The text of one bundle file, as in the seeds (the title made safe: :func:`title_line`)."""
     body = json.dumps(bundle, indent=2, ensure_ascii=False, allow_nan=False)
+    title = title_line(title)
     return f"{title}\n\n{body}\n" if title else f"{body}\n"
+
+
+def write_new(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file renamed over it: a symlink already at ``path``
+    is replaced, never followed (its target is left as it was)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "kernelindex",
@@ -79,9 +111,15 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
-    files = expand_paths(paths)
+    skipped: list[str] = []
+    unreadable: list[RecordError] = []
+    files = expand_paths(paths, skipped, unreadable)
     out.mkdir(parents=True, exist_ok=True)
     report = ConvertReport()
+    for message in skipped:
+        report._warn(message)
+    for error in unreadable:
+        report._reject(error)
     flattener = Flattener()
     known: dict[str, dict[str, Any]] = {}   # digest -> document seen in this conversion
     written: dict[str, tuple[str, str]] = {}  # file name -> (content hash, where first seen)
@@ -125,7 +163,7 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
                         f"conflict: {name[:-4]} appears earlier in this conversion "
                         f"({first_where}) with different numbers"))
                 continue
-            (out / name).write_text(render(bundle, title), encoding="utf-8")
+            write_new(out / name, render(bundle, title))
             written[name] = (content, where)
             report.written += 1
     return report

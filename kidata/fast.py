@@ -28,7 +28,7 @@ import orjson
 from kidata.errors import RecordError
 from kidata.flatten import QUANTILE_ORDER, Flattener
 from kidata.readers import Item, Lines, Overlong, raw_text
-from kidata.readers.kernelindex import _error, _json_error, _overlong, to_item
+from kidata.readers.kernelindex import _error, _json_error, _overlong, long_digits, to_item
 from kidata.validate import API_VERSION, DIGEST_RE, UNITS, Checker
 
 _INF = float("inf")
@@ -71,7 +71,7 @@ def parse(line: bytes, file: str, position: str, title: str | None
         value = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
         return _error(file, position, _json_error(exc), stripped)
-    return to_item(value, file, position, raw_text(stripped), title)
+    return to_item(value, file, position, raw_text(stripped), title, stripped)
 
 
 def _positive(value: Any) -> float | None:
@@ -113,12 +113,20 @@ class FastPath:
     def stage(self, line: bytes, file: str, position: str, name: str, seq: int) -> bool:
         """Stage the record on ``line`` (one JSON line) if it is a plainly valid common
         bundle; False (nothing staged) sends it to the general path."""
-        if not self.on:
-            return False
+        if not self.on or long_digits(line):
+            return False  # an integer orjson may not keep: the general path checks it
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             return False
+        try:
+            return self._stage(value, file, position, name, seq)
+        except (TypeError, OverflowError):
+            # A document nested too deep to write again (orjson), a time beyond year 9999
+            # in UTC: nothing is staged yet; the general path rejects it with the reason.
+            return False
+
+    def _stage(self, value: Any, file: str, position: str, name: str, seq: int) -> bool:
         if type(value) is not dict or "kind" in value or "workload" in value \
                 or "implementation" in value:
             return False
@@ -404,6 +412,7 @@ class FastPath:
         stager = self.stager
         # JSON texts stay UTF-8 bytes: Arrow takes them as strings without a round trip
         # through Python str (the general path's str gives the same Arrow string).
+        document = orjson.dumps(run)  # before anything is staged: it may raise
         stager.rows["runs"].append((
             run_id, source if type(source) is str else None, external_id, kernel, pass_,
             implementation, variant, workload, gpu.key, gpu_name, metric, env_id,
@@ -412,7 +421,7 @@ class FastPath:
             *(None if r is None else r[4] for r in (rows.get(("latency", "median")),
                                                     rows.get(("latency", "p20")),
                                                     rows.get(("latency", "p80"))))))
-        stager.blobs["runs"].append(orjson.dumps(run))
+        stager.blobs["runs"].append(document)
         counts = stager.counts
         counts["runs"] += 1
         stager.rows["measurements"].extend(measurements)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 from typing import IO, Any
 
 import orjson
@@ -27,6 +28,18 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def _dumps(value: Any, option: int = 0) -> str:
+    """JSON text of ``value``; integers beyond 64 bits (DuckDB's HUGEINT), which orjson
+    refuses, are written exactly by the standard library instead."""
+    try:
+        return orjson.dumps(value, default=_default, option=option | orjson.OPT_NON_STR_KEYS
+                            ).decode()
+    except TypeError:
+        if option & orjson.OPT_INDENT_2:
+            return json.dumps(value, default=_default, ensure_ascii=False, indent=2)
+        return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
+
+
 def write(relation, fmt: str, out: IO[str], max_rows: int = 100) -> None:
     columns = relation.columns
     if fmt == "table":
@@ -44,13 +57,11 @@ def write(relation, fmt: str, out: IO[str], max_rows: int = 100) -> None:
             writer.writerow(["" if v is None else (v.isoformat() if isinstance(v, dt.datetime)
                                                    else v) for v in row])
     elif fmt == "json":
-        out.write(orjson.dumps([dict(zip(columns, r, strict=True)) for r in rows],
-                               default=_default, option=orjson.OPT_INDENT_2
-                               | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        out.write(_dumps([dict(zip(columns, r, strict=True)) for r in rows],
+                         orjson.OPT_INDENT_2) + "\n")
     elif fmt == "ndjson":
         for r in rows:
-            out.write(orjson.dumps(dict(zip(columns, r, strict=True)), default=_default,
-                                   option=orjson.OPT_NON_STR_KEYS).decode() + "\n")
+            out.write(_dumps(dict(zip(columns, r, strict=True))) + "\n")
     elif fmt == "markdown":
         out.write("| " + " | ".join(columns) + " |\n")
         out.write("|" + "|".join("---" for _ in columns) + "|\n")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from kidata import durable
+from kidata import durable, engine
 from kidata.catalog import gpu_catalog
 from kidata.errors import KidataError
 from kidata.schema import COLUMNS, REFERENCE
@@ -297,7 +297,7 @@ def _current(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> bool:
 def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
     """Reference tables whose file in ``warehouse`` is missing, unreadable, or not written
     from the packaged data of this kidata (by its fingerprint)."""
-    db = duckdb.connect() if con is None else con
+    db = engine.connect() if con is None else con
     try:
         return [name for name in REFERENCE if not _current(db, warehouse / name / FILE, name)]
     finally:

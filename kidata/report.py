@@ -6,11 +6,24 @@ reports, do not import DuckDB (16 MB of memory in each).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 # Rejects and warnings listed in a report (the counts, and the rejects table, keep them all).
 MAX_REPORTED = 1000
+# Rejected records a load keeps in the rejects table (the first, in input order); the rest are
+# counted (loads.rejected, loads.rejects_not_kept) so that millions of bad lines cannot
+# exhaust the commit's memory or the disk.
+DEFAULT_MAX_REJECTS = 100_000
+
+
+def max_kept_rejects() -> int:
+    """Rejects one load keeps: ``KIDATA_MAX_REJECTS`` if set (at least 1), else 100,000."""
+    try:
+        return max(1, int(os.environ.get("KIDATA_MAX_REJECTS") or DEFAULT_MAX_REJECTS))
+    except ValueError:
+        return DEFAULT_MAX_REJECTS
 
 
 @dataclass
@@ -72,6 +85,8 @@ class LoadReport(Tally):
     # Tables whose small files the load merged after its commit: files before and after
     # (kidata.compact.auto).
     compacted: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Rejected records beyond max_kept_rejects(): counted, not kept in the rejects table.
+    rejects_not_kept: int = 0
 
     @property
     def runs_added(self) -> int:

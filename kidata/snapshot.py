@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from kidata import derived
+from kidata import derived, engine
 from kidata import views as views_mod
 from kidata.errors import WarehouseError
 from kidata.schema import COLUMNS, COMMIT_ORDER, REFERENCE
@@ -54,7 +54,7 @@ def committed(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None
         if not files:
             return []
         own = con is None
-        db = duckdb.connect() if own else con
+        db = engine.connect() if own else con
         try:
             rel = db.sql("SELECT * FROM read_parquet($files, union_by_name = true, "
                          "filename = '_kidata_file', file_row_number = true) "

@@ -48,12 +48,13 @@ import pyarrow.parquet as pq
 
 from kidata import fast as fast_path
 from kidata import pqwrite
+from kidata.durable import fault
 from kidata.errors import RecordError, WarehouseError
 from kidata.fast import FastPath
 from kidata.flatten import Flattener, NeedsEnvironment
 from kidata.pqwrite import GroupedWriter
 from kidata.readers import Item, Lines
-from kidata.report import LoadReport, Reject
+from kidata.report import LoadReport, Reject, max_kept_rejects
 from kidata.schema import STAGED_LATENCY, TABLES, staged_schema
 
 # Tables whose rows repeat across records (one row per key): the stager drops repeats it has
@@ -93,6 +94,8 @@ class Stager:
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
         self.tag = ""  # in file names: worker processes stage into the same folder
+        self.max_rejects = max_kept_rejects()
+        self.rejects_staged = 0
 
     def add(self, table: str, row: dict, seq: int, position: str) -> None:
         seen = self.seen.get(table)
@@ -131,6 +134,7 @@ class Stager:
                 columns[name] = _text_array(self.blobs[table], schema.field(name).type)
                 self.blobs[table].clear()
             data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
+            fault("stage-write")
             pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
                            **pqwrite.options(schema, compression="lz4"))
             rows.clear()
@@ -244,6 +248,11 @@ def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, posit
 def _reject(stager: Stager, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
     report._reject(Reject(err.file, err.position, err.field, err.reason))
+    # Each process stages at most the cap, its first in input order: among them are the
+    # load's first `cap` rejects, which the commit keeps (Warehouse._select_final).
+    if stager.rejects_staged >= stager.max_rejects:
+        return
+    stager.rejects_staged += 1
     stager.add("rejects", {"source_file": err.file, "position": err.position,
                            "field": err.field, "reason": err.reason, "raw": raw},
                seq, err.position)
@@ -305,8 +314,11 @@ def _serve() -> None:
             return
         try:
             result: Any = _work(*job)
-        except BaseException:  # noqa: BLE001 - reported to the loading process, which fails
-            result = ("error", traceback.format_exc())
+        except BaseException as exc:  # noqa: BLE001 - reported to the loading process
+            # What failed, in one line (a full disk: "[Errno 28] No space left on device"),
+            # and the traceback apart, for --debug.
+            what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            result = ("error", what, traceback.format_exc())
         pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
@@ -354,8 +366,9 @@ class _Worker:
             with self.lock:
                 future = self.waiting.popleft()
             if isinstance(result, tuple) and result[:1] == ("error",):
-                future.set_exception(WarehouseError(
-                    f"a staging worker failed:\n{result[1]}"))
+                error = WarehouseError(f"a staging worker failed: {result[1]}")
+                error.detail = result[2]  # type: ignore[attr-defined]
+                future.set_exception(error)
             else:
                 future.set_result(result)
         code = self.proc.wait()

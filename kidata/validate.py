@@ -111,7 +111,12 @@ class Checker:
         if ts.tzinfo is None:
             raise self.fail(f"{prefix}{path}",
                             f"timestamp {value!r} has no time zone; expected e.g. a trailing Z")
-        return ts.astimezone(UTC)
+        try:
+            return ts.astimezone(UTC)
+        except OverflowError:
+            raise self.fail(f"{prefix}{path}",
+                            f"timestamp {value!r} is outside years 1-9999 once converted to "
+                            "UTC") from None
 
     def document(self, doc: Any, role: str, kind: str) -> dict:
         """Check the envelope every kernelindex document shares."""

@@ -34,12 +34,12 @@ from typing import Any
 import duckdb
 from filelock import FileLock, Timeout
 
-from kidata import derived, durable, reference, snapshot
+from kidata import derived, durable, engine, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NoSuchView, QueryError, WarehouseError
+from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
 from kidata.readers import expand_paths, read_file
-from kidata.report import LoadReport, Reject
+from kidata.report import LoadReport, Reject, max_kept_rejects
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 10_000
@@ -203,19 +203,24 @@ class Warehouse:
         in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
         if anything would be rejected. ``progress(file, records_so_far)`` is called per file.
         """
-        files = expand_paths(paths)
+        skipped: list[str] = []
+        unreadable: list[RecordError] = []
+        files = expand_paths(paths, skipped, unreadable)
         self._ensure()
         load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
         report = LoadReport(load_id=load_id)
+        for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
+            report._warn(message)
         try:
             staging, owner = self._new_staging(load_id)
         except OSError as exc:
             raise WarehouseError(f"cannot start a load in {self.path}: {exc}") from None
         # One connection for the load's bookkeeping (which files are loaded, reference files).
-        meta = duckdb.connect()
+        meta = engine.connect()
         try:
             try:
-                read = self._stage(files, staging, format, batch_size, report, progress, meta)
+                read = self._stage(files, staging, format, batch_size, report, progress, meta,
+                                   unreadable)
                 if strict and report.rejected:
                     return report
                 with self._writer_lock():
@@ -258,8 +263,10 @@ class Warehouse:
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
                report: LoadReport, progress: Callable[[str, int], None] | None,
-               meta: duckdb.DuckDBPyConnection) -> list[dict[str, Any]] | None:
-        """Stage the records of ``files``; returns what was read of each file (for
+               meta: duckdb.DuckDBPyConnection, unreadable: list[RecordError] = ()
+               ) -> list[dict[str, Any]] | None:
+        """Stage the records of ``files`` (and ``unreadable``: folders that could not be
+        listed, as rejects); returns what was read of each file (for
         :meth:`_remember_files`), or None when every file was skipped as already loaded."""
         # Checking and flattening happen in kidata.stage (in worker processes for large
         # inputs); the result is the same as one pass over the input in order. It is set up
@@ -267,20 +274,22 @@ class Warehouse:
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
-        hasher = ThreadPoolExecutor(max_workers=1)
         try:
+            if unreadable:
+                from kidata.stage import Stage
+
+                stage = Stage(staging, batch, self._existing_environments(meta), report,
+                              progress)
+                for error in unreadable:
+                    stage.feed(error, error.file)
             for path in files:
                 report.files += 1
                 name = "<stdin>" if path == "-" else path
                 known = loaded.get((name, label))
-                if path != "-" and known is None:
-                    # Never loaded under this name: its fingerprint is only for the manifest,
-                    # so it is hashed while the file is read (hashlib releases the GIL).
-                    hashing: Any = hasher.submit(fingerprint, path)
-                    print_ = seen = None
-                else:
-                    hashing = None
-                    print_ = None if path == "-" else fingerprint(path, known)
+                seen = None
+                if path != "-" and known is not None:
+                    # Loaded before under this name: unchanged (same bytes) means skipped.
+                    print_ = fingerprint(path, known)
                     seen = loaded.get((name, *print_[:2], label)) if print_ else None
                 if seen is not None and self._still_loaded(seen, name, meta):
                     # Unchanged since a clean load: reading it again would add nothing.
@@ -293,18 +302,21 @@ class Warehouse:
 
                     stage = Stage(staging, batch, self._existing_environments(meta), report,
                                   progress)
-                for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
+                # The manifest describes the bytes this read saw, hashed as they were read:
+                # a file replaced meanwhile is not vouched for by the other file's hash.
+                got: dict[str, Any] = {}
+                for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
+                                      fingerprint=got):
                     stage.feed(unit, name)
-                if hashing is not None:
-                    print_ = hashing.result()
-                stage.file_done(name, print_, label)
+                read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
+                              if got else None)
+                stage.file_done(name, read_print, label)
                 if progress is not None:
                     progress(name, report.records)
             if stage is None:
                 return None
             stage.finish()
         finally:
-            hasher.shutdown(cancel_futures=True)
             if stage is not None:
                 stage.close()
         return stage.summaries()
@@ -394,7 +406,7 @@ class Warehouse:
     def _commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
         # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
         # load's memory does not grow with its size.
-        con = duckdb.connect(config={"memory_limit": COMMIT_MEMORY, "threads": 2,
+        con = engine.connect({"memory_limit": COMMIT_MEMORY, "threads": 2,
                                      "temp_directory": str(staging / "spill"),
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
@@ -408,6 +420,7 @@ class Warehouse:
                 report._reject(Reject(file, position, "run.metadata.name", reason))
             if strict and conflicts:
                 return
+            report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
             report.duplicates += con.sql(
                 "SELECT count(*) FROM run_outcome WHERE _outcome = 'duplicate'").fetchall()[0][0]
             now = datetime.now(UTC)
@@ -488,7 +501,8 @@ class Warehouse:
         row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
                "files": report.files, "records": report.records,
                "added": json.dumps(added, sort_keys=True), "duplicates": report.duplicates,
-               "rejected": report.rejected, "warnings": report.warned}
+               "rejected": report.rejected, "warnings": report.warned,
+               "rejects_not_kept": report.rejects_not_kept}
         pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), path,
                        compression="zstd")
         durable.fsync_file(path)
@@ -587,9 +601,11 @@ class Warehouse:
             # A record rejected again for the same reason (a re-run) is kept once.
             same = " AND ".join(f"e.{k} IS NOT DISTINCT FROM s.{k}" for k in KEYS["rejects"])
             cols = ", ".join(KEYS["rejects"])
+            # The load's first max_kept_rejects() rejects, in input order (an int, not input).
             return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY {cols} "
                     f"ORDER BY _seq) AS _rn FROM (SELECT {cols}, _seq FROM staged_rejects "
-                    f"UNION ALL SELECT {cols}, _seq FROM conflict_rejects)) s "
+                    f"UNION ALL SELECT {cols}, _seq FROM conflict_rejects "
+                    f"ORDER BY _seq LIMIT {int(max_kept_rejects())})) s "
                     f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_rejects e "
                     f"WHERE {same}) ORDER BY s._seq")
         keys = [views_mod.quote_identifier(k) for k in KEYS[table]]
@@ -735,7 +751,7 @@ class Warehouse:
             self._con.close()
             self._con = None
         for attempt in range(SWAP_RETRIES):
-            con = duckdb.connect()
+            con = engine.connect()
             try:
                 # Tables show only rows of committed loads: a consistent state mid-commit.
                 snapshot.define(con, self.path)
@@ -745,6 +761,12 @@ class Warehouse:
                 if attempt == SWAP_RETRIES - 1:
                     raise QueryError(str(exc)) from None
                 continue
+            except duckdb.Error as exc:
+                # A table file that is not Parquet (planted, half-copied): every table is
+                # defined up front, so name the file and the way to find every such problem.
+                con.close()
+                raise QueryError(f"cannot read the warehouse's tables: {_first_line(exc)} "
+                                 "(kidata check lists every unreadable file)") from None
             self._con, self._con_state, self._con_views = con, state, set()
             return con
         raise AssertionError("unreachable")
@@ -791,6 +813,19 @@ class Warehouse:
             "AND ($file IS NULL OR source_file = $file) "
             "ORDER BY loaded_at, load_id, source_file, length(position), position",
             {"load_id": load_id, "file": file})
+
+    def rejects_not_kept(self, load_id: str | None = None) -> list[tuple[str, int]]:
+        """``(load_id, count)`` of the loads that rejected more records than they kept in
+        ``rejects`` (beyond ``KIDATA_MAX_REJECTS``), oldest first."""
+        if not any(self.table_files("loads")):
+            return []
+        try:
+            return self.sql(
+                "SELECT load_id, rejects_not_kept FROM loads WHERE rejects_not_kept > 0 "
+                "AND ($load_id IS NULL OR load_id = $load_id) ORDER BY loaded_at, load_id",
+                {"load_id": load_id}).fetchall()
+        except QueryError:  # only loads older than the column: none was capped
+            return []
 
     def check(self, repair: bool = False):
         """Verify the warehouse on disk; see :func:`kidata.check.check`."""
@@ -853,6 +888,11 @@ def fingerprint(path: str, known: dict[str, Any] | None = None
             return st.st_size, digest, st.st_mtime_ns, hashed_at
     except OSError:
         return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """DuckDB's message without the SQL excerpt it appends (the views' own SQL)."""
+    return str(exc).split("\n\nLINE ", 1)[0].strip()
 
 
 def _fetch_unlocked(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],

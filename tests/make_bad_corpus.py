@@ -11,6 +11,7 @@ instead of stored, because of their size: a single 100 MB line and (for speed) n
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import random
 from pathlib import Path
@@ -125,6 +126,38 @@ def binary_garbage() -> bytes:
     return bytes(data)
 
 
+def nested(depth: int):
+    """A change putting ``depth`` nested lists at run.spec.extra."""
+    def change(b):
+        value: list | int = 1
+        for _ in range(depth):
+            value = [value]
+        b["run"]["spec"]["extra"] = value
+    return change
+
+
+WIDE = 123456789012345678901234567890  # beyond 64 bits: orjson would read a float
+
+
+def wide_integer(digest_of_float: bool) -> str:
+    """Seed 000 renamed, its protocol holding WIDE, the run declaring the protocol's digest
+    under the documented rule (stdlib json keeps the integer) or, with ``digest_of_float``,
+    the digest of the document as a float-reading parser changes it."""
+    bundle = variant(lambda b: None)
+    bundle["protocol"]["spec"]["big"] = float(WIDE) if digest_of_float else WIDE
+    bundle["run"]["spec"]["protocolDigest"] = digest(bundle["protocol"])
+    bundle["protocol"]["spec"]["big"] = WIDE
+    return line(bundle)
+
+
+def gzip_truncated() -> bytes:
+    """Seeds 000 and 001 and seed 000 renamed, gzip with stored (uncompressed) blocks, cut
+    300 bytes into the third line: the first two lines are complete before the damage."""
+    gz = gzip.compress(jsonl(S0, S1, variant(lambda b: None)), compresslevel=0, mtime=0)
+    header, block_header = 10, 5
+    return gz[:header + block_header + len(jsonl(S0, S1)) + 300]
+
+
 def cases() -> dict[str, bytes]:
     pretty0 = json.dumps(S0, indent=2, ensure_ascii=False)
     return {
@@ -177,6 +210,24 @@ def cases() -> dict[str, bytes]:
         "tampered_environment.jsonl": between(tampered_environment()),
         "conflict_in_file.jsonl": jsonl(S0, changed_numbers(), S1),
         "conflict_with_loaded.jsonl": jsonl(S1, changed_numbers()),
+        # -- hostile input (issue 17) -------------------------------------------------------
+        "deep_300.jsonl": between(variant(nested(300))),
+        "far_timestamp.jsonl": between(variant(set_path("run.spec.observedAt",
+                                                        "9999-12-31T23:59:59-01:00"))),
+        "wide_integer.jsonl": between(wide_integer(digest_of_float=False)),
+        "wide_integer_float_digest.jsonl": between(wide_integer(digest_of_float=True)),
+        "run_null.jsonl": between({**S0, "run": None}),
+        "truncated.jsonl.gz": gzip_truncated(),
+        "trailing_garbage.jsonl.gz": gzip.compress(jsonl(S0, S1), mtime=0) + b"garbage\n",
+        "csv_x_value_wide.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace(",8192,",
+                                                                   ",18446744073709551616,"),
+                                    CSV_ROW1),
+        "csv_config_wide.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace(
+            '""M"": 2048', '""M"": 18446744073709551616'), CSV_ROW1),
+        "csv_config_1e400.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace('""M"": 2048',
+                                                                   '""M"": 1e400'), CSV_ROW1),
+        "csv_far_timestamp.csv": csv(CSV_ROW0, CSV_BAD_BASE.replace(
+            "2024-09-03 15:39:30", "9999-12-31 23:59:59-01:00"), CSV_ROW1),
         # -- CSV --------------------------------------------------------------------------
         "csv_missing_column.csv": csv(without_gpu_name(CSV_ROW0), without_gpu_name(CSV_ROW1),
                                       header=CSV_HEADER.replace(",gpu_name", "")),

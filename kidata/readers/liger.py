@@ -29,7 +29,7 @@ from kidata.catalog import Gpu, display_name, lookup_gpu, slugify
 from kidata.digest import digest
 from kidata.documents import document
 from kidata.errors import RecordError
-from kidata.readers import MAX_RECORD_BYTES, Item, raw_text
+from kidata.readers import INT_RANGE, MAX_DEPTH, MAX_RECORD_BYTES, Item, nesting_depth, raw_text
 
 SOURCE = "liger-kernel-bench"
 REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
@@ -292,6 +292,26 @@ def _reject_json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class _Unkeepable(ValueError):
+    """A number in the config that kidata could not keep as written."""
+
+
+def _int_in_range(text: str) -> int:
+    value = int(text)
+    if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise _Unkeepable(f"integer {text} is beyond 64 bits (kidata keeps integers from "
+                          f"{INT_RANGE[0]} to {INT_RANGE[1]})")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Unkeepable(f"the number {text} is too large for a 64-bit float; expected a "
+                          "finite number")
+    return value
+
+
 class _Lines:
     """The file's lines as text for :mod:`csv`, read one at a time so that a line that is not
     UTF-8, or longer than the record limit, spoils only its own row: the problem is kept in
@@ -416,6 +436,9 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     x_name = row.text("x_name")
     x_label = row.get("x_label").strip()
     x_value = parse_x(row.text("x_value"))
+    if isinstance(x_value, int) and not INT_RANGE[0] <= x_value <= INT_RANGE[1]:
+        raise row.fail("x_value", f"integer {x_value} is beyond 64 bits (kidata keeps "
+                                  f"integers from {INT_RANGE[0]} to {INT_RANGE[1]})")
     # Checked in the CSV's column order (y_value_50 first), so errors name the first bad one.
     numbers = {q: row.positive(f"y_value_{q}") for q in ("50", "20", "80")}
     if not numbers["20"][0] <= numbers["50"][0] <= numbers["80"][0]:
@@ -424,8 +447,11 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                                      f"{numbers['50'][1]}, {numbers['80'][1]}")
     config_text = row.get("extra_benchmark_config_str").strip()
     try:
-        config = json.loads(config_text, parse_constant=_reject_json_constant) \
+        config = json.loads(config_text, parse_constant=_reject_json_constant,
+                            parse_int=_int_in_range, parse_float=_finite_float) \
             if config_text else {}
+    except _Unkeepable as exc:
+        raise row.fail("extra_benchmark_config_str", str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise row.fail("extra_benchmark_config_str",
                        f"expected a JSON object, got invalid JSON: {exc}") from None
@@ -434,6 +460,11 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     if not isinstance(config, dict):
         raise row.fail("extra_benchmark_config_str",
                        f"expected a JSON object, got {type(config).__name__}")
+    # The config becomes a Workload document's spec.parameters: three levels below its top.
+    if nesting_depth(config) > MAX_DEPTH - 3:
+        raise row.fail("extra_benchmark_config_str",
+                       f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores documents up "
+                       f"to {MAX_DEPTH} levels deep")
     gpu_name = row.text("gpu_name")
     gpu_slug = slugify(gpu_name)
     if not gpu_slug:
@@ -441,6 +472,9 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     stamp = row.text("timestamp")
     try:
         observed = parse_timestamp(stamp)
+    except OverflowError:
+        raise row.fail("timestamp", f"time {stamp!r} is outside years 1-9999 once converted "
+                                    "to UTC") from None
     except ValueError:
         raise row.fail("timestamp", f"expected a time such as 2024-09-03 15:39:30, "
                                     f"got {stamp!r}") from None
@@ -487,6 +521,10 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     if metric_name == "speed":
         factor = SPEED_UNITS[unit]
         ns = {q: ns_from(numbers[q][1], factor) for q, _, _ in QUANTILES}
+        for q, _, _ in QUANTILES:  # in ns, a run's latency must fit kidata's integers
+            if ns[q] > INT_RANGE[1]:
+                raise row.fail(f"y_value_{q}", f"{numbers[q][1]} {unit} is {ns[q]:,} ns, "
+                                               "beyond 64 bits; expected a plausible latency")
         spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
         spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         spec["measurements"] = [

@@ -63,6 +63,20 @@ def _number(row: dict, key: str, file: str, position: str) -> float:
     return float(value)
 
 
+def _is_shape(shape: Any) -> bool:
+    """A shape as kept: a list of integers (of 64 bits: orjson reads wider ones as floats)."""
+    return isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
+                                           for s in shape)
+
+
+def _raw(row: Any) -> str | None:
+    """A row's text for ``rejects.raw``; None for one nested too deep to write again."""
+    try:
+        return raw_text(orjson.dumps(row))
+    except TypeError:
+        return None
+
+
 def _text(row: dict, key: str, file: str, position: str) -> str:
     value = row.get(key)
     if not isinstance(value, str) or not value.strip():
@@ -142,12 +156,12 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
     # Shapes first, so a calibration row names the same workload document as held_out.
     for row in table["held_out"]:
         if isinstance(row, dict) and isinstance(row.get("workload"), str):
-            if isinstance(row.get("shape"), list):
+            if _is_shape(row.get("shape")):  # a bad shape is its row's reject, nobody's else
                 workload_doc(row["workload"], row["shape"])
 
     for index, row in enumerate(table["held_out"]):
         position = f"held_out[{index}]"
-        raw = raw_text(orjson.dumps(row))
+        raw = _raw(row)
         try:
             if not isinstance(row, dict):
                 raise RecordError(file, position, None, "expected an object")
@@ -194,7 +208,7 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         return
     for index, row in enumerate(calibration):
         position = f"h100_calibration[{index}]"
-        raw = raw_text(orjson.dumps(row))
+        raw = _raw(row)
         try:
             if not isinstance(row, dict):
                 raise RecordError(file, position, None, "expected an object")
