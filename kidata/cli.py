@@ -194,6 +194,54 @@ def export(
     typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
 
 
+def _moment(value: str | None, option: str):
+    from datetime import datetime
+
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a date or time such as 2026-03-01 or "
+                                 "2026-03-01T12:00 (UTC)", param_hint=option) from None
+
+
+@app.command()
+def report(
+    output_path: Annotated[Path, typer.Option(
+        "--output", "-o", help="HTML file to write.")] = Path("report.html"),
+    kernel: Annotated[list[str] | None, typer.Option(
+        "--kernel", "-k", metavar="NAME", help="Only this kernel (repeatable).")] = None,
+    gpu: Annotated[list[str] | None, typer.Option(
+        "--gpu", "-g", metavar="NAME", help="Only this GPU (repeatable).")] = None,
+    implementation: Annotated[list[str] | None, typer.Option(
+        "--implementation", "-i", metavar="NAME",
+        help="Only this implementation (repeatable); two of them make the speedup heatmap "
+        "compare the first against the second.")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="DATE", help="Only results measured from then on (UTC).")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", metavar="DATE", help="Only results measured before then (UTC).")] = None,
+    png: Annotated[Path | None, typer.Option(
+        "--png", metavar="DIR", help="Also write each chart as a PNG file into DIR.")] = None,
+    svg: Annotated[Path | None, typer.Option(
+        "--svg", metavar="DIR", help="Also write each chart as an SVG file into DIR.")] = None,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Write a self-contained HTML report with charts: speedups, latency against size,
+    history and regressions, efficiency, the audit and what is loaded."""
+    from kidata.present import Filters, write_report
+
+    filters = Filters(kernel or [], gpu or [], implementation or [],
+                      _moment(since, "--since"), _moment(until, "--until"))
+    result = write_report(_wh(warehouse), output_path, filters, png_dir=png, svg_dir=svg)
+    for note in result.omitted:
+        _err(f"left out: {note}")
+    files = f" and {len(result.files):,} chart files" if result.files else ""
+    typer.echo(f"wrote {output_path} ({len(result.charts):,} charts{files}) in "
+               f"{result.seconds:.1f} s")
+
+
 @app.command()
 def convert(
     paths: Annotated[list[str], typer.Argument(
