@@ -44,11 +44,15 @@ class Filters:
 
         if self.since is None and self.until is None:
             return frame
-        condition = pl.col(column).is_not_null()
+        # Compared as naive UTC wall-clock times: time-zone names (UTC, Etc/UTC) then agree.
+        moment = pl.col(column)
+        if getattr(frame.schema[column], "time_zone", None):
+            moment = moment.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        condition = moment.is_not_null()
         if self.since is not None:
-            condition &= pl.col(column) >= _utc(self.since)
+            condition &= moment >= _naive_utc(self.since)
         if self.until is not None:
-            condition &= pl.col(column) < _utc(self.until)
+            condition &= moment < _naive_utc(self.until)
         return frame.filter(condition)
 
     def apply(self, frame: pl.DataFrame, implementation_columns: tuple[str, ...]
@@ -71,10 +75,10 @@ class Filters:
         return frame
 
 
-def _utc(moment: datetime) -> datetime:
+def _naive_utc(moment: datetime) -> datetime:
     from datetime import UTC
 
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def _frame(wh: Warehouse, query: str) -> pl.DataFrame:
