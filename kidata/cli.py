@@ -125,9 +125,17 @@ def load(
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL over the tables and views.")],
+    query: Annotated[str | None, typer.Argument(
+        metavar="[QUERY]", help="SQL over the tables and views; '-' reads it from standard "
+        "input.", show_default=False)] = None,
+    file: Annotated[Path | None, typer.Option(
+        "--file", metavar="FILE", help="Read the SQL from this file.")] = None,
     format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+        "--format", "-f", help="table, csv, json, ndjson or markdown (standard output); "
+        "with --output: csv, parquet, json, ndjson or xlsx.")] = "table",
+    output_path: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the result to FILE instead, in the "
+        "format its suffix names (.csv, .parquet, .json, .ndjson, .xlsx).")] = None,
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
     write: Annotated[bool, typer.Option(
@@ -135,9 +143,33 @@ def sql(
         "only queries run.")] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Run a SQL query (read-only unless --write) and print the result."""
+    """Run a SQL query (read-only unless --write) and print the result or write it to a
+    file."""
     from kidata import output
 
+    if (query is None) == (file is None):
+        raise typer.BadParameter("give the query as an argument ('-' for standard input) or "
+                                 "with --file, not both", param_hint="QUERY")
+    if file is not None:
+        try:
+            query = file.read_text("utf-8")
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot read {file}: {exc.strerror}",
+                                     param_hint="--file") from None
+    elif query == "-":
+        query = sys.stdin.read()
+    if output_path is not None:
+        from kidata import export as export_mod
+
+        fmt = export_mod.format_for(output_path, None if format == "table" else format)
+        wh = _wh(warehouse)
+        relation = wh.sql(query, read_only=not write)
+        if relation is None:
+            raise typer.BadParameter("the statement returns no rows to write",
+                                     param_hint="--output")
+        rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query")
+        typer.echo(f"wrote {rows:,} rows to {output_path} ({fmt})")
+        return
     if format not in output.FORMATS:
         raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
                                  param_hint="--format")
@@ -168,16 +200,33 @@ def views(
 
 @app.command()
 def export(
-    name: Annotated[str, typer.Argument(help="Table or view to export.")],
-    output_path: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
+    name: Annotated[str | None, typer.Argument(
+        metavar="[NAME]", help="Table or view to export.", show_default=False)] = None,
+    output_path: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", help="File to write.")] = None,
     format: Annotated[str | None, typer.Option(
         "--format", "-f", help="csv, parquet, json, ndjson or xlsx (default: from the "
         "suffix); for runs also kernelindex (bundles as JSON Lines, loadable again).")] = None,
+    duckdb: Annotated[Path | None, typer.Option(
+        "--duckdb", metavar="FILE", help="Instead: write a DuckDB database file with a copy "
+        "of every table and every view defined, for any DuckDB client.")] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Export a table or view to CSV, Parquet, JSON, NDJSON or Excel."""
+    """Export a table or view to CSV, Parquet, JSON, NDJSON or Excel, or everything to a
+    DuckDB database file."""
     from kidata import export as export_mod
 
+    if duckdb is not None:
+        if name is not None or output_path is not None:
+            raise typer.BadParameter("--duckdb writes every table and view; give no NAME or "
+                                     "--output with it", param_hint="--duckdb")
+        counts = export_mod.duckdb_file(_wh(warehouse), duckdb)
+        typer.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
+                   f"view to {duckdb}; open it with: duckdb {duckdb}")
+        return
+    if name is None or output_path is None:
+        raise typer.BadParameter("give a table or view and --output FILE (or --duckdb FILE)",
+                                 param_hint="NAME")
     if format == "kernelindex":
         if name != "runs":
             raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
@@ -190,7 +239,8 @@ def export(
         return
     fmt = export_mod.format_for(output_path, format)
     wh = _wh(warehouse)
-    rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name)
+    rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name,
+                             name=name)
     typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
 
 
