@@ -14,13 +14,15 @@ from typing import Annotated, Any
 import typer
 
 from kidata import __version__
+from kidata.console import group_class
 from kidata.errors import KidataError, UsageError
 
 app = typer.Typer(
     name="kidata",
     help="Load GPU-kernel benchmark results into a Parquet warehouse and query them with SQL.",
     no_args_is_help=True,
-    add_completion=False,
+    cls=group_class(),
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -29,7 +31,7 @@ _state: dict[str, Any] = {"warehouse": None, "debug": False}
 
 WarehouseOpt = Annotated[
     Path | None,
-    typer.Option("--warehouse", "-w",
+    typer.Option("--warehouse", "-w", metavar="DIR",
                  help="Warehouse folder (default: $KIDATA_WAREHOUSE, else ./warehouse)."),
 ]
 
@@ -67,10 +69,18 @@ def _err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+# Printed (on stderr) after a warehouse's first load.
+NEXT_STEPS = """next:
+  kidata sql "select * from speedup_summary"   how each candidate fares per GPU
+  kidata views                                 what else there is to ask
+  kidata report -o report.html                 charts (pip install 'kidata[report]')"""
+
+
 @app.command()
 def load(
     paths: Annotated[list[str], typer.Argument(
-        help="Files, folders (read recursively), globs, or '-' for standard input.")],
+        metavar="PATH", help="Files, folders (read recursively), globs, or '-' for standard "
+        "input.")],
     format: Annotated[str | None, typer.Option(
         "--format", "-f", help="Force the input format: kernelindex, trainkernel, liger-csv "
         "(default: detected from content).")] = None,
@@ -81,14 +91,18 @@ def load(
 ) -> None:
     """Validate records and add them to the warehouse (duplicates are skipped)."""
     wh = _wh(warehouse)
+    first = not wh.path.joinpath("loads").is_dir()
     progress = None
     if not quiet and sys.stderr.isatty():
-        def progress(file: str, records: int) -> None:
-            sys.stderr.write(f"\r\x1b[K{records:,} records read; now {file}")
-            sys.stderr.flush()
-    report = wh.load(paths, format=format, strict=strict, progress=progress)
-    if progress is not None:
-        sys.stderr.write("\r\x1b[K")
+        from kidata.console import LoadProgress
+
+        progress = LoadProgress(paths, sys.stderr)
+    try:
+        report = wh.load(paths, format=format, strict=strict, progress=progress,
+                         phase=progress.phase if progress else None)
+    finally:
+        if progress is not None:
+            progress.close()
     if report.compacted and not quiet:
         merged = ", ".join(f"{t} {a:,} -> {b:,}" for t, (a, b) in report.compacted.items())
         _err(f"merged the small files of {len(report.compacted)} tables after the load "
@@ -119,6 +133,8 @@ def load(
         f"protocols, {added.get('workloads', 0):,} workloads), {report.duplicates:,} "
         f"duplicates skipped, {report.rejected:,} rejected, {report.warned:,} warnings "
         f"[{wh.path}]")
+    if first and report.runs_added and not quiet:
+        _err(NEXT_STEPS)
     if report.rejected:
         raise typer.Exit(1)
 
@@ -295,7 +311,8 @@ def report(
 @app.command()
 def convert(
     paths: Annotated[list[str], typer.Argument(
-        help="Files, folders (read recursively), globs, or '-' for standard input.")],
+        metavar="PATH", help="Files, folders (read recursively), globs, or '-' for standard "
+        "input.")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="Folder to write the bundles into (created if missing).")],
     to: Annotated[str, typer.Option(
@@ -325,9 +342,22 @@ def convert(
 
 
 @app.command()
-def info(warehouse: WarehouseOpt = None) -> None:
+def info(
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="text, or json (one object, for scripts).")] = "text",
+    warehouse: WarehouseOpt = None,
+) -> None:
     """Show tables and row counts, sources, GPUs and the time range of the runs."""
+    if format not in ("text", "json"):
+        raise typer.BadParameter("allowed formats are: text, json", param_hint="--format")
     data = _wh(warehouse).info()
+    if format == "json":
+        import orjson
+
+        from kidata.output import plain
+
+        typer.echo(orjson.dumps(plain(data), option=orjson.OPT_INDENT_2).decode())
+        return
     typer.echo(f"warehouse: {data['warehouse']}")
     typer.echo("tables:")
     width = max(len(t) for t in data["tables"])
