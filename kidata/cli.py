@@ -301,6 +301,8 @@ def report(
     filters = Filters(kernel or [], gpu or [], implementation or [],
                       _moment(since, "--since"), _moment(until, "--until"))
     result = write_report(_wh(warehouse), output_path, filters, png_dir=png, svg_dir=svg)
+    for warning in result.warnings:
+        _err(f"warning: {warning}")
     for note in result.omitted:
         _err(f"left out: {note}")
     files = f" and {len(result.files):,} chart files" if result.files else ""

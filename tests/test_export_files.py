@@ -84,6 +84,11 @@ def test_excel_as_an_analyst_opens_it(seeded: Path, tmp_path: Path):
     assert formats[xfs[int(style_of["C2"])]] == "0.000E+00"
     assert formats[xfs[int(style_of["D2"])]] == "yyyy-mm-dd hh:mm:ss"
     assert re.findall(r'<sheet name="([^"]+)"', workbook) == ["query", "columns"]
+    # Widths fit the longest of header and values plus 2 (xlsxwriter adds 0.71 of padding):
+    # t: '=1+1' 4 -> 6; at: the header 'at (UTC)' 8 < the timestamp's 19 -> 21.
+    widths = re.findall(r'<col min="(\d+)" max="(\d+)" width="([\d.]+)"', sheet)
+    assert widths[0] == ("1", "1", "6.7109375")
+    assert ("4", "4", "21.7109375") in widths
 
 
 def test_excel_export_of_a_view_describes_its_columns(seeded: Path, tmp_path: Path):

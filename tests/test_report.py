@@ -86,6 +86,13 @@ def test_report_restricted(seeded: Path, tmp_path: Path):
     assert charts(out.read_text("utf-8")) == []
 
 
+def test_report_warns_of_a_name_no_run_has(seeded: Path, tmp_path: Path):
+    done = kidata("report", "-o", tmp_path / "r.html", "--kernel", "rms_nrom", warehouse=seeded)
+    assert done.returncode == 0
+    assert ("warning: no run has kernel 'rms_nrom' (known: relu_squared, rms_norm, train_step)"
+            in done.stderr)
+
+
 def test_report_refuses_a_bad_date(seeded: Path, tmp_path: Path):
     done = kidata("report", "-o", tmp_path / "r.html", "--since", "last tuesday",
                   warehouse=seeded)

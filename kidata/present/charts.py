@@ -82,6 +82,14 @@ def slug(*parts: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "chart"
 
 
+def _title(fig: Figure, text: str) -> None:
+    """A figure title wrapped to the figure's width (a one-panel figure is narrow)."""
+    import textwrap
+
+    width = int(fig.get_figwidth() * 15)
+    fig.suptitle(textwrap.fill(text, width), fontsize=9, x=0.01, ha="left")
+
+
 def _figure(panels: int, cols: int = 3) -> tuple[Figure, list[Any]]:
     from matplotlib.figure import Figure
 
@@ -107,8 +115,16 @@ class Palette:
     def __init__(self, names: list[str]):
         import matplotlib
 
-        cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
-        self.colours = {n: cmap(i % cmap.N) for i, n in enumerate(sorted(set(names)))}
+        # The ten strong colours first (most frequent names get them), then the ten pale ones:
+        # tab20 in its own order puts near-identical pairs side by side.
+        strong = list(matplotlib.colormaps["tab10"].colors)
+        pale = list(matplotlib.colormaps["tab20"].colors)[1::2]
+        counts: dict[str, int] = {}
+        for n in names:
+            counts[n] = counts.get(n, 0) + 1
+        ranked = sorted(counts, key=lambda n: (-counts[n], n))
+        colours = strong + pale
+        self.colours = {n: colours[i % len(colours)] for i, n in enumerate(ranked)}
 
     def __call__(self, name: str, variant: str | None = None) -> Any:
         key = f"{name} [{variant}]" if variant else name
@@ -174,8 +190,7 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
         for ax, ((pass_, gpu, parameter), panel) in zip(axes, panels, strict=True):
             _latency_panel(ax, panel, parameter, palette)
             ax.set_title(f"{pass_} · {gpu}", loc="left")
-        fig.suptitle(f"{kernel}: latency against workload size (median, p20–p80 band)",
-                     fontsize=9, x=0.01, ha="left")
+        _title(fig, f"{kernel}: latency against workload size (median, p20–p80 band)")
         charts.append(Chart(slug("latency", kernel), "latency", kernel,
                             "Lower is better. Lines join workloads of one sweep in size "
                             "order; the shaded band is p20–p80 where the source gives it; "
@@ -365,8 +380,8 @@ def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Pale
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         ax.margins(x=0.15, y=0.25)
-    fig.suptitle("History per series: median latency with p20–p80, versions named, "
-                 "regressions marked ✕", fontsize=9, x=0.01, ha="left")
+    _title(fig, "History per series: median latency with p20–p80, versions named, "
+                 "regressions marked ✕")
     return Chart("history", "history", "History", "A series is one kernel, pass, "
                  "implementation, workload, GPU and protocol family (the trends view). A red ✕ "
                  "marks a result slower than the one before it beyond noise (its p20 above the "
@@ -409,8 +424,7 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
         ax.set_ylabel("achieved GB/s")
         ax.set_title(gpu, loc="left")
         ax.legend(loc="lower right", frameon=False)
-    fig.suptitle("Efficiency: achieved memory bandwidth against the GPU's published peak",
-                 fontsize=9, x=0.01, ha="left")
+    _title(fig, "Efficiency: achieved memory bandwidth against the GPU's published peak")
     return Chart("efficiency", "efficiency", "Efficiency", "Each point is one run of a kernel "
                  "with a byte model (the efficiency view): minimum bytes moved / median time, "
                  "with the rate at p80 and p20 as the bar. The dashed line is the GPU's "

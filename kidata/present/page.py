@@ -48,6 +48,7 @@ class ReportResult:
     charts: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -104,7 +105,8 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
     path.write_text(page, "utf-8")
 
     every = [*heat, *latency, *([history] if history else []), *([eff] if eff else [])]
-    result = ReportResult(path, [c.name for c in every], omitted=omitted)
+    result = ReportResult(path, [c.name for c in every], omitted=omitted,
+                          warnings=_unknown(wh, filters))
     for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
         if folder is None:
             continue
@@ -117,6 +119,22 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
         chart.figure.clear()  # figures hold their data until cleared
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _unknown(wh: Warehouse, filters: Filters) -> list[str]:
+    """A warning for each kernel, GPU or implementation asked for that no run has (a typo
+    would otherwise give an empty report without a word)."""
+    out = []
+    for column, asked in (("kernel", filters.kernels), ("gpu", filters.gpus),
+                          ("implementation", filters.implementations)):
+        if not asked:
+            continue
+        known = {r[0] for r in wh.sql(f"SELECT DISTINCT {column} FROM runs").fetchall()}
+        for name in asked:
+            if name not in known:
+                out.append(f"no run has {column} {name!r} (known: "
+                           f"{', '.join(sorted(known)) or 'none'})")
+    return out
 
 
 def _page(sections: list[tuple[str, str, str]], filters: Filters) -> str:
