@@ -69,15 +69,16 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def text(value: Any) -> str:
-    """A value as one piece of text (CSV, Markdown, the terminal table)."""
+def text(value: Any, short: bool = False) -> str:
+    """A value as one piece of text: CSV (every digit), or with ``short`` Markdown and the
+    terminal table (floats to 6 significant digits)."""
     value = plain(value)
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.6g}" if short else repr(value)
     if isinstance(value, dict | list):
         return orjson.dumps(value).decode()
     return str(value)
@@ -117,7 +118,7 @@ def write(relation, fmt: str, out: IO[str], max_rows: int = 100,
         out.write("| " + " | ".join(_md(c) for c in columns) + " |\n")
         out.write("|" + "|".join("---" for _ in columns) + "|\n")
         for r in rows:
-            out.write("| " + " | ".join(_md(text(v)) for v in r) + " |\n")
+            out.write("| " + " | ".join(_md(text(v, short=True)) for v in r) + " |\n")
 
 
 def _md(cell: str) -> str:
@@ -137,7 +138,7 @@ def _table(columns: list[str], rows: list[tuple], out: IO[str], width: int | Non
     numeric = [bool(rows) and all(isinstance(r[i], int | float | Decimal) and
                                   not isinstance(r[i], bool) or r[i] is None for r in rows)
                for i in range(len(columns))]
-    cells = [[text(v).replace("\n", "⏎") for v in r] for r in rows]
+    cells = [[text(v, short=True).replace("\n", "⏎") for v in r] for r in rows]
     widths = _fit([max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)],
                   [len(c) for c in columns], numeric, width)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False,

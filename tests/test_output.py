@@ -85,3 +85,8 @@ def test_console_script_table_and_max_rows(tmp_path: Path):
     assert lines[0].split() == ["n", "wide"]
     assert lines[2] == "0   " + "w" * 150
     assert lines[-1] == "(3 of 7 rows shown; use --max-rows or --format csv)"
+
+
+def test_csv_keeps_every_digit_and_the_table_six():
+    assert render("csv", "SELECT 1 / 3 AS x") == "x\n0.3333333333333333\n"
+    assert render("table", "SELECT 1 / 3 AS x", width=80).splitlines()[2] == "0.333333"
