@@ -69,7 +69,7 @@ def _err(message: str) -> None:
     typer.echo(message, err=True)
 
 
-# Printed (on stderr) after a warehouse's first load.
+# Printed (on stderr, when it is a terminal) after a warehouse's first load.
 NEXT_STEPS = """next:
   kidata sql "select * from speedup_summary"   how each candidate fares per GPU
   kidata views                                 what else there is to ask
@@ -133,8 +133,8 @@ def load(
         f"protocols, {added.get('workloads', 0):,} workloads), {report.duplicates:,} "
         f"duplicates skipped, {report.rejected:,} rejected, {report.warned:,} warnings "
         f"[{wh.path}]")
-    if first and report.runs_added and not quiet:
-        _err(NEXT_STEPS)
+    if first and report.runs_added and not quiet and sys.stderr.isatty():
+        _err(NEXT_STEPS)  # for a person at a terminal; scripts see a clean stderr
     if report.rejected:
         raise typer.Exit(1)
 
