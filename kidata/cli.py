@@ -183,7 +183,8 @@ def sql(
         if relation is None:
             raise typer.BadParameter("the statement returns no rows to write",
                                      param_hint="--output")
-        rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query")
+        rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query",
+                                 described=export_mod.query_descriptions(query))
         typer.echo(f"wrote {rows:,} rows to {output_path} ({fmt})")
         return
     if format not in output.FORMATS:

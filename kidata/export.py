@@ -49,17 +49,42 @@ def descriptions(name: str | None) -> dict[str, str]:
     return dict(view.columns) if view else {}
 
 
+def query_descriptions(query: str) -> dict[str, str]:
+    """Column descriptions for a query's result, by column name, from the tables and views it
+    names: a name that means one thing in all of them gets ``As in <relation>.<column>: …``
+    (the query may have computed it differently, hence the "as in")."""
+    import re
+
+    from kidata.schema import COLUMNS
+    from kidata.views import load_views
+
+    words = set(re.findall(r"\w+", query.lower()))
+    meanings: dict[str, set[tuple[str, str]]] = {}
+    for relation in [*COLUMNS, *load_views()]:
+        if relation.lower() in words:
+            for column, meaning in descriptions(relation).items():
+                meanings.setdefault(column, set()).add((relation, meaning))
+    out = {}
+    for column, found in meanings.items():
+        if len({m for _, m in found}) == 1:
+            relation, meaning = sorted(found)[0]
+            out[column] = f"As in {relation}.{column}: {meaning}"
+    return out
+
+
 def export(relation, con, path: Path, fmt: str, sheet: str = "data",
-           name: str | None = None) -> int:
+           name: str | None = None, described: dict[str, str] | None = None) -> int:
     """Write ``relation`` to ``path`` in ``fmt``; returns the number of rows written. ``name``
     (a table or view) gives the column descriptions that Parquet carries as field metadata
-    and Excel lists on a ``columns`` sheet."""
+    and Excel lists on a ``columns`` sheet; ``described`` gives them for a query's result."""
     rows = relation.count("*").fetchall()[0][0]
     path.parent.mkdir(parents=True, exist_ok=True)
+    if described is None:
+        described = descriptions(name)
     if fmt == "xlsx":
-        return _excel(relation, path, rows, sheet, descriptions(name))
+        return _excel(relation, path, rows, sheet, described)
     if fmt == "parquet":
-        return _parquet(relation, path, descriptions(name))
+        return _parquet(relation, path, described)
     relation.create_view("_kidata_export", replace=True)
     con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(path))} "
                 f"{copy_options(fmt)}")

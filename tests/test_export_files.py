@@ -108,6 +108,17 @@ def test_parquet_carries_column_descriptions(seeded: Path, tmp_path: Path):
     assert schema.field("kernel").metadata[b"description"] == (
         b"Kernel benchmarked, e.g. `rms_norm`.")
     assert pq.read_metadata(out).num_rows == 26
+    # A query's columns are described from the relations it names.
+    out = tmp_path / "q.parquet"
+    assert kidata("sql", "select kernel, speedup, 1 as one from speedups", "-o", out,
+                  warehouse=seeded).returncode == 0
+    schema = pq.read_schema(out)
+    assert schema.field("speedup").metadata[b"description"] == (
+        b"As in speedups.speedup: baseline_us / candidate_us; above 1 means the candidate "
+        b"is faster.")
+    assert schema.field("kernel").metadata[b"description"] == (
+        b"As in speedups.kernel: kernel benchmarked.")
+    assert schema.field("one").metadata is None
 
 
 def test_duckdb_file_opens_in_plain_duckdb(seeded: Path, tmp_path: Path):
