@@ -148,10 +148,10 @@ def sql(
         "--file", metavar="FILE", help="Read the SQL from this file.")] = None,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="table, csv, json, ndjson or markdown (standard output); "
-        "with --output: csv, parquet, json, ndjson or xlsx.")] = "table",
+        "with --output: csv, parquet, arrow, json, ndjson or xlsx.")] = "table",
     output_path: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write the result to FILE instead, in the "
-        "format its suffix names (.csv, .parquet, .json, .ndjson, .xlsx).")] = None,
+        "format its suffix names (.csv, .parquet, .arrow, .json, .ndjson, .xlsx).")] = None,
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
     write: Annotated[bool, typer.Option(
@@ -222,14 +222,14 @@ def export(
     output_path: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="File to write.")] = None,
     format: Annotated[str | None, typer.Option(
-        "--format", "-f", help="csv, parquet, json, ndjson or xlsx (default: from the "
+        "--format", "-f", help="csv, parquet, arrow, json, ndjson or xlsx (default: from the "
         "suffix); for runs also kernelindex (bundles as JSON Lines, loadable again).")] = None,
     duckdb: Annotated[Path | None, typer.Option(
         "--duckdb", metavar="FILE", help="Instead: write a DuckDB database file with a copy "
         "of every table and every view defined, for any DuckDB client.")] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Export a table or view to CSV, Parquet, JSON, NDJSON or Excel, or everything to a
+    """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
     DuckDB database file."""
     from kidata import export as export_mod
 

@@ -8,7 +8,7 @@ from kidata.errors import UnknownFormat, UsageError
 from kidata.views import quote_identifier, quote_literal
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "ndjson",
-           ".jsonl": "ndjson", ".xlsx": "xlsx"}
+           ".jsonl": "ndjson", ".xlsx": "xlsx", ".arrow": "arrow", ".feather": "arrow"}
 ALLOWED = sorted(set(FORMATS.values()))
 EXCEL_MAX_ROWS = 1_048_576  # including the header row
 EXCEL_MAX_SHEET_NAME = 31
@@ -83,8 +83,8 @@ def export(relation, con, path: Path, fmt: str, sheet: str = "data",
         described = descriptions(name)
     if fmt == "xlsx":
         return _excel(relation, path, rows, sheet, described)
-    if fmt == "parquet":
-        return _parquet(relation, path, described)
+    if fmt in ("parquet", "arrow"):
+        return _arrow(relation, path, described, fmt)
     relation.create_view("_kidata_export", replace=True)
     con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(path))} "
                 f"{copy_options(fmt)}")
@@ -100,17 +100,22 @@ def _excel(relation, path: Path, rows: int, sheet: str, described: dict[str, str
     return excel.write(relation, path, sheet, described)
 
 
-def _parquet(relation, path: Path, described: dict[str, str]) -> int:
-    """Parquet through Arrow, each field carrying its description (metadata key
+def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
+    """Parquet, or an Arrow IPC file, each field carrying its description (metadata key
     ``description``, as the warehouse's own files do)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = relation.to_arrow_table()
     fields = [f.with_metadata({**(f.metadata or {}), b"description": described[f.name]})
               if described.get(f.name) else f for f in table.schema]
     table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
-    pq.write_table(table, path, compression="zstd")
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path, compression="zstd")
+    else:
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
     return table.num_rows
 
 

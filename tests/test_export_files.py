@@ -119,6 +119,16 @@ def test_parquet_carries_column_descriptions(seeded: Path, tmp_path: Path):
     assert schema.field("kernel").metadata[b"description"] == (
         b"As in speedups.kernel: kernel benchmarked.")
     assert schema.field("one").metadata is None
+    # Arrow IPC (Feather v2) carries them too.
+    out = tmp_path / "runs.arrow"
+    assert kidata("export", "runs", "-o", out, warehouse=seeded).returncode == 0
+    import pyarrow as pa
+
+    with pa.memory_map(str(out)) as source:
+        table = pa.ipc.open_file(source).read_all()
+    assert table.num_rows == 26
+    assert table.schema.field("kernel").metadata[b"description"] == (
+        b"Kernel benchmarked, e.g. `rms_norm`.")
 
 
 def test_duckdb_file_opens_in_plain_duckdb(seeded: Path, tmp_path: Path):
