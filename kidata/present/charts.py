@@ -163,7 +163,9 @@ def _log(axis: Any, base: float = 10) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     (axis.axes.set_xscale if axis.axis_name == "x" else axis.axes.set_yscale)("log", base=base)
-    axis.set_major_locator(LogLocator(base=base, numticks=8))
+    # 1-2-5 steps on decimal axes: a panel spanning one decade still gets several labels.
+    axis.set_major_locator(LogLocator(base=base, subs=(1.0, 2.0, 5.0) if base == 10 else (1.0,),
+                                      numticks=10))
     axis.set_major_formatter(FuncFormatter(_number))
     # No minor ticks: each is an artist drawn and measured, and they cost a third of the time.
     axis.set_minor_locator(NullLocator())
