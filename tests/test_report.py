@@ -131,3 +131,12 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path):
     # first from 0.2.1 to 0.4.2.
     assert "<h3>Regressions (3)</h3>" in page
     assert ">regression · 0.4.2</text>" in page
+
+
+def test_report_without_matplotlib_says_what_to_install(cli, monkeypatch, tmp_path: Path):
+    assert cli("load", SEEDS).code == 0
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    result = cli("report", "-o", tmp_path / "r.html")
+    assert result.code == 2
+    assert result.err == "Error: kidata report needs matplotlib: pip install 'kidata[report]'\n"
+    assert not (tmp_path / "r.html").exists()
