@@ -14,13 +14,15 @@ from typing import Annotated, Any
 import typer
 
 from kidata import __version__
+from kidata.console import group_class
 from kidata.errors import KidataError, UsageError
 
 app = typer.Typer(
     name="kidata",
     help="Load GPU-kernel benchmark results into a Parquet warehouse and query them with SQL.",
     no_args_is_help=True,
-    add_completion=False,
+    cls=group_class(),
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -29,7 +31,7 @@ _state: dict[str, Any] = {"warehouse": None, "debug": False}
 
 WarehouseOpt = Annotated[
     Path | None,
-    typer.Option("--warehouse", "-w",
+    typer.Option("--warehouse", "-w", metavar="DIR",
                  help="Warehouse folder (default: $KIDATA_WAREHOUSE, else ./warehouse)."),
 ]
 
@@ -67,10 +69,18 @@ def _err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+# Printed (on stderr, when it is a terminal) after a warehouse's first load.
+NEXT_STEPS = """next:
+  kidata sql "select * from speedup_summary"   how each candidate fares per GPU
+  kidata views                                 what else there is to ask
+  kidata report -o report.html                 charts (pip install 'kidata[report]')"""
+
+
 @app.command()
 def load(
     paths: Annotated[list[str], typer.Argument(
-        help="Files, folders (read recursively), globs, or '-' for standard input.")],
+        metavar="PATH", help="Files, folders (read recursively), globs, or '-' for standard "
+        "input.")],
     format: Annotated[str | None, typer.Option(
         "--format", "-f", help="Force the input format: kernelindex, trainkernel, liger-csv "
         "(default: detected from content).")] = None,
@@ -81,14 +91,18 @@ def load(
 ) -> None:
     """Validate records and add them to the warehouse (duplicates are skipped)."""
     wh = _wh(warehouse)
+    first = not wh.path.joinpath("loads").is_dir()
     progress = None
     if not quiet and sys.stderr.isatty():
-        def progress(file: str, records: int) -> None:
-            sys.stderr.write(f"\r\x1b[K{records:,} records read; now {file}")
-            sys.stderr.flush()
-    report = wh.load(paths, format=format, strict=strict, progress=progress)
-    if progress is not None:
-        sys.stderr.write("\r\x1b[K")
+        from kidata.console import LoadProgress
+
+        progress = LoadProgress(paths, sys.stderr)
+    try:
+        report = wh.load(paths, format=format, strict=strict, progress=progress,
+                         phase=progress.phase if progress else None)
+    finally:
+        if progress is not None:
+            progress.close()
     if report.compacted and not quiet:
         merged = ", ".join(f"{t} {a:,} -> {b:,}" for t, (a, b) in report.compacted.items())
         _err(f"merged the small files of {len(report.compacted)} tables after the load "
@@ -125,15 +139,25 @@ def load(
         f"protocols, {added.get('workloads', 0):,} workloads), {report.duplicates:,} "
         f"duplicates skipped, {report.rejected:,} rejected, {report.warned:,} warnings "
         f"[{wh.path}]")
+    if first and report.runs_added and not quiet and sys.stderr.isatty():
+        _err(NEXT_STEPS)  # for a person at a terminal; scripts see a clean stderr
     if report.rejected:
         raise typer.Exit(1)
 
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL over the tables and views.")],
+    query: Annotated[str | None, typer.Argument(
+        metavar="[QUERY]", help="SQL over the tables and views; '-' reads it from standard "
+        "input.", show_default=False)] = None,
+    file: Annotated[Path | None, typer.Option(
+        "--file", metavar="FILE", help="Read the SQL from this file.")] = None,
     format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+        "--format", "-f", help="table, csv, json, ndjson or markdown (standard output); "
+        "with --output: csv, parquet, arrow, json, ndjson or xlsx.")] = "table",
+    output_path: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the result to FILE instead, in the "
+        "format its suffix names (.csv, .parquet, .arrow, .json, .ndjson, .xlsx).")] = None,
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
     write: Annotated[bool, typer.Option(
@@ -141,9 +165,34 @@ def sql(
         "only queries run.")] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Run a SQL query (read-only unless --write) and print the result."""
+    """Run a SQL query (read-only unless --write) and print the result or write it to a
+    file."""
     from kidata import output
 
+    if (query is None) == (file is None):
+        raise typer.BadParameter("give the query as an argument ('-' for standard input) or "
+                                 "with --file, not both", param_hint="QUERY")
+    if file is not None:
+        try:
+            query = file.read_text("utf-8")
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot read {file}: {exc.strerror}",
+                                     param_hint="--file") from None
+    elif query == "-":
+        query = sys.stdin.read()
+    if output_path is not None:
+        from kidata import export as export_mod
+
+        fmt = export_mod.format_for(output_path, None if format == "table" else format)
+        wh = _wh(warehouse)
+        relation = wh.sql(query, read_only=not write)
+        if relation is None:
+            raise typer.BadParameter("the statement returns no rows to write",
+                                     param_hint="--output")
+        rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query",
+                                 described=export_mod.query_descriptions(query))
+        typer.echo(f"wrote {rows:,} rows to {output_path} ({fmt})")
+        return
     if format not in output.FORMATS:
         raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
                                  param_hint="--format")
@@ -174,16 +223,33 @@ def views(
 
 @app.command()
 def export(
-    name: Annotated[str, typer.Argument(help="Table or view to export.")],
-    output_path: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
+    name: Annotated[str | None, typer.Argument(
+        metavar="[NAME]", help="Table or view to export.", show_default=False)] = None,
+    output_path: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", help="File to write.")] = None,
     format: Annotated[str | None, typer.Option(
-        "--format", "-f", help="csv, parquet, json, ndjson or xlsx (default: from the "
+        "--format", "-f", help="csv, parquet, arrow, json, ndjson or xlsx (default: from the "
         "suffix); for runs also kernelindex (bundles as JSON Lines, loadable again).")] = None,
+    duckdb: Annotated[Path | None, typer.Option(
+        "--duckdb", metavar="FILE", help="Instead: write a DuckDB database file with a copy "
+        "of every table and every view defined, for any DuckDB client.")] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Export a table or view to CSV, Parquet, JSON, NDJSON or Excel."""
+    """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
+    DuckDB database file."""
     from kidata import export as export_mod
 
+    if duckdb is not None:
+        if name is not None or output_path is not None:
+            raise typer.BadParameter("--duckdb writes every table and view; give no NAME or "
+                                     "--output with it", param_hint="--duckdb")
+        counts = export_mod.duckdb_file(_wh(warehouse), duckdb)
+        typer.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
+                   f"view to {duckdb}; open it with: duckdb {duckdb}")
+        return
+    if name is None or output_path is None:
+        raise typer.BadParameter("give a table or view and --output FILE (or --duckdb FILE)",
+                                 param_hint="NAME")
     if format == "kernelindex":
         if name != "runs":
             raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
@@ -196,14 +262,66 @@ def export(
         return
     fmt = export_mod.format_for(output_path, format)
     wh = _wh(warehouse)
-    rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name)
+    rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name,
+                             name=name)
     typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
+
+
+def _moment(value: str | None, option: str):
+    from datetime import datetime
+
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a date or time such as 2026-03-01 or "
+                                 "2026-03-01T12:00 (UTC)", param_hint=option) from None
+
+
+@app.command()
+def report(
+    output_path: Annotated[Path, typer.Option(
+        "--output", "-o", help="HTML file to write.")] = Path("report.html"),
+    kernel: Annotated[list[str] | None, typer.Option(
+        "--kernel", "-k", metavar="NAME", help="Only this kernel (repeatable).")] = None,
+    gpu: Annotated[list[str] | None, typer.Option(
+        "--gpu", "-g", metavar="NAME", help="Only this GPU (repeatable).")] = None,
+    implementation: Annotated[list[str] | None, typer.Option(
+        "--implementation", "-i", metavar="NAME",
+        help="Only this implementation (repeatable); two of them make the speedup heatmap "
+        "compare the first against the second.")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="DATE", help="Only results measured from then on (UTC).")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", metavar="DATE", help="Only results measured before then (UTC).")] = None,
+    png: Annotated[Path | None, typer.Option(
+        "--png", metavar="DIR", help="Also write each chart as a PNG file into DIR.")] = None,
+    svg: Annotated[Path | None, typer.Option(
+        "--svg", metavar="DIR", help="Also write each chart as an SVG file into DIR.")] = None,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Write a self-contained HTML report with charts: speedups, latency against size,
+    history and regressions, efficiency, the audit and what is loaded."""
+    from kidata.present import Filters, write_report
+
+    filters = Filters(kernel or [], gpu or [], implementation or [],
+                      _moment(since, "--since"), _moment(until, "--until"))
+    result = write_report(_wh(warehouse), output_path, filters, png_dir=png, svg_dir=svg)
+    for warning in result.warnings:
+        _err(f"warning: {warning}")
+    for note in result.omitted:
+        _err(f"left out: {note}")
+    files = f" and {len(result.files):,} chart files" if result.files else ""
+    typer.echo(f"wrote {output_path} ({len(result.charts):,} charts{files}) in "
+               f"{result.seconds:.1f} s")
 
 
 @app.command()
 def convert(
     paths: Annotated[list[str], typer.Argument(
-        help="Files, folders (read recursively), globs, or '-' for standard input.")],
+        metavar="PATH", help="Files, folders (read recursively), globs, or '-' for standard "
+        "input.")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="Folder to write the bundles into (created if missing).")],
     to: Annotated[str, typer.Option(
@@ -233,9 +351,22 @@ def convert(
 
 
 @app.command()
-def info(warehouse: WarehouseOpt = None) -> None:
+def info(
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="text, or json (one object, for scripts).")] = "text",
+    warehouse: WarehouseOpt = None,
+) -> None:
     """Show tables and row counts, sources, GPUs and the time range of the runs."""
+    if format not in ("text", "json"):
+        raise typer.BadParameter("allowed formats are: text, json", param_hint="--format")
     data = _wh(warehouse).info()
+    if format == "json":
+        import orjson
+
+        from kidata.output import plain
+
+        typer.echo(orjson.dumps(plain(data), option=orjson.OPT_INDENT_2).decode())
+        return
     typer.echo(f"warehouse: {data['warehouse']}")
     typer.echo("tables:")
     width = max(len(t) for t in data["tables"])

@@ -126,11 +126,38 @@ def efficiency_markdown() -> str:
     return "\n".join(out)
 
 
+# Width of the help text in docs/cli.md (it must not depend on the terminal that generates it).
+CLI_WIDTH = 100
+
+
+def cli_markdown() -> str:
+    """The CLI reference: ``kidata --help`` and every command's ``--help``, as the console
+    script prints them."""
+    import typer
+
+    from kidata.cli import app
+
+    group = typer.main.get_command(app)
+    root = typer.Context(group, info_name="kidata", terminal_width=CLI_WIDTH,
+                         max_content_width=CLI_WIDTH)
+    out = ["# CLI reference", "",
+           "Generated from the commands' help by `python -m kidata.docs`; do not edit by hand.",
+           "Every command also answers `--help`. Shell completion: `kidata --install-completion`.",
+           "", "## kidata", "", "```text", group.get_help(root), "```", ""]
+    for name in group.list_commands(root):
+        command = group.get_command(root, name)
+        ctx = typer.Context(command, info_name=name, parent=root, terminal_width=CLI_WIDTH,
+                            max_content_width=CLI_WIDTH)
+        out += [f"## kidata {name}", "", "```text", command.get_help(ctx), "```", ""]
+    return "\n".join(out)
+
+
 # (relative path, generator) for every generated document.
 GENERATED = {
     "docs/tables.md": tables_markdown,
     "docs/views.md": views_markdown,
     "docs/efficiency.md": efficiency_markdown,
+    "docs/cli.md": cli_markdown,
 }
 
 

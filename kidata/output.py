@@ -1,86 +1,189 @@
-"""Print query results: a readable table on a terminal, CSV/JSON/NDJSON/Markdown for scripts."""
+"""Print query results: a table fitted to the terminal (rich), CSV/JSON/NDJSON/Markdown for
+scripts.
+
+One rule for values every format shares: numbers stay numbers (DECIMAL included), NaN and
+infinities are spelled ``NaN``, ``Infinity`` and ``-Infinity`` (JSON has no such numbers, and a
+null would hide them), timestamps are ISO 8601, durations ISO 8601 durations (``PT1.5S``), and
+lists and structs are JSON (never Python's repr).
+"""
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
 import json
+import math
+import shutil
+import uuid
+from decimal import Decimal
 from typing import IO, Any
 
 import orjson
 
 FORMATS = ("table", "csv", "json", "ndjson", "markdown")
+# Widest a table may be when not written to a terminal (a pipe or a file is not cut).
+UNFITTED_WIDTH = 100_000
 
 
-def _cell(value: Any) -> str:
+def _number(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _duration(value: dt.timedelta) -> str:
+    """ISO 8601: 1 day 2 h 3 min 4.5 s -> P1DT2H3M4.5S; negative as -PT1S."""
+    sign = "-" if value < dt.timedelta(0) else ""
+    value = abs(value)
+    seconds = value.seconds + value.microseconds / 1e6
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    time = "".join(f"{int(n)}{u}" for n, u in ((hours, "H"), (minutes, "M")) if n)
+    if secs or not (time or value.days):
+        time += f"{secs:g}S"
+    return f"{sign}P{f'{value.days}D' if value.days else ''}{'T' + time if time else ''}"
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON can hold it (see the module's rule)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return _number(float(value))
+        return int(value) if value == value.to_integral_value() and value.as_tuple().exponent >= 0 \
+            else float(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _duration(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+def text(value: Any, short: bool = False) -> str:
+    """A value as one piece of text: CSV (every digit), or with ``short`` Markdown and the
+    terminal table (floats to 6 significant digits)."""
+    value = plain(value)
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
+        return f"{value:.6g}" if short else repr(value)
+    if isinstance(value, dict | list):
+        return orjson.dumps(value).decode()
     return str(value)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, dt.date | dt.datetime | dt.time):
-        return value.isoformat()
-    return str(value)
-
-
-def _dumps(value: Any, option: int = 0) -> str:
-    """JSON text of ``value``; integers beyond 64 bits (DuckDB's HUGEINT), which orjson
-    refuses, are written exactly by the standard library instead."""
+def _json(row: dict) -> bytes:
+    value = {k: plain(v) for k, v in row.items()}
     try:
-        return orjson.dumps(value, default=_default, option=option | orjson.OPT_NON_STR_KEYS
-                            ).decode()
+        return orjson.dumps(value)
     except TypeError:
-        if option & orjson.OPT_INDENT_2:
-            return json.dumps(value, default=_default, ensure_ascii=False, indent=2)
-        return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
+        # orjson refuses integers beyond 64 bits (DuckDB's HUGEINT); the standard library
+        # writes them exactly.
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def write(relation, fmt: str, out: IO[str], max_rows: int = 100) -> None:
+def write(relation, fmt: str, out: IO[str], max_rows: int = 100,
+          width: int | None = None) -> None:
+    """Write ``relation`` to ``out`` in ``fmt``. The table format shows ``max_rows`` rows and
+    fits ``width`` columns (default: the terminal's when ``out`` is one, else no limit)."""
     columns = relation.columns
     if fmt == "table":
         rows = relation.limit(max_rows + 1).fetchall()
-        _table(columns, rows[:max_rows], out)
+        _table(columns, rows[:max_rows], out, width)
         if len(rows) > max_rows:
             total = relation.count("*").fetchall()[0][0]
             out.write(f"({max_rows} of {total:,} rows shown; use --max-rows or --format csv)\n")
         return
     rows = relation.fetchall()
     if fmt == "csv":
+        # The csv module quotes fields holding the separator, quotes or newlines (RFC 4180).
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow(["" if v is None else (v.isoformat() if isinstance(v, dt.datetime)
-                                                   else v) for v in row])
+            writer.writerow([text(v) for v in row])
     elif fmt == "json":
-        out.write(_dumps([dict(zip(columns, r, strict=True)) for r in rows],
-                         orjson.OPT_INDENT_2) + "\n")
+        items = [_json(dict(zip(columns, r, strict=True))) for r in rows]
+        out.write(("[\n" + ",\n".join("  " + i.decode() for i in items) + "\n]\n") if items
+                  else "[]\n")
     elif fmt == "ndjson":
         for r in rows:
-            out.write(_dumps(dict(zip(columns, r, strict=True))) + "\n")
+            out.write(_json(dict(zip(columns, r, strict=True))).decode() + "\n")
     elif fmt == "markdown":
-        out.write("| " + " | ".join(columns) + " |\n")
+        out.write("| " + " | ".join(_md(c) for c in columns) + " |\n")
         out.write("|" + "|".join("---" for _ in columns) + "|\n")
         for r in rows:
-            out.write("| " + " | ".join(_cell(v).replace("|", "\\|") for v in r) + " |\n")
+            out.write("| " + " | ".join(_md(text(v, short=True)) for v in r) + " |\n")
 
 
-def _table(columns: list[str], rows: list[tuple], out: IO[str]) -> None:
-    cells = [[_cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r[i], int | float) or r[i] is None for r in rows) and rows
+def _md(cell: str) -> str:
+    """A Markdown table cell: pipes escaped, line breaks as <br> (a newline ends the row)."""
+    return (cell.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>")
+            .replace("\n", "<br>").replace("\r", "<br>"))
+
+
+def _table(columns: list[str], rows: list[tuple], out: IO[str], width: int | None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if width is None:
+        width = (shutil.get_terminal_size().columns if getattr(out, "isatty", lambda: False)()
+                 else UNFITTED_WIDTH)
+    numeric = [bool(rows) and all(isinstance(r[i], int | float | Decimal) and
+                                  not isinstance(r[i], bool) or r[i] is None for r in rows)
                for i in range(len(columns))]
-
-    def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if numeric[i] else v.ljust(w)
-                         for i, (v, w) in enumerate(zip(values, widths, strict=True))).rstrip()
-
-    out.write(line(list(columns)) + "\n")
-    out.write("  ".join("-" * w for w in widths) + "\n")
+    cells = [[text(v, short=True).replace("\n", "⏎") for v in r] for r in rows]
+    widths = _fit([max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)],
+                  [len(c) for c in columns], numeric, width)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False,
+                  header_style="bold")
+    for name, is_number, fitted in zip(columns, numeric, widths, strict=True):
+        table.add_column(name, justify="right" if is_number else "left", no_wrap=True,
+                         overflow="ellipsis", width=fitted)
     for r in cells:
-        out.write(line(r) + "\n")
+        table.add_row(*r)
+    console = Console(file=out, width=max(width, sum(widths) + GAP * len(widths)),
+                      color_system=None, soft_wrap=False, highlight=False, emoji=False,
+                      markup=False)
+    with console.capture() as capture:
+        console.print(table)
+    out.write("\n".join(line.rstrip() for line in capture.get().splitlines()) + "\n")
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+# Spaces between two columns of rich's SIMPLE_HEAD table: a blank divider and the padding.
+GAP = 3
+# A text column is cut down to no less than this many characters (or its header's length).
+MIN_TEXT_WIDTH = 8
+
+
+def _fit(natural: list[int], headers: list[int], numeric: list[bool], width: int) -> list[int]:
+    """Column widths that fit ``width`` (``GAP`` spaces between columns): the widest text column is
+    cut first, numbers are never cut; if even that is too wide, the table is wider."""
+    widths = list(natural)
+    floor = [w if numeric[i] else min(w, max(MIN_TEXT_WIDTH, headers[i]))
+             for i, w in enumerate(natural)]
+    excess = sum(widths) + GAP * (len(widths) - 1) - width
+    while excess > 0:
+        cuttable = [i for i, w in enumerate(widths) if w > floor[i]]
+        if not cuttable:
+            break
+        widest = max(cuttable, key=lambda i: widths[i])
+        others = max([widths[i] for i in cuttable if i != widest] + [floor[widest]])
+        step = min(excess, widths[widest] - max(others, floor[widest]) or 1)
+        widths[widest] -= step
+        excess -= step
+    return widths

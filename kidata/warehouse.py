@@ -196,12 +196,14 @@ class Warehouse:
 
     def load(self, paths: Iterable[str], format: str | None = None, strict: bool = False,
              batch_size: int = DEFAULT_BATCH,
-             progress: Callable[[str, int], None] | None = None) -> LoadReport:
+             progress: Callable[[str, int], None] | None = None,
+             phase: Callable[[str], None] | None = None) -> LoadReport:
         """Read, validate and add records from files, folders (recursive), globs or ``-``.
 
         Returns a :class:`LoadReport`. Bad records are rejected (listed in the report and kept
         in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
-        if anything would be rejected. ``progress(file, records_so_far)`` is called per file.
+        if anything would be rejected. ``progress(file, records_so_far)`` is called per file;
+        ``phase(name)`` when the load moves on to ``"commit"`` and ``"compact"``.
         """
         skipped: list[str] = []
         unreadable: list[RecordError] = []
@@ -223,6 +225,8 @@ class Warehouse:
                                    unreadable)
                 if strict and report.rejected:
                     return report
+                if phase is not None:
+                    phase("commit")
                 with self._writer_lock():
                     if read is None:
                         # Every file unchanged since it was loaded: nothing staged, nothing
@@ -234,6 +238,8 @@ class Warehouse:
                     if report.committed and read:
                         self._remember_files(report, read)
                     if report.added.get("loads"):
+                        if phase is not None:
+                            phase("compact")
                         self._auto_compact(report)
             except (OSError, duckdb.Error) as exc:
                 state = ("was committed, but then failed" if report.committed

@@ -109,7 +109,7 @@ def test_export_format_option_and_unknown_name(loaded, tmp_path: Path):
     assert "environments, " in result.err and "speedups, " in result.err
     result = loaded("export", "runs", "-o", tmp_path / "x.csv", "--format", "xml")
     assert result.code == 2
-    assert "allowed formats are: csv, json, ndjson, parquet, xlsx" in result.err
+    assert "allowed formats are: arrow, csv, json, ndjson, parquet, xlsx" in result.err
 
 
 def test_info(loaded):

@@ -1,0 +1,436 @@
+"""The report's charts, drawn with matplotlib (object API only: no pyplot, no global figure
+state) and kept as :class:`Chart` objects that render to SVG (for the page) or PNG.
+
+Why matplotlib: static output needs no script or network at view time, SVG and PNG come from the
+same figure, it is installable from wheels everywhere and has been maintained for two decades.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+    from matplotlib.figure import Figure
+
+# Implementations taken as the reference side of a pair when the other side is not one of them
+# (PyTorch eager and its compiler, Hugging Face's modules): the heatmaps show the other side
+# as the candidate. Choose a pair explicitly with two --implementation options.
+REFERENCES = ("torch", "pytorch", "eager", "huggingface", "inductor", "torch_compile")
+# Limits that keep a report readable (and fast) on large warehouses; the page says what it left
+# out.
+MAX_PANELS = 12        # panels per latency figure (one figure per kernel)
+MAX_PAIRS = 4          # speedup heatmaps
+MAX_SERIES = 12        # history panels
+PANEL = (4.2, 3.0)     # inches per panel
+
+_RC = {
+    "svg.fonttype": "none",         # text stays text: smaller, searchable, selectable
+    "svg.hashsalt": "kidata",       # stable element ids: the same data gives the same file
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+
+
+def style() -> Any:
+    """A context in which charts are drawn and saved with the report's style."""
+    import matplotlib
+
+    return matplotlib.rc_context(_RC)
+
+
+@dataclass
+class Chart:
+    """One figure: a file-safe ``name``, a ``title`` and a ``caption`` for the page."""
+
+    name: str
+    section: str
+    title: str
+    caption: str
+    figure: Figure
+
+    def svg(self) -> str:
+        """The figure as an ``<svg>`` element to inline in HTML (no XML prolog, no date)."""
+        buffer = io.StringIO()
+        with style():
+            self.figure.savefig(buffer, format="svg", metadata={"Date": None})
+        text = buffer.getvalue()
+        return text[text.index("<svg"):]
+
+    def save(self, path, fmt: str) -> None:
+        with style():
+            if fmt == "svg":
+                self.figure.savefig(path, format="svg", metadata={"Date": None})
+            else:
+                self.figure.savefig(path, format="png", dpi=150, metadata={"Software": None})
+
+
+def slug(*parts: Any) -> str:
+    text = "-".join(str(p) for p in parts if p not in (None, ""))
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "chart"
+
+
+def _title(fig: Figure, text: str) -> None:
+    """A figure title wrapped to the figure's width (a one-panel figure is narrow)."""
+    import textwrap
+
+    width = int(fig.get_figwidth() * 15)
+    fig.suptitle(textwrap.fill(text, width), fontsize=9, x=0.01, ha="left")
+
+
+def _figure(panels: int, cols: int = 3) -> tuple[Figure, list[Any]]:
+    from matplotlib.figure import Figure
+
+    cols = max(1, min(cols, panels))
+    rows = math.ceil(panels / cols)
+    # Fixed margins in inches rather than matplotlib's constrained layout, which measured
+    # every tick label again and took 40% of a report's time.
+    width, height = PANEL[0] * cols, PANEL[1] * rows + 0.6
+    with style():
+        fig = Figure(figsize=(width, height))
+        fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.9 / height,
+                            top=1 - 0.7 / height, wspace=0.4,
+                            hspace=1.25 / PANEL[1])
+        axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, axes[:panels]
+
+
+class Palette:
+    """One colour per implementation, the same in every chart of a report."""
+
+    def __init__(self, names: list[str]):
+        import matplotlib
+
+        # The ten strong colours first (most frequent names get them), then the ten pale ones:
+        # tab20 in its own order puts near-identical pairs side by side.
+        strong = list(matplotlib.colormaps["tab10"].colors)
+        pale = list(matplotlib.colormaps["tab20"].colors)[1::2]
+        counts: dict[str, int] = {}
+        for n in names:
+            counts[n] = counts.get(n, 0) + 1
+        ranked = sorted(counts, key=lambda n: (-counts[n], n))
+        colours = strong + pale
+        self.colours = {n: colours[i % len(colours)] for i, n in enumerate(ranked)}
+
+    def __call__(self, name: str, variant: str | None = None) -> Any:
+        key = f"{name} [{variant}]" if variant else name
+        return self.colours.get(key, self.colours.get(name, "grey"))
+
+
+def series_names(frame: pl.DataFrame) -> list[str]:
+    """Palette keys of a frame's rows: the implementation, with its variant when it has one."""
+    variants = frame["variant"].to_list() if "variant" in frame.columns else [None] * frame.height
+    return [f"{i} [{v}]" if v else i for i, v in zip(frame["implementation"], variants,
+                                                     strict=True)]
+
+
+def _label(implementation: str, variant: str | None, family: str | None, families: int) -> str:
+    label = implementation + (f" [{variant}]" if variant else "")
+    if families > 1 and family:
+        label += f" ({family[:24]})"
+    return label
+
+
+def _number(value: float, _position: Any = None) -> str:
+    """A tick label in plain text (matplotlib's default log labels are mathtext, which costs
+    most of a report's time): 4096 -> "4096", 131072 -> "128k", 0.05 -> "0.05"."""
+    if value >= 10_000 and value == int(value):
+        for unit, scale in (("G", 2**30), ("M", 2**20), ("k", 2**10)):
+            if value >= scale and value % scale == 0:
+                return f"{int(value // scale)}{unit}"
+        for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if value >= scale:
+                return f"{value / scale:g}{unit}"
+    return f"{value:g}"
+
+
+def _log(axis: Any, base: float = 10, values: list[float] | None = None) -> None:
+    """A log scale with plain-text labels on the major ticks only; 1-2-5 steps when the
+    ``values`` span under two decades (a panel spanning one decade would show one label),
+    decades alone otherwise (each tick costs drawing time)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    (axis.axes.set_xscale if axis.axis_name == "x" else axis.axes.set_yscale)("log", base=base)
+    positive = [v for v in values or [] if v and v > 0]
+    narrow = base == 10 and positive and max(positive) / min(positive) < 100
+    axis.set_major_locator(LogLocator(base=base, subs=(1.0, 2.0, 5.0) if narrow else (1.0,),
+                                      numticks=10))
+    axis.set_major_formatter(FuncFormatter(_number))
+    # No minor ticks: each is an artist drawn and measured, and they cost a third of the time.
+    axis.set_minor_locator(NullLocator())
+
+
+def _decades(values: list[float]) -> bool:
+    positive = [v for v in values if v and v > 0]
+    return len(positive) > 1 and max(positive) / min(positive) >= 10
+
+
+def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart], list[str]]:
+    """One figure per kernel: a panel per pass, GPU and swept parameter with latency against
+    size, a line per implementation with its p20-p80 band; workloads without a size are drawn
+    by name, in order of their median latency. Returns the charts and what was left out."""
+    charts: list[Chart] = []
+    omitted: list[str] = []
+    for (kernel,), rows in points.group_by(["kernel"], maintain_order=True):
+        panels = list(rows.group_by(["pass", "gpu", "parameter"], maintain_order=True))
+        if len(panels) > MAX_PANELS:
+            omitted.append(f"{kernel}: {len(panels) - MAX_PANELS} of {len(panels)} panels "
+                           f"(restrict with --gpu or --implementation)")
+            panels = panels[:MAX_PANELS]
+        fig, axes = _figure(len(panels))
+        for ax, ((pass_, gpu, parameter), panel) in zip(axes, panels, strict=True):
+            _latency_panel(ax, panel, parameter, palette)
+            ax.set_title(f"{pass_} · {gpu}", loc="left")
+        _title(fig, f"{kernel}: latency against workload size (median, p20–p80 band)")
+        charts.append(Chart(slug("latency", kernel), "latency", kernel,
+                            "Lower is better. Lines join workloads of one sweep in size "
+                            "order; the shaded band is p20–p80 where the source gives it; "
+                            "axes are logarithmic where values span a decade or more.", fig))
+    return charts, omitted
+
+
+def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette) -> None:
+    import polars as pl
+
+    families = panel["family"].n_unique()
+    sized = parameter is not None
+    if not sized:
+        order = (panel.group_by("workload").agg(m=pl.col("median_us").min())
+                 .sort(["m", "workload"])["workload"].to_list())
+        position = {w: i for i, w in enumerate(order)}
+    series = panel.group_by(["implementation", "variant", "family"], maintain_order=True)
+    for (implementation, variant, family), line in series:
+        if sized:
+            line = line.sort("size")
+            x = line["size"].to_list()
+        else:
+            line = line.with_columns(_x=pl.col("workload").replace_strict(position)).sort("_x")
+            x = line["_x"].to_list()
+        colour = palette(implementation, variant)
+        ax.plot(x, line["median_us"].to_list(), marker="o", markersize=3, linewidth=1.2,
+                color=colour, label=_label(implementation, variant, family, families))
+        low, high = line["p20_us"].to_list(), line["p80_us"].to_list()
+        band = [(xi, lo, hi) for xi, lo, hi in zip(x, low, high, strict=True)
+                if lo is not None and hi is not None]
+        if len(band) > 1:
+            ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
+                            color=colour, alpha=0.2, linewidth=0)
+        elif band:
+            ax.errorbar([band[0][0]], [line["median_us"][0]], color=colour, capsize=2,
+                        yerr=[[line["median_us"][0] - band[0][1]],
+                              [band[0][2] - line["median_us"][0]]])
+    if sized:
+        ax.set_xlabel(parameter)
+        if _decades(panel["size"].to_list()):
+            _log(ax.xaxis, base=2)
+    else:
+        ax.set_xticks(range(len(order)), order, rotation=15, ha="right", fontsize=6)
+        ax.set_xlabel("workload")
+    ax.set_ylabel("latency (µs)")
+    if _decades(panel["median_us"].to_list()):
+        _log(ax.yaxis, values=panel["median_us"].to_list())
+    ax.legend(loc="best", frameon=False, fontsize=6)
+
+
+def pairs(speedups: pl.DataFrame, chosen: list[str]) -> list[tuple[str, str]]:
+    """The (candidate, reference) pairs to draw: the two chosen implementations when exactly two
+    are chosen, else the pairs with the most comparisons, the reference being the side listed in
+    ``REFERENCES`` (else the alphabetically later one)."""
+    if len(chosen) == 2:
+        return [(chosen[0], chosen[1])]
+    counts: dict[tuple[str, str], int] = {}
+    for (candidate, baseline), n in zip(
+            zip(speedups["candidate"], speedups["baseline"], strict=True),
+            speedups["speedup"].is_not_null(), strict=True):
+        a_ref, b_ref = candidate in REFERENCES, baseline in REFERENCES
+        if (a_ref and not b_ref) or (a_ref == b_ref and candidate > baseline):
+            continue  # keep one direction of each pair
+        counts[(candidate, baseline)] = counts.get((candidate, baseline), 0) + int(n)
+    return sorted(counts, key=lambda p: (-counts[p], p))[:MAX_PAIRS]
+
+
+def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> list[Chart]:
+    """Per pair, a kernel × GPU grid of the geometric-mean speedup over passes and workloads,
+    coloured on a log scale centred on 1, each cell naming its noise-aware verdicts."""
+    import polars as pl
+    from matplotlib.colors import LogNorm
+
+    charts = []
+    for candidate, baseline in pairs(speedups, chosen):
+        rows = speedups.filter((pl.col("candidate") == candidate)
+                               & (pl.col("baseline") == baseline) & (pl.col("speedup") > 0))
+        if rows.is_empty():
+            continue
+        cells = rows.group_by(["kernel", "gpu"]).agg(
+            geomean=pl.col("speedup").log().mean().exp(),
+            n=pl.len(),
+            faster=(pl.col("verdict") == "faster").sum(),
+            slower=(pl.col("verdict") == "slower").sum(),
+            noise=(pl.col("verdict") == "within noise").sum(),
+        )
+        kernels = sorted(cells["kernel"].unique().to_list())
+        gpus = sorted(cells["gpu"].unique().to_list())
+        grid = [[math.nan] * len(gpus) for _ in kernels]
+        notes = {}
+        for c in cells.iter_rows(named=True):
+            i, j = kernels.index(c["kernel"]), gpus.index(c["gpu"])
+            grid[i][j] = c["geomean"]
+            notes[i, j] = f"{c['geomean']:.2f}×\n" + _verdicts(c)
+        extreme = max(max(abs(math.log(v)) for row in grid for v in row if v == v), math.log(1.25))
+        norm = LogNorm(vmin=math.exp(-extreme), vmax=math.exp(extreme))
+        with style():
+            from matplotlib.figure import Figure
+
+            width, height = 4.3 + 1.5 * len(gpus), 1.5 + 0.45 * len(kernels)
+            fig = Figure(figsize=(width, height))
+            fig.subplots_adjust(left=2.3 / width, right=1 - 0.2 / width, top=1 - 0.35 / height,
+                                bottom=0.8 / height)
+            ax = fig.add_subplot()
+            image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
+            ax.grid(False)
+            ax.set_xticks(range(len(gpus)), gpus, rotation=20, ha="right")
+            ax.set_yticks(range(len(kernels)), kernels)
+            for (i, j), text in notes.items():
+                v = grid[i][j]
+                dark = abs(math.log(v)) > 0.6 * extreme
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
+            bar = fig.colorbar(image, ax=ax, shrink=0.8)
+            from matplotlib.ticker import FuncFormatter, NullFormatter
+
+            bar.ax.yaxis.set_major_formatter(FuncFormatter(_number))
+            bar.ax.yaxis.set_minor_formatter(NullFormatter())
+            bar.set_label("speedup (log scale)")
+            ax.set_title(f"{candidate} vs {baseline}", loc="left")
+        charts.append(Chart(slug("speedup", candidate, "vs", baseline), "speedups",
+                            f"{candidate} vs {baseline}",
+                            f"Blue: {candidate} faster (speedup > 1); red: slower. Each cell: "
+                            "geometric mean of baseline/candidate median latency over passes "
+                            "and workloads, then the verdicts from the p20–p80 ranges — "
+                            "▲ faster, ▼ slower, ≈ within noise — of the comparisons in "
+                            "the cell (the rest lack a p20–p80 spread).", fig))
+    return charts
+
+
+def _verdicts(cell: dict[str, Any]) -> str:
+    """A heatmap cell's verdict line: "3▲ 1≈ of 4", or "4 without spread"."""
+    parts = [f"{cell[k]}{mark}" for k, mark in (("faster", "▲"), ("slower", "▼"),
+                                                 ("noise", "≈")) if cell[k]]
+    if not parts:
+        return f"{cell['n']} without spread"
+    return " ".join(parts) + f" of {cell['n']}"
+
+
+def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Palette
+                  ) -> tuple[Chart | None, list[str]]:
+    """Latency over time for the series with regressions first, then the longest, a panel
+    each, with each result's version named and regressions marked."""
+    import polars as pl
+
+    if trends.is_empty():
+        return None, []
+    key = ["kernel", "pass", "implementation", "variant", "workload", "gpu", "family"]
+    regressed = set(regressions["run_id"].to_list())
+    ranked = (trends.group_by(key).agg(points=pl.len(),
+                                       regressed=pl.col("run_id").is_in(list(regressed)).sum())
+              .sort(["regressed", "points", "kernel", "workload"],
+                    descending=[True, True, False, False]))
+    omitted = []
+    if ranked.height > MAX_SERIES:
+        omitted.append(f"history: {ranked.height - MAX_SERIES} of {ranked.height} series "
+                       "(restrict with --kernel, --gpu or --implementation)")
+    chosen = ranked.head(MAX_SERIES)
+    fig, axes = _figure(chosen.height)
+    for ax, series in zip(axes, chosen.iter_rows(named=True), strict=True):
+        steps = trends.join(pl.DataFrame([{k: series[k] for k in key}],
+                                         schema={k: trends.schema[k] for k in key}),
+                            on=key, nulls_equal=True).sort("step")
+        times = steps["observed_at"].to_list()
+        medians = steps["median_us"].to_list()
+        colour = palette(series["implementation"], series["variant"])
+        low = [m - p if p is not None else 0 for m, p in zip(medians, steps["p20_us"],
+                                                                strict=True)]
+        high = [p - m if p is not None else 0 for m, p in zip(medians, steps["p80_us"],
+                                                                 strict=True)]
+        ax.errorbar(times, medians, yerr=[low, high], color=colour, marker="o", markersize=3,
+                    capsize=2, linewidth=1.2)
+        for t, m, version, run in zip(times, medians, steps["version"], steps["run_id"],
+                                      strict=True):
+            bad = run in regressed
+            if bad:
+                ax.plot([t], [m], marker="X", markersize=9, color="crimson", linestyle="none")
+            ax.annotate(("regression · " if bad else "") + (version or "?"), (t, m),
+                        textcoords="offset points", xytext=(4, 6), fontsize=6,
+                        color="crimson" if bad else "black")
+        ax.set_ylabel("latency (µs)")
+        ax.set_title(f"{series['kernel']} {series['pass']} · {series['gpu']}\n"
+                     f"{series['implementation']} · {series['workload']}", loc="left")
+        from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+        locator = AutoDateLocator(maxticks=5)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        ax.margins(x=0.15, y=0.25)
+    _title(fig, "History per series: median latency with p20–p80, versions named, "
+                 "regressions marked ✕")
+    return Chart("history", "history", "History", "A series is one kernel, pass, "
+                 "implementation, workload, GPU and protocol family (the trends view). A red ✕ "
+                 "marks a result slower than the one before it beyond noise (its p20 above the "
+                 "previous p80) and by more than 5% (the regressions view).", fig), omitted
+
+
+def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
+    """Per GPU: achieved memory bandwidth against bytes moved, per implementation, with the
+    GPU's published peak as a line."""
+    import polars as pl
+
+    if frame.is_empty():
+        return None
+    gpus = sorted(frame["gpu"].unique().to_list())
+    fig, axes = _figure(len(gpus))
+    for ax, gpu in zip(axes, gpus, strict=True):
+        rows = frame.filter(pl.col("gpu") == gpu)
+        for (implementation,), part in rows.group_by(["implementation"], maintain_order=True):
+            y = part["achieved_gbps"].to_list()
+            low = [v - lo if lo is not None else 0
+                   for v, lo in zip(y, part["achieved_gbps_low"], strict=True)]
+            high = [hi - v if hi is not None else 0
+                    for v, hi in zip(y, part["achieved_gbps_high"], strict=True)]
+            ax.errorbar(part["bytes"].to_list(), y, yerr=[low, high], linestyle="none",
+                        marker="o", markersize=3, capsize=1.5, color=palette(implementation),
+                        label=implementation)
+            above = part.filter(pl.col("above_peak").fill_null(False))
+            if not above.is_empty():
+                ax.plot(above["bytes"].to_list(), above["achieved_gbps"].to_list(),
+                        marker="X", markersize=8, color="crimson", linestyle="none",
+                        label="above peak: not credible")
+        peak = rows["peak_gbps"].drop_nulls()
+        if len(peak):
+            ax.axhline(peak[0], color="black", linestyle="--", linewidth=1)
+            ax.annotate(f"peak {peak[0]:,.0f} GB/s", (0.01, peak[0]),
+                        xycoords=("axes fraction", "data"), textcoords="offset points",
+                        xytext=(0, 3), fontsize=7)
+        _log(ax.xaxis)
+        ax.set_xlabel("bytes moved (lower bound, byte model)")
+        ax.set_ylabel("achieved GB/s")
+        ax.set_title(gpu, loc="left")
+        ax.legend(loc="lower right", frameon=False)
+    _title(fig, "Efficiency: achieved memory bandwidth against the GPU's published peak")
+    return Chart("efficiency", "efficiency", "Efficiency", "Each point is one run of a kernel "
+                 "with a byte model (the efficiency view): minimum bytes moved / median time, "
+                 "with the rate at p80 and p20 as the bar. The dashed line is the GPU's "
+                 "published peak; a point above it is not credible.", fig)

@@ -1,0 +1,182 @@
+"""The report's data: views read by name into Polars frames, restricted by :class:`Filters`.
+
+Only columns the report draws are named, so views that gain columns keep working. Restrictions
+are applied to the frames (never formatted into SQL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from kidata.warehouse import Warehouse
+
+
+@dataclass
+class Filters:
+    """What a report covers: kernels, GPUs and implementations (empty: all) and a time window
+    on when results were measured (``since`` inclusive, ``until`` exclusive, UTC)."""
+
+    kernels: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    implementations: list[str] = field(default_factory=list)
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def describe(self) -> str:
+        parts = [f"{name}: {', '.join(values)}" for name, values in
+                 (("kernels", self.kernels), ("GPUs", self.gpus),
+                  ("implementations", self.implementations)) if values]
+        if self.since:
+            parts.append(f"measured from {self.since:%Y-%m-%d %H:%M} UTC")
+        if self.until:
+            parts.append(f"measured before {self.until:%Y-%m-%d %H:%M} UTC")
+        return "; ".join(parts) or "everything in the warehouse"
+
+    def in_window(self, frame: pl.DataFrame, column: str = "observed_at") -> pl.DataFrame:
+        """Rows measured inside the window; rows without a time are kept only when no window
+        is set (they cannot be placed in one)."""
+        import polars as pl
+
+        if self.since is None and self.until is None:
+            return frame
+        # Compared as naive UTC wall-clock times: time-zone names (UTC, Etc/UTC) then agree.
+        moment = pl.col(column)
+        if getattr(frame.schema[column], "time_zone", None):
+            moment = moment.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        condition = moment.is_not_null()
+        if self.since is not None:
+            condition &= moment >= _naive_utc(self.since)
+        if self.until is not None:
+            condition &= moment < _naive_utc(self.until)
+        return frame.filter(condition)
+
+    def apply(self, frame: pl.DataFrame, implementation_columns: tuple[str, ...]
+              = ("implementation",)) -> pl.DataFrame:
+        """Rows of the chosen kernels and GPUs whose implementation (any of the columns, e.g.
+        candidate or baseline) is chosen."""
+        import polars as pl
+
+        if self.kernels and "kernel" in frame.columns:
+            frame = frame.filter(pl.col("kernel").is_in(self.kernels))
+        if self.gpus and "gpu" in frame.columns:
+            frame = frame.filter(pl.col("gpu").is_in(self.gpus))
+        if self.implementations:
+            present = [c for c in implementation_columns if c in frame.columns]
+            if present:
+                condition = pl.lit(False)
+                for column in present:
+                    condition |= pl.col(column).is_in(self.implementations)
+                frame = frame.filter(condition)
+        return frame
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    from datetime import UTC
+
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def _frame(wh: Warehouse, query: str) -> pl.DataFrame:
+    return wh.sql(query).pl()
+
+
+def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """The latest passed latency result per kernel, pass, GPU, family, implementation, variant
+    and workload, with the workload's swept parameter and size (``workload_sizes``; null when
+    the workload has none). A workload on two sweeps appears once per sweep."""
+    import polars as pl
+
+    frame = _frame(wh, """
+        SELECT l.run_id, l.kernel, l.pass, l.implementation, l.variant, l.workload, l.gpu,
+               l.family, l.median_us, l.p20_us, l.p80_us, l.observed_at, l.version,
+               s.parameter, s.size
+        FROM latencies l
+        JOIN runs r ON r.run_id = l.run_id
+        LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
+        WHERE l.status = 'passed'""")
+    frame = filters.in_window(filters.apply(frame))
+    key = ["kernel", "pass", "gpu", "family", "implementation", "variant", "workload",
+           "parameter"]
+    # As the speedups view: the latest run counts, untimed runs before timed ones.
+    return (frame.sort(["observed_at", "run_id"], nulls_last=False)
+            .group_by(key, maintain_order=True).last()
+            .sort(["kernel", "pass", "gpu", "parameter", "size", "workload"], nulls_last=True)
+            .with_columns(pl.col("size").cast(pl.Float64)))
+
+
+def speedups(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """Comparisons of the ``speedups`` view; with a time window, those whose two runs were both
+    measured inside it."""
+    frame = _frame(wh, """
+        SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
+               s.baseline, s.baseline_variant, s.speedup, s.verdict,
+               c.observed_at AS candidate_at, b.observed_at AS baseline_at
+        FROM speedups s
+        LEFT JOIN runs c ON c.run_id = s.candidate_run_id
+        LEFT JOIN runs b ON b.run_id = s.baseline_run_id""")
+    frame = filters.apply(frame, ("candidate", "baseline"))
+    frame = filters.in_window(filters.in_window(frame, "candidate_at"), "baseline_at")
+    return frame.drop("candidate_at", "baseline_at")
+
+
+def trends(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """Steps of series with at least two results (``trends``)."""
+    import polars as pl
+
+    frame = _frame(wh, """
+        SELECT kernel, pass, implementation, variant, workload, gpu, family, step, points,
+               run_id, observed_at, version, median_us, p20_us, p80_us
+        FROM trends""")
+    frame = filters.in_window(filters.apply(frame))
+    return frame.filter(pl.col("points") > 1)
+
+
+def regressions(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """The ``regressions`` view."""
+    frame = _frame(wh, """
+        SELECT kernel, pass, implementation, variant, workload, gpu, family, run_id,
+               observed_at, version, previous_version, median_us, previous_median_us, change
+        FROM regressions""")
+    return filters.in_window(filters.apply(frame))
+
+
+def efficiency(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """The ``efficiency`` view, with each run's time for the window."""
+    frame = _frame(wh, """
+        SELECT e.kernel, e.pass, e.implementation, e.variant, e.workload, e.gpu, e.bytes,
+               e.achieved_gbps, e.achieved_gbps_low, e.achieved_gbps_high, e.peak_gbps,
+               e.peak_fraction, e.above_peak, r.observed_at
+        FROM efficiency e
+        JOIN runs r ON r.run_id = e.run_id""")
+    return filters.in_window(filters.apply(frame))
+
+
+def audit(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """Published claims and whether they agree with their inputs (``audit``), flagged first."""
+    import polars as pl
+
+    frame = _frame(wh, """
+        SELECT a.gpu, a.kernel, a.pass, a.workload, a.quantity, a.published, a.recomputed,
+               a.tolerance, a.status, a.flagged, r.observed_at
+        FROM audit a
+        LEFT JOIN runs r ON r.run_id = a.run_id""")
+    frame = filters.in_window(filters.apply(frame))
+    return frame.sort([pl.col("flagged").fill_null(False), "gpu", "kernel", "workload"],
+                      descending=[True, False, False, False])
+
+
+def summary(wh: Warehouse) -> dict[str, Any]:
+    """What the warehouse holds: :meth:`Warehouse.info` plus loads and rejects per file."""
+    data = wh.info()
+    data["loads"] = _frame(wh, """
+        SELECT loaded_at, kidata_version, files, records, duplicates, rejected, warnings
+        FROM loads ORDER BY loaded_at""")
+    data["rejects"] = _frame(wh, """
+        SELECT source_file, count(*) AS rejected, min(reason) AS first_reason
+        FROM rejects GROUP BY source_file ORDER BY rejected DESC, source_file""")
+    return data
