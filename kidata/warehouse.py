@@ -196,12 +196,16 @@ class Warehouse:
 
     def load(self, paths: Iterable[str], format: str | None = None, strict: bool = False,
              batch_size: int = DEFAULT_BATCH,
-             progress: Callable[[str, int], None] | None = None) -> LoadReport:
+             progress: Callable[[str, int], None] | None = None,
+             settings: dict[str, str] | None = None, mapping: str | None = None
+             ) -> LoadReport:
         """Read, validate and add records from files, folders (recursive), globs or ``-``.
 
         Returns a :class:`LoadReport`. Bad records are rejected (listed in the report and kept
         in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
         if anything would be rejected. ``progress(file, records_so_far)`` is called per file.
+        ``settings`` (``--set key=value``) supply context the field's formats lack;
+        ``mapping`` reads every file by a TOML mapping (``docs/formats.md``).
         """
         files = expand_paths(paths)
         self._ensure()
@@ -215,7 +219,8 @@ class Warehouse:
         meta = duckdb.connect()
         try:
             try:
-                read = self._stage(files, staging, format, batch_size, report, progress, meta)
+                read = self._stage(files, staging, format, batch_size, report, progress, meta,
+                                   settings, mapping)
                 if strict and report.rejected:
                     return report
                 with self._writer_lock():
@@ -258,7 +263,8 @@ class Warehouse:
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
                report: LoadReport, progress: Callable[[str, int], None] | None,
-               meta: duckdb.DuckDBPyConnection) -> list[dict[str, Any]] | None:
+               meta: duckdb.DuckDBPyConnection, settings: dict[str, str] | None = None,
+               mapping: str | None = None) -> list[dict[str, Any]] | None:
         """Stage the records of ``files``; returns what was read of each file (for
         :meth:`_remember_files`), or None when every file was skipped as already loaded."""
         # Checking and flattening happen in kidata.stage (in worker processes for large
@@ -267,6 +273,11 @@ class Warehouse:
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
+        if settings or mapping:  # the same file read with other context is another input
+            from kidata.readers.builder import Settings
+
+            label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
+                                                               if mapping else "")
         hasher = ThreadPoolExecutor(max_workers=1)
         try:
             for path in files:
@@ -293,7 +304,8 @@ class Warehouse:
 
                     stage = Stage(staging, batch, self._existing_environments(meta), report,
                                   progress)
-                for unit in read_file(path, fmt, batch_lines=stage.batch_lines):
+                for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
+                                      settings=settings, mapping=mapping):
                     stage.feed(unit, name)
                 if hashing is not None:
                     print_ = hashing.result()

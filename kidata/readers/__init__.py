@@ -81,11 +81,14 @@ class Lines:
 
 def formats() -> dict[str, Any]:
     from kidata.readers import kernelindex, liger, trainkernel
+    from kidata.readers.field import FORMATS
 
     return {
         "kernelindex": kernelindex.read,
         "trainkernel": trainkernel.read,
         "liger-csv": liger.read,
+        # The field's formats take the load's --set context as a third argument.
+        **{name: info.read() for name, info in FORMATS.items()},
     }
 
 
@@ -243,6 +246,11 @@ def detect(head: bytes) -> str:
                                                    and b"," in first_line
                                                    and not first_line.startswith((b"{", b"["))):
         return "liger-csv"
+    from kidata.readers.field import detect as detect_field
+
+    found = detect_field(text)
+    if found:
+        return found
     if _is_trainkernel_table(text):
         return "trainkernel"
     return "kernelindex"
@@ -270,12 +278,22 @@ def _is_trainkernel_table(text: bytes) -> bool:
     return False
 
 
-def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None
+def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
+              settings: dict[str, str] | None = None, mapping: str | None = None
               ) -> Iterator[Item | RecordError | Lines]:
     """Yield the records of one file, detecting its format unless ``fmt`` names one.
 
     With ``batch_lines``, the records of a JSON Lines file come as :class:`Lines` of that many
-    lines, still to be parsed (:meth:`Lines.items`); everything else comes as records."""
+    lines, still to be parsed (:meth:`Lines.items`); everything else comes as records.
+    ``settings`` (``--set key=value``) supply what the field's formats lack; ``mapping`` (a
+    TOML mapping file, :mod:`kidata.mapping`) reads the file by that mapping instead."""
+    from kidata.readers.field import FORMATS
+
+    if mapping is not None:
+        from kidata.mapping import read_with_mapping
+
+        yield from read_with_mapping(mapping, path, settings)
+        return
     readers = formats()
     if fmt is not None and fmt not in readers:
         raise UnknownFormat(fmt, sorted(readers))
@@ -297,6 +315,8 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None
                 from kidata.readers import kernelindex
 
                 yield from kernelindex.read(stream, name, batch_lines=batch_lines)
+            elif chosen in FORMATS:
+                yield from readers[chosen](stream, name, settings)
             else:
                 yield from readers[chosen](stream, name)
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
