@@ -393,8 +393,8 @@ class Builder:
         # Identity: what tells runs of this source apart. A time when known; else the version
         # and a fingerprint of the numbers, so a re-load adds nothing and a newer file with
         # new numbers for the same case adds a run rather than a conflict.
-        when = observed.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(observed, datetime) \
-            else None
+        when = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z") \
+            if isinstance(observed, datetime) else None
         parts = [kernel, pass_, implementation + (f"@{variant}" if variant else ""),
                  gpu.key, slug]
         if metric != "latency":

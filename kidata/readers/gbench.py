@@ -12,7 +12,8 @@ manual_time`` gives the implementation (the family), the kernel (the op template
 the family), the dtype and the arguments (``arg0``...). No GPU: ``--set gpu=...``.
 
 data.js: every entry is a commit (id, timestamp) with ``benches`` ``{name, value, unit,
-extra}``; each bench is one run observed at the commit's time, its version the commit id.
+extra}``; each bench is one run observed at the entry's ``date`` (when the benchmark ran and
+was stored; the commit timestamp is kept in sourceNative), its version the commit id.
 """
 
 from __future__ import annotations
@@ -162,6 +163,14 @@ def _measured(run_name: str, rows: list[tuple[int, dict]], context: dict, file: 
     )
 
 
+def _epoch_ms(value: Any) -> str | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        from datetime import UTC, datetime
+
+        return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None
+
+
 def read_data_js(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
                  ) -> Iterator[Item | RecordError]:
     data = read_json(stream, file, prefix="window.BENCHMARK_DATA =")
@@ -194,11 +203,15 @@ def read_data_js(stream: IO[bytes], file: str, settings: dict[str, str] | None =
                         implementation=None if "implementation" in s else family,
                         workload=params,
                         unit=bench.get("unit"), stats={"mean": bench.get("value")},
-                        observed_at=commit.get("timestamp"),
+                        # When the benchmark ran (entry.date, ms since the epoch); two
+                        # commits can share a commit timestamp (an amend), never a run.
+                        observed_at=_epoch_ms(entry.get("date")) or commit.get("timestamp"),
+                        identity=[str(commit.get("id"))],
                         version=str(commit.get("id"))[:12] if commit.get("id") else None,
                         native={"name": bench["name"], "extra": bench.get("extra"),
                                 "commit": commit.get("id"), "suite": suite,
-                                "url": commit.get("url")},
+                                "url": commit.get("url"),
+                                "commitTimestamp": commit.get("timestamp")},
                         labels={"suite": suite, **({"timing": modifiers[-1]}
                                                    if modifiers else {})},
                     ), position, raw_json(bench))
