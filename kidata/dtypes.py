@@ -48,6 +48,7 @@ def normalise_dtype(text: str) -> str:
 
 
 def is_dtype_parameter(name: str) -> bool:
-    """Whether a parameter name holds a dtype (``dtype``, ``q_dtype``, ``input_dtype``...)."""
+    """Whether a parameter name holds a dtype (``dtype``, ``q_dtype``, ``input_dtype``,
+    ``precision``...)."""
     lowered = name.lower()
-    return lowered == "dtype" or lowered.endswith("_dtype") or lowered.endswith("dtype")
+    return lowered.endswith("dtype") or lowered in ("precision", "data_type", "datatype")

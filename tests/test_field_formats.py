@@ -104,7 +104,7 @@ def test_flashinfer(loaded):
     assert _runs(wh, "flashinfer") == 111
     # The GPU comes from the stdout beside the CSV: `gpu_name = 'NVIDIA_B200'`.
     assert _one(wh, "select distinct gpu, gpu_name from runs where source = 'flashinfer'") \
-        == [("b200", "NVIDIA B200")]
+        == [("b200", "NVIDIA_B200")]  # the source's spelling is kept
     # Version from the same stdout: "[INFO] FlashInfer version: 0.6.2".
     assert _one(wh, "select distinct version from runs where source='flashinfer'") == [("0.6.2",)]
     # Rows 1 and 3: BatchPrefillWithPagedKVCacheWrapper, case Llama-3.1-70B, fa2 median
@@ -427,3 +427,61 @@ def test_settings_are_checked():
                          (["observed_at=yesterday"], "--set observed_at: expected an ISO")):
         with pytest.raises(UsageError, match=message):
             Settings.parse(bad)
+
+
+# -- declarative mappings ----------------------------------------------------------------------
+
+
+def test_a_team_csv_loads_by_a_mapping_through_the_console_script(tmp_path):
+    wh = tmp_path / "wh"
+    args = [str(KIDATA), "-w", str(wh), "load", "--mapping",
+            str(FIELD / "team_mapping.toml"), str(FIELD / "team_results.csv")]
+    done = subprocess.run(args, capture_output=True, text=True)
+    # Row 3 writes -1 (a crash): rejected with the mapping's message; rows 1-2 load.
+    assert done.returncode == 1
+    assert "team_results.csv, row 3, field p50_us: '-1': our script writes -1 when a case " \
+           "crashed" in done.stderr
+    assert "2 runs added" in done.stdout
+    again = subprocess.run(args, capture_output=True, text=True)
+    assert "0 runs added" in again.stdout  # identity is stable: re-loading adds nothing
+    w = Warehouse(wh)
+    # Row 1: ours, p50 12.5 µs -> 12500 ns, p20 12.1 -> 12100, 200 samples, at 2025-01-31
+    # 12:00 UTC; the two rows spell bf16 two ways and share one workload.
+    rows = _one(w, "select implementation, workload, gpu, observed_at::varchar from runs "
+                   "order by implementation")
+    assert rows == [("ours", "tokens4096-hidden8192-precision-bf16", "h100-sxm5-80gb",
+                     "2025-01-31 12:00:00+00"),
+                    ("torch", "tokens4096-hidden8192-precision-bf16", "h100-sxm5-80gb",
+                     "2025-01-31 12:00:00+00")]
+    ours = _run(w, "implementation = 'ours'", [])
+    assert (_value(w, ours, "median"), _value(w, ours, "p20"), _value(w, ours, "samples")) \
+        == (12500, 12100, 200)
+    # The speedup the file shows: torch 25.0 µs / ours 12.5 µs = 2.
+    assert _one(w, "select speedup from speedups where candidate = 'ours'") == [(2.0,)]
+
+
+def test_a_json_mapping_and_mean_primary_runs():
+    items = list(read_file(str(FIELD / "team_results.json"),
+                           mapping=str(FIELD / "team_json_mapping.toml"),
+                           settings={"gpu": "H100 SXM"}))
+    assert [i.docs["workload"]["spec"]["parameters"] for i in items] \
+        == [{"rows": 1024, "dtype": "fp16"}] * 2  # float16 and fp16: one spelling
+    first = items[0].docs
+    # mean 0.05 ms -> 50000 ns, std 0.001 ms -> 1000 ns; no median: the mean is primary.
+    assert {m["statistic"]: m["value"] for m in first["run"]["spec"]["measurements"]} \
+        == {"mean": 50000, "stddev": 1000}
+    assert first["protocol"]["spec"]["measurement"]["primaryStatistic"] == "mean"
+
+
+def test_bad_mappings_are_usage_errors(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[harness]\nsource = "x"\nname = "y"\n[statistics]\nmedain = "{a}"\n')
+    done = subprocess.run([str(KIDATA), "-w", str(tmp_path / "wh"), "load", "--mapping",
+                           str(bad), str(FIELD / "team_results.csv")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert f"mapping {bad}, key statistics.medain: unknown key; expected one of median" \
+        in done.stderr
+    bad.write_text("[harness]\nsource = 'x'\n")
+    with pytest.raises(UsageError, match="key harness.name: required"):
+        list(read_file(str(FIELD / "team_results.csv"), mapping=str(bad)))

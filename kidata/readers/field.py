@@ -18,9 +18,18 @@ class FormatInfo:
     reader: str  # "module:function" under kidata.readers, imported when used
 
     def read(self) -> Callable[..., Any]:
+        """The reader: a function of a module under kidata.readers, or for ``mapping:NAME``
+        the built-in mapping ``kidata/data/mappings/NAME.toml`` (:mod:`kidata.mapping`)."""
         from importlib import import_module
 
         module, function = self.reader.split(":")
+        if module == "mapping":
+            from kidata import mapping
+
+            def read(stream, file, settings=None):
+                found = mapping.load_mapping(mapping.builtin_path(function))
+                return mapping.read_stream(found, stream, file, settings)
+            return read
         return getattr(import_module(f"kidata.readers.{module}"), function)
 
 
@@ -29,7 +38,7 @@ FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
                "routine (kernel), backend (implementation), parameters, median and stddev (ms), "
                "TFLOP/s, TB/s",
                "GPU and version (read from the stdout .txt beside the file, else --set gpu= "
-               "--set version=), time (--set observed_at=)", "flashinfer:read"),
+               "--set version=), time (--set observed_at=)", "mapping:flashinfer-csv"),
     FormatInfo("nvbench-json", "NVIDIA nvbench --json",
                "benchmark (kernel), axes (workload), GPU per device, mean and relative stddev "
                "(s), median/q1/q3/min/max in newer files, samples, bandwidth",
@@ -46,7 +55,7 @@ FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
     FormatInfo("triton-perf-report", "triton.testing.perf_report save_path CSV",
                "x values (workload), one value per provider (implementation)",
                "unit and GPU (--set unit= --set gpu=, required), kernel (default the file "
-               "name), dtype, time, spread (median only)", "triton_perf:read"),
+               "name), dtype, time, spread (median only)", "mapping:triton-perf-report"),
     FormatInfo("pytorch-v3", "PyTorch OSS benchmark database records, schema v3",
                "benchmark, model (kernel), backend (implementation), metric with raw samples, "
                "runner (GPU) when uploaded",
@@ -56,7 +65,7 @@ FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
                "model (kernel), batch size, compiled latency (ms), speedup over eager (a "
                "published claim)",
                "GPU and compiler (--set gpu=, implementation from the file name or --set "
-               "implementation=), eager latency, spread, time", "dynamo:read"),
+               "implementation=), eager latency, spread, time", "mapping:dynamo-csv"),
     FormatInfo("google-benchmark-json", "google/benchmark --benchmark_out_format=json",
                "benchmark name (kernel/arguments), real time per iteration with time_unit, "
                "iterations, aggregates (mean/median/stddev) over repetitions, context date",
