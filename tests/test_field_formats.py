@@ -485,3 +485,34 @@ def test_bad_mappings_are_usage_errors(tmp_path):
     bad.write_text("[harness]\nsource = 'x'\n")
     with pytest.raises(UsageError, match="key harness.name: required"):
         list(read_file(str(FIELD / "team_results.csv"), mapping=str(bad)))
+
+
+@pytest.mark.shared
+def test_a_smaller_column_set_gives_the_same_run(tmp_path):
+    """FlashInfer's column set grows between versions: an older file without the columns a
+    row leaves empty names the same run (workload parameters come from non-empty cells)."""
+    import csv
+
+    source = EXT / "flashinfer/sample_testlist_output.csv"
+    header, row1 = list(csv.reader(source.read_text().splitlines()))[:2]
+    kept = [i for i, v in enumerate(row1) if v]
+    older = tmp_path / "older.csv"
+    older.write_text(",".join(header[i] for i in kept) + "\n"
+                     + ",".join(row1[i] for i in kept) + "\n")
+    (tmp_path / "older.txt").write_text((EXT / "flashinfer/sample_testlist_output.txt")
+                                        .read_text())
+    full = list(read_file(str(source)))[0]
+    small = list(read_file(str(older)))[0]
+    assert small.docs["run"]["metadata"]["name"] == full.docs["run"]["metadata"]["name"]
+    assert small.docs["run"]["spec"]["measurements"] == full.docs["run"]["spec"]["measurements"]
+
+
+@pytest.mark.shared
+def test_other_settings_read_the_file_again(tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    csv = str(EXT / "triton-perf-report/JongseoKang_group-gemm-performance-w-CTA.csv")
+    first = wh.load([csv], settings={"gpu": "H100 SXM", "unit": "ms"})
+    again = wh.load([csv], settings={"gpu": "H100 SXM", "unit": "ms"})
+    other = wh.load([csv], settings={"gpu": "A100 SXM4 80GB", "unit": "ms"})
+    # 4 rows x 2 providers; the same settings add nothing, another GPU is another 8 runs.
+    assert [r.added.get("runs", 0) for r in (first, again, other)] == [8, 0, 8]
