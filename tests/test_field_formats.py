@@ -322,6 +322,9 @@ def test_reloading_adds_nothing(loaded):
         report = wh.load([str(EXT / name)], settings=settings)
         assert report.added.get("runs", 0) == 0, name
     assert _one(wh, "select count(*) from runs")[0][0] == before
+    # Every format's runs pass the warehouse check (mean-primary runs included).
+    report = wh.check()
+    assert report.ok, report.problems
 
 
 @pytest.mark.shared
