@@ -519,3 +519,29 @@ def test_other_settings_read_the_file_again(tmp_path):
     other = wh.load([csv], settings={"gpu": "A100 SXM4 80GB", "unit": "ms"})
     # 4 rows x 2 providers; the same settings add nothing, another GPU is another 8 runs.
     assert [r.added.get("runs", 0) for r in (first, again, other)] == [8, 0, 8]
+
+
+def test_newer_nvbench_has_a_median_and_quartiles():
+    (item,) = read_file(str(FIELD / "nvbench_new.json"))
+    spec = item.docs["run"]["spec"]
+    # median 2.0e-06 s -> 2000 ns (primary), q1/q3 -> p25/p75 1900/2200, min 1500, max 9000,
+    # stdev/absolute 3.0e-07 s -> 300 ns, mean 2100, 500 samples.
+    assert {m["statistic"]: m["value"] for m in spec["measurements"]} == {
+        "mean": 2100, "median": 2000, "p25": 1900, "p75": 2200, "min": 1500, "max": 9000,
+        "stddev": 300, "samples": 500}
+    assert spec["timing"] == {"primaryStatistic": "median", "latencyNs": {"median": 2000}}
+    # Axis T=F32 is a dtype in one spelling; the implementation is the executable.
+    assert item.docs["workload"]["spec"]["parameters"] == {"T": "fp32", "Elements": 1024}
+    assert item.docs["run"]["metadata"]["labels"]["implementation"] == "my_reduce"
+
+
+def test_google_benchmark_aggregates_win_over_repetitions():
+    (item,) = read_file(str(FIELD / "gbench_aggregates.json"), settings={"gpu": "H100 SXM"})
+    spec = item.docs["run"]["spec"]
+    # Aggregates mean 11, median 11, stddev 1 (us) -> ns, over the 3 repetitions; cv is not
+    # a time (sourceNative).
+    assert {m["statistic"]: m["value"] for m in spec["measurements"]} == {
+        "mean": 11000, "median": 11000, "stddev": 1000, "samples": 3}
+    assert spec["sourceNative"]["repetitions"] == [10.0, 12.0, 11.0]
+    assert spec["observedAt"] == "2025-02-01T10:00:00.000Z"
+    assert item.docs["workload"]["spec"]["parameters"] == {"dtype": "fp32", "arg0": 4096}

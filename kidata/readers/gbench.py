@@ -153,6 +153,7 @@ def _measured(run_name: str, rows: list[tuple[int, dict]], context: dict, file: 
         kernel=None if "kernel" in settings else op or family,
         implementation=None if "implementation" in settings else family, workload=params,
         unit=units.pop() if units else "ns", stats=stats, raw_samples=raw_samples,
+        samples=len(samples) if stats and samples else None,  # repetitions behind aggregates
         observed_at=context.get("date") if isinstance(context.get("date"), str) else None,
         native={"name": run_name, "modifiers": modifiers,
                 "iterations": [r.get("iterations") for _, r in rows],
