@@ -365,6 +365,12 @@ def test_set_option_and_formats_command(tmp_path):
     bad = subprocess.run([str(KIDATA), "-w", str(wh), "load", csv, "--set", "colour=red"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--set: unknown key 'colour'" in bad.stderr
+    out = tmp_path / "bundles"
+    converted = subprocess.run([str(KIDATA), "convert", csv, "-o", str(out), "--set",
+                                "gpu=H100 SXM", "--set", "unit=ms"], capture_output=True,
+                               text=True)
+    assert converted.returncode == 0, converted.stderr
+    assert "8 bundles written" in converted.stdout and len(list(out.iterdir())) == 8
     listing = subprocess.run([str(KIDATA), "formats"], capture_output=True, text=True)
     assert listing.returncode == 0
     assert "triton-perf-report: triton.testing.perf_report save_path CSV" in listing.stdout
