@@ -174,6 +174,9 @@ def test_kernelbench(loaded):
                     "gpu_name = 'NVIDIA B200'") == [("b200",)]
 
 
+LAST_3080 = ("axis-size8192", 0.002128075978096496, 0.0011515715393526798)
+
+
 @pytest.mark.shared
 def test_nvbench(loaded):
     wh, reports = loaded
@@ -208,6 +211,15 @@ def test_nvbench(loaded):
                     "'axis-size2' and kernel = 'Not Coalesced (Different Array Sizes)'", [])
     assert _value(wh, row1, "mean") == pytest.approx(3303.134385)
     assert _value(wh, row1, "samples") == 151372
+    # What the file shows: not coalesced vs coalesced access at the largest size (file lines
+    # 14 and 27, `sed -n '14p;27p'`: Axis Size 8192, GPU Time 0.002128075978096496 s and
+    # 0.0011515715393526798 s): the same array add as two benchmarks, compared on their means
+    # (nvbench's cold mean is primary), 1.85x.
+    slow, fast = (_run(wh, "gpu = 'rtx-3080' and kernel = ? and workload = ?", [k, w])
+                  for k, w in (("Not Coalesced (Different Array Sizes)", LAST_3080[0]),
+                               ("Coalesced (Different Array Sizes)", LAST_3080[0])))
+    assert _value(wh, slow, "mean") / _value(wh, fast, "mean") == pytest.approx(
+        LAST_3080[1] / LAST_3080[2], rel=1e-6)
 
 
 @pytest.mark.shared
@@ -312,6 +324,13 @@ def test_google_benchmark_and_data_js(loaded):
     # A series over commits: the same benchmark at both commits, as two runs.
     assert _one(wh, "select count(distinct observed_at) from runs where source = "
                     "'github-action-benchmark'") == [(2,)]
+    # What the store shows: that benchmark from commit 82fa0599 to b7520474, 5955.562298798582
+    # -> 5982.407122758742 ns/iter (the second entry's first bench).
+    later = _run(wh, "source = 'github-action-benchmark' and kernel = 'noop' and workload = "
+                     "'dtype-fp16-arithmeticop-noop-arg01048576' and version = "
+                     "'b7520474578b'", [])
+    assert _value(wh, later, "mean") / _value(wh, first, "mean") == pytest.approx(
+        5982.407122758742 / 5955.562298798582)
 
 
 @pytest.mark.shared
