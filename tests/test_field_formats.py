@@ -570,3 +570,16 @@ def test_google_benchmark_aggregates_win_over_repetitions():
     assert spec["sourceNative"]["repetitions"] == [10.0, 12.0, 11.0]
     assert spec["observedAt"] == "2025-02-01T10:00:00.000Z"
     assert item.docs["workload"]["spec"]["parameters"] == {"dtype": "fp32", "arg0": 4096}
+
+
+def test_huge_numbers_are_text_or_rejects_never_a_crash_or_a_hang():
+    items = list(read_file(str(FIELD / "triton_huge.csv"),
+                           settings={"gpu": "H100 SXM", "unit": "ms"}))
+    ok, bad = items
+    # A 26-digit x value is beyond 64-bit integers: kept as text, and the run still flattens.
+    assert ok.docs["workload"]["spec"]["parameters"] == {"N": "99999999999999999999999999"}
+    from kidata.flatten import Flattener
+
+    assert Flattener().flatten(ok).runs[0]["implementation"] == "cuBLAS"
+    assert str(bad).endswith("field median: expected a number between 1e-30 and 1e30, got "
+                             "'1e999999999'")

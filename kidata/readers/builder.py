@@ -173,13 +173,16 @@ def _number(value: Any, field_name: str, fail) -> Decimal:
     if not number.is_finite():
         raise fail(field_name, f"expected a finite number, got {value!r} (a harness writes "
                                "nan or inf when a case produced no result)")
+    # Beyond any measurement (and a 10^999999999 would take ages to turn into an integer).
+    if number and not -30 <= number.adjusted() <= 30:
+        raise fail(field_name, f"expected a number between 1e-30 and 1e30, got {value!r}")
     return number
 
 
 def _plain(number: Decimal) -> int | float:
     """An exact Decimal as JSON: an int when whole, else a float rounded to 6 decimals."""
-    if number == number.to_integral_value():
-        return int(number)
+    if number == number.to_integral_value() and abs(number) < 2 ** 53:
+        return int(number)  # exact as a float too, and within JSON's 64-bit integers
     return round(float(number), 6)
 
 
@@ -223,9 +226,11 @@ def typed(text: str) -> Any:
     if t in ("False", "false"):
         return False
     try:
-        return int(t)
+        number = int(t)
     except ValueError:
         pass
+    else:  # an integer beyond 64 bits stays text (JSON tools and Parquet take 64 bits)
+        return number if -(2 ** 63) <= number < 2 ** 63 else t
     try:
         value = float(t)
     except ValueError:
@@ -323,8 +328,8 @@ class Builder:
                 raise fail(statistic, f"{value!r} is not a {metric} (the harness writes 0 or "
                                       "a negative number when a case failed or was not "
                                       "measured)")
-            native_values[statistic] = float(number) if number != number.to_integral_value() \
-                else int(number)
+            native_values[statistic] = int(number) if number == number.to_integral_value() \
+                and abs(number) < 2 ** 53 else float(number)
             if metric == "latency":
                 number = number * LATENCY_NS[unit_text.strip().lower()
                                              if unit_text.strip() != "µs" else "µs"]
