@@ -76,20 +76,44 @@ NEXT_STEPS = """next:
   kidata report -o report.html                 charts (pip install 'kidata[report]')"""
 
 
+FORMAT_HELP = ("Force the input format (default: detected from content); `kidata formats` "
+               "lists them.")
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Context the files lack, as key=value (gpu, observed_at, unit, "
+    "implementation, kernel, pass, variant, dtype, version, statistic, x_columns); repeatable. "
+    "`kidata formats` says what each format needs.")]
+MappingOpt = Annotated[Path | None, typer.Option(
+    "--mapping", help="Read the files by this TOML mapping (docs/formats.md) instead of a "
+    "built-in format.")]
+
+
+def _read_options(settings: list[str] | None, mapping: Path | None
+                  ) -> tuple[dict[str, str] | None, str | None]:
+    from kidata.readers.builder import Settings
+
+    parsed = Settings.parse(settings)
+    if mapping is not None:
+        from kidata.mapping import load_mapping
+
+        load_mapping(str(mapping))  # a bad mapping is a usage error, before any file is read
+    return (parsed or None), (str(mapping) if mapping is not None else None)
+
+
 @app.command()
 def load(
     paths: Annotated[list[str], typer.Argument(
         metavar="PATH", help="Files, folders (read recursively), globs, or '-' for standard "
         "input.")],
-    format: Annotated[str | None, typer.Option(
-        "--format", "-f", help="Force the input format: kernelindex, trainkernel, liger-csv "
-        "(default: detected from content).")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Load nothing if any record would be rejected.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print the summary.")] = False,
+    set_: SetOpt = None,
+    mapping: MappingOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Validate records and add them to the warehouse (duplicates are skipped)."""
+    settings, mapping_path = _read_options(set_, mapping)
     wh = _wh(warehouse)
     first = not wh.path.joinpath("loads").is_dir()
     progress = None
@@ -99,7 +123,8 @@ def load(
         progress = LoadProgress(paths, sys.stderr)
     try:
         report = wh.load(paths, format=format, strict=strict, progress=progress,
-                         phase=progress.phase if progress else None)
+                         phase=progress.phase if progress else None,
+                         settings=settings, mapping=mapping_path)
     finally:
         if progress is not None:
             progress.close()
@@ -327,14 +352,16 @@ def convert(
     to: Annotated[str, typer.Option(
         "--to", help="Target format: kernelindex (one bundle file per run, like the "
         "seeds).")] = "kernelindex",
-    format: Annotated[str | None, typer.Option(
-        "--format", "-f", help="Force the input format: kernelindex, trainkernel, liger-csv "
-        "(default: detected from content).")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+    set_: SetOpt = None,
+    mapping: MappingOpt = None,
 ) -> None:
     """Convert records of any source kidata reads into kernelindex bundle files."""
     from kidata import convert as convert_mod
 
-    report = convert_mod.convert(paths, output, to=to, format=format)
+    settings, mapping_path = _read_options(set_, mapping)
+    report = convert_mod.convert(paths, output, to=to, format=format, settings=settings,
+                                 mapping=mapping_path)
     for message in report.warnings:
         _err(f"warning: {message}")
     if report.warned > len(report.warnings):
@@ -348,6 +375,16 @@ def convert(
                f"{report.rejected:,} rejected, {report.warned:,} warnings")
     if report.rejected:
         raise typer.Exit(1)
+
+
+@app.command()
+def formats() -> None:
+    """List the input formats kidata reads, with what each supplies and what it lacks (and
+    the --set option that supplies it)."""
+    from kidata.readers.field import describe
+
+    for line in describe():
+        typer.echo(line)
 
 
 @app.command()

@@ -98,7 +98,8 @@ def write_new(path: Path, text: str) -> None:
 
 
 def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "kernelindex",
-            format: str | None = None) -> ConvertReport:
+            format: str | None = None, settings: dict[str, str] | None = None,
+            mapping: str | None = None) -> ConvertReport:
     """Read files, folders or globs (any format kidata reads, detected unless ``format`` names
     one) and write one kernelindex bundle file per record into the folder ``output``.
 
@@ -125,7 +126,7 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
     written: dict[str, tuple[str, str]] = {}  # file name -> (content hash, where first seen)
     for path in files:
         report.files += 1
-        for item in read_file(path, format):
+        for item in read_file(path, format, settings=settings, mapping=mapping):
             report.records += 1
             if isinstance(item, RecordError):
                 report._reject(item)

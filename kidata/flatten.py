@@ -16,9 +16,9 @@ import orjson
 from kidata.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.digest import canonical_json, digest
 from kidata.readers import Item
-from kidata.validate import UNITS, Checker
+from kidata.validate import COUNT_STATISTICS, UNITS, ZERO_STATISTICS, Checker
 
-QUANTILE_ORDER = ("p20", "median", "p80")
+QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")
 
 
 @dataclass
@@ -327,10 +327,17 @@ class Flattener:
                 raise c.fail(f"{prefix}metric",
                              f"unknown metric {metric!r}; expected one of {', '.join(UNITS)}")
             target, factors = UNITS[metric]
+            if statistic in COUNT_STATISTICS:
+                target, factors = "count", {"count": 1.0}
             if unit not in factors:
-                raise c.fail(f"{prefix}unit", f"unknown unit {unit!r} for {metric}; expected "
-                                              f"one of {', '.join(factors)}")
-            value = c.positive(m, "value", prefix) * factors[unit]
+                raise c.fail(f"{prefix}unit", f"unknown unit {unit!r} for {metric}"
+                                              f"{' ' + statistic if target == 'count' else ''}"
+                                              f"; expected one of {', '.join(factors)}")
+            if statistic in ZERO_STATISTICS and m.get("value") == 0 \
+                    and not isinstance(m.get("value"), bool):
+                value = 0.0
+            else:
+                value = c.positive(m, "value", prefix) * factors[unit]
             res = c.positive(m, "resolution", prefix, required=False)
             key = (metric, statistic)
             if key in rows and rows[key]["value"] != value:
@@ -340,12 +347,18 @@ class Flattener:
             rows[key] = {"run_id": run_id, "metric": metric, "statistic": statistic,
                          "unit": target, "value": value,
                          "resolution": res * factors[unit] if res is not None
-                         else (resolution if metric == "latency" else None)}
-        metrics = sorted({m for m, s in rows if s == "median"})
+                         else (resolution if metric == "latency" and target != "count"
+                               else None)}
+        # A source without a median (KernelBench, old nvbench: mean and stddev only) names its
+        # primary statistic in spec.timing.primaryStatistic (docs/formats.md).
+        primary_statistic = c.get(run, "spec.timing.primaryStatistic")
+        metrics = sorted({m for m, s in rows if s == "median"}) or sorted(
+            {m for m, s in rows if s == primary_statistic and s not in COUNT_STATISTICS})
         if not metrics:
             raise c.fail("run.spec.timing.latencyNs.median",
                          "expected a median: spec.timing.latencyNs.median or a measurement "
-                         "with statistic 'median'")
+                         "with statistic 'median' (or the statistic named by "
+                         "spec.timing.primaryStatistic)")
         for metric in {m for m, _ in rows}:
             present = [(s, rows[(metric, s)]["value"]) for s in QUANTILE_ORDER
                        if (metric, s) in rows]
@@ -353,6 +366,8 @@ class Flattener:
                 if v1 > v2:
                     raise c.fail("run.spec.measurements",
                                  f"quantiles out of order for {metric}: {s1} = {v1:g} is above "
-                                 f"{s2} = {v2:g}; expected p20 <= median <= p80")
+                                 f"{s2} = {v2:g}; expected "
+                                 + ("p20 <= median <= p80" if {s1, s2} <= {"p20", "median", "p80"}
+                                    else "min <= p20 <= p25 <= median <= p75 <= p80 <= max"))
         primary = "latency" if "latency" in metrics else metrics[0]
         return list(rows.values()), primary

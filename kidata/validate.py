@@ -22,7 +22,16 @@ UNITS: dict[str, tuple[str, dict[str, float]]] = {
     "latency": ("ns", {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}),
     "memory": ("MB", {"MB": 1.0, "MiB": 1.0, "GB": 1024.0, "GiB": 1024.0, "KB": 1 / 1024,
                       "B": 1 / (1024 * 1024), "bytes": 1 / (1024 * 1024)}),
+    # Rates some harnesses publish instead of (or beside) a time: never a latency.
+    "throughput": ("TFLOP/s", {"TFLOP/s": 1.0, "GFLOP/s": 1e-3}),
+    "bandwidth": ("GB/s", {"GB/s": 1.0, "TB/s": 1e3, "B/s": 1e-9}),
+    "instructions": ("count", {"count": 1.0}),
+    "speedup": ("x", {"x": 1.0}),
 }
+# Statistics that are not values of the metric: the sample count (unit 'count').
+COUNT_STATISTICS = ("samples",)
+# Statistics that may be 0 (a spread); every other value must be > 0.
+ZERO_STATISTICS = ("stddev",)
 
 
 # Dotted paths split once: the checks ask for the same few dozen paths millions of times.

@@ -197,13 +197,17 @@ class Warehouse:
     def load(self, paths: Iterable[str], format: str | None = None, strict: bool = False,
              batch_size: int = DEFAULT_BATCH,
              progress: Callable[[str, int], None] | None = None,
-             phase: Callable[[str], None] | None = None) -> LoadReport:
+             phase: Callable[[str], None] | None = None,
+             settings: dict[str, str] | None = None, mapping: str | None = None
+             ) -> LoadReport:
         """Read, validate and add records from files, folders (recursive), globs or ``-``.
 
         Returns a :class:`LoadReport`. Bad records are rejected (listed in the report and kept
         in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
         if anything would be rejected. ``progress(file, records_so_far)`` is called per file;
         ``phase(name)`` when the load moves on to ``"commit"`` and ``"compact"``.
+        ``settings`` (``--set key=value``) supply context the field's formats lack;
+        ``mapping`` reads every file by a TOML mapping (``docs/formats.md``).
         """
         skipped: list[str] = []
         unreadable: list[RecordError] = []
@@ -222,7 +226,7 @@ class Warehouse:
         try:
             try:
                 read = self._stage(files, staging, format, batch_size, report, progress, meta,
-                                   unreadable)
+                                   unreadable, settings, mapping)
                 if strict and report.rejected:
                     return report
                 if phase is not None:
@@ -269,7 +273,8 @@ class Warehouse:
 
     def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
                report: LoadReport, progress: Callable[[str, int], None] | None,
-               meta: duckdb.DuckDBPyConnection, unreadable: list[RecordError] = ()
+               meta: duckdb.DuckDBPyConnection, unreadable: list[RecordError] = (),
+               settings: dict[str, str] | None = None, mapping: str | None = None
                ) -> list[dict[str, Any]] | None:
         """Stage the records of ``files`` (and ``unreadable``: folders that could not be
         listed, as rejects); returns what was read of each file (for
@@ -280,6 +285,11 @@ class Warehouse:
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
+        if settings or mapping:  # the same file read with other context is another input
+            from kidata.readers.builder import Settings
+
+            label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
+                                                               if mapping else "")
         try:
             if unreadable:
                 from kidata.stage import Stage
@@ -312,7 +322,7 @@ class Warehouse:
                 # a file replaced meanwhile is not vouched for by the other file's hash.
                 got: dict[str, Any] = {}
                 for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
-                                      fingerprint=got):
+                                      fingerprint=got, settings=settings, mapping=mapping):
                     stage.feed(unit, name)
                 read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
                               if got else None)

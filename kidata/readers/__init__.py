@@ -103,11 +103,14 @@ class Lines:
 
 def formats() -> dict[str, Any]:
     from kidata.readers import kernelindex, liger, trainkernel
+    from kidata.readers.field import FORMATS
 
     return {
         "kernelindex": kernelindex.read,
         "trainkernel": trainkernel.read,
         "liger-csv": liger.read,
+        # The field's formats take the load's --set context as a third argument.
+        **{name: info.read() for name, info in FORMATS.items()},
     }
 
 
@@ -543,6 +546,11 @@ def detect(head: bytes) -> str:
                                                    and b"," in first_line
                                                    and not first_line.startswith((b"{", b"["))):
         return "liger-csv"
+    from kidata.readers.field import detect as detect_field
+
+    found = detect_field(text)
+    if found:
+        return found
     if _is_trainkernel_table(text):
         return "trainkernel"
     return "kernelindex"
@@ -571,7 +579,8 @@ def _is_trainkernel_table(text: bytes) -> bool:
 
 
 def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
-              fingerprint: dict[str, Any] | None = None
+              fingerprint: dict[str, Any] | None = None,
+              settings: dict[str, str] | None = None, mapping: str | None = None
               ) -> Iterator[Item | RecordError | Lines]:
     """Yield the records of one file, detecting its format unless ``fmt`` names one.
 
@@ -579,7 +588,17 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
     lines, still to be parsed (:meth:`Lines.items`); everything else comes as records. Once
     the file is read to its end, ``fingerprint`` (if given) receives ``size``, ``sha256``,
     ``mtime_ns`` and ``hashed_at`` of exactly the bytes read (not of a second open, which
-    may find another file by then); it stays empty for standard input."""
+    may find another file by then); it stays empty for standard input and for a file read by
+    a mapping (such a file is read again by every load, which adds nothing twice).
+    ``settings`` (``--set key=value``) supply what the field's formats lack; ``mapping`` (a
+    TOML mapping file, :mod:`kidata.mapping`) reads the file by that mapping instead."""
+    from kidata.readers.field import FORMATS
+
+    if mapping is not None:
+        from kidata.mapping import read_with_mapping
+
+        yield from read_with_mapping(mapping, path, settings)
+        return
     readers = formats()
     if fmt is not None and fmt not in readers:
         raise UnknownFormat(fmt, sorted(readers))
@@ -604,6 +623,8 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
                 from kidata.readers import kernelindex
 
                 yield from kernelindex.read(stream, name, batch_lines=batch_lines)
+            elif chosen in FORMATS:
+                yield from readers[chosen](stream, name, settings)
             else:
                 yield from readers[chosen](stream, name)
         except (OSError, EOFError) as exc:  # a read error in the middle of the file
