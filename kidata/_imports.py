@@ -13,11 +13,13 @@ from typing import Any
 
 
 class _NoPandas:
-    """An import hook that makes ``import pandas`` fail (pyarrow then skips its checks)."""
+    """An import hook that makes ``import pandas`` fail as a missing module would, so every
+    importer's "is pandas installed?" check (``except ModuleNotFoundError``, as polars and
+    pyarrow write it) takes its without-pandas branch instead of crashing."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "pandas" or name.startswith("pandas."):
-            raise ImportError("kidata's own processes do not use pandas")
+            raise ModuleNotFoundError("kidata's own processes do not use pandas", name=name)
         return None
 
 

@@ -1,0 +1,75 @@
+"""The promises of the README and docs, tried as a new user tries them: through the installed
+console script (``.venv/bin/kidata``) in a subprocess, where the in-process CLI fixture would
+hide what ``main()`` does (its import hook, its exit codes, its output streams)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from conftest import SEEDS
+
+KIDATA = Path(sys.executable).parent / "kidata"
+
+
+def kidata(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KIDATA), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    """A warehouse holding the three seeds, loaded by the console script."""
+    path = tmp_path_factory.mktemp("seeded") / "wh"
+    done = kidata("-w", path, "load", SEEDS, "-q")
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def xlsx_rows(path: Path) -> list[list[str]]:
+    """The cells of the first sheet of an .xlsx file, as text (a minimal reader: the test
+    extra has xlsxwriter to write, nothing to read)."""
+    ns = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"}
+    with zipfile.ZipFile(path) as z:
+        shared = [si.findtext(".//m:t", "", ns) for si in ElementTree.fromstring(
+            z.read("xl/sharedStrings.xml")).findall("m:si", ns)] \
+            if "xl/sharedStrings.xml" in z.namelist() else []
+        sheet = ElementTree.fromstring(z.read("xl/worksheets/sheet1.xml"))
+    rows = []
+    for row in sheet.findall(".//m:sheetData/m:row", ns):
+        cells = []
+        for c in row.findall("m:c", ns):
+            value = c.findtext("m:v", "", ns)
+            cells.append(shared[int(value)] if c.get("t") == "s" else value)
+        rows.append(cells)
+    return rows
+
+
+# -- 1. Excel export from the console script -----------------------------------------------
+
+def test_excel_export_through_the_console_script(seeded, tmp_path):
+    pytest.importorskip("xlsxwriter")
+    out = tmp_path / "s.xlsx"
+    done = kidata("-w", seeded, "export", "speedups", "-o", out)
+    # Before the fix: a traceback ending in "ImportError: kidata's own processes do not use
+    # pandas" (main()'s import hook raised ImportError where polars expects
+    # ModuleNotFoundError).
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.strip() == f"wrote 16 rows of speedups to {out} (xlsx)"
+    rows = xlsx_rows(out)
+    header = rows[0]
+    # Seed 003's held-out table: 2 GPUs x 4 workloads, each pair shown both ways = 16 rows.
+    assert len(rows) == 1 + 16
+    at = {name: header.index(name) for name in ("gpu", "workload", "candidate", "baseline",
+                                                 "candidate_us", "baseline_us")}
+    got = {(r[at["gpu"]], r[at["workload"]], r[at["candidate"]], r[at["baseline"]]):
+           (float(r[at["candidate_us"]]), float(r[at["baseline_us"]])) for r in rows[1:]}
+    # Seed 003: A100 small, trainkernel_us 66.04, inductor_us 22.92.
+    assert got[("a100-sxm4-80gb", "small", "trainkernel", "inductor")] == (66.04, 22.92)
