@@ -53,8 +53,7 @@ class CheckReport:
 
 def check(wh: Warehouse, repair: bool = False) -> CheckReport:
     """Check schemas, identities, references between tables, commit markers and digests."""
-    if not wh.path.is_dir():
-        raise WarehouseError(f"no warehouse at {wh.path}")
+    wh.require()
     report = CheckReport(str(wh.path))
     if repair:
         with wh._writer_lock():

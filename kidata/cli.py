@@ -158,7 +158,9 @@ def views(
     from kidata import views as views_mod
 
     if as_sql:
-        typer.echo(views_mod.script(_wh(warehouse).path.resolve()), nl=False)
+        wh = _wh(warehouse)
+        wh.require()  # the script names the warehouse's folders: a mistyped path is an error
+        typer.echo(views_mod.script(wh.path.resolve()), nl=False)
         return
     found = views_mod.load_views()
     width = max(len(n) for n in found)

@@ -76,8 +76,7 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
     if unknown:
         raise WarehouseError(f"cannot compact {', '.join(unknown)}; tables that can be "
                              f"compacted: {', '.join(compactable())}")
-    if not wh.path.is_dir():
-        raise WarehouseError(f"no warehouse at {wh.path}")
+    wh.require()
     with wh._writer_lock():
         report = _merge_tables(wh, {t: _split(wh, t, small_bytes) for t in chosen}, 2)
     wh._con_state = None

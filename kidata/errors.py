@@ -33,6 +33,16 @@ class WarehouseError(KidataError):
     """The warehouse folder is missing, locked, or not a kidata warehouse."""
 
 
+class NotAWarehouse(WarehouseError, UsageError):
+    """A command that reads a warehouse was pointed at a folder that is not one (a mistyped
+    ``-w``, a file): bad usage, so that a check in CI fails instead of reading nothing."""
+
+    def __init__(self, path: object, why: str):
+        super().__init__(f"{path} is not a kidata warehouse ({why}); check --warehouse / "
+                         f"$KIDATA_WAREHOUSE, or create one with: kidata load FILE...")
+        self.path = path
+
+
 class RecordError(KidataError):
     """One input record is invalid. Names the file, the record and the field.
 

@@ -37,7 +37,7 @@ from filelock import FileLock, Timeout
 from kidata import derived, durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NoSuchView, QueryError, WarehouseError
+from kidata.errors import NotAWarehouse, NoSuchView, QueryError, WarehouseError
 from kidata.readers import expand_paths, read_file
 from kidata.report import LoadReport, Reject
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
@@ -84,6 +84,25 @@ class Warehouse:
 
     def table_files(self, table: str) -> list[Path]:
         return sorted((self.path / table).glob("*.parquet"))
+
+    def require(self) -> None:
+        """Raise :class:`NotAWarehouse` unless :attr:`path` is a warehouse: a folder holding
+        ``_kidata/``, which a warehouse's first load creates before anything else. One whose
+        loads all added nothing yet (``_kidata/`` and no committed load) is a warehouse with
+        empty tables. Every reading command asks this first; only :meth:`load` creates one."""
+        if not self.path.exists():
+            raise NotAWarehouse(self.path, "no such folder")
+        if not self.path.is_dir():
+            raise NotAWarehouse(self.path, "not a folder")
+        if not self.private.is_dir():
+            raise NotAWarehouse(self.path, f"no {PRIVATE}/ folder in it, which every "
+                                           "warehouse has from its first load")
+
+    def create(self) -> Warehouse:
+        """Make :attr:`path` an empty warehouse if it is not one yet (what a first load does
+        before reading anything); returns the warehouse."""
+        self._ensure()
+        return self
 
     def _ensure(self) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -727,6 +746,7 @@ class Warehouse:
     def _tables(self) -> duckdb.DuckDBPyConnection:
         """The cached connection with the tables defined (a new one after a load committed
         or a table folder was created); views are :meth:`_ready`'s."""
+        self.require()
         state = (tuple(bool(self.table_files(t)) for t in COLUMNS),
                  snapshot.marker_state(self.path))
         if self._con is not None and self._con_state == state:

@@ -73,3 +73,40 @@ def test_excel_export_through_the_console_script(seeded, tmp_path):
            (float(r[at["candidate_us"]]), float(r[at["baseline_us"]])) for r in rows[1:]}
     # Seed 003: A100 small, trainkernel_us 66.04, inductor_us 22.92.
     assert got[("a100-sxm4-80gb", "small", "trainkernel", "inductor")] == (66.04, 22.92)
+
+
+# -- 3. a folder that is not a warehouse ----------------------------------------------------
+
+READING = [["regressions"], ["audit"], ["info"], ["sql", "select count(*) from runs"],
+           ["export", "runs", "-o", "out.csv"], ["rejects"], ["check"], ["compact"],
+           ["views", "--sql"]]
+
+
+@pytest.mark.parametrize("where", ["no-such-folder", "/etc/passwd", "empty-folder"])
+def test_reading_commands_refuse_what_is_not_a_warehouse(tmp_path, where):
+    (tmp_path / "empty-folder").mkdir()
+    why = {"no-such-folder": "no such folder", "/etc/passwd": "not a folder",
+           "empty-folder": "no _kidata/ folder in it"}[where]
+    for command in READING:
+        done = kidata("-w", where, *command, cwd=tmp_path)
+        # Before: regressions said "0 regressions" and exited 0, export wrote an empty file,
+        # and info on /etc/passwd printed a traceback.
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert done.stderr.startswith(f"Error: {where} is not a kidata warehouse ({why}"), \
+            (command, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert done.stdout == ""
+    assert not (tmp_path / "out.csv").exists()
+    assert not (tmp_path / "no-such-folder").exists()
+
+
+def test_a_warehouse_whose_loads_added_nothing_reads_as_empty(tmp_path):
+    # A strict load that would reject its one record commits nothing, but has made the
+    # folder a warehouse (its _kidata/ folder) first: an empty one, not a mistake.
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    assert kidata("-w", tmp_path / "wh", "load", "--strict", tmp_path / "bad.jsonl"
+                  ).returncode == 1
+    assert not list((tmp_path / "wh" / "loads").glob("*.parquet"))
+    done = kidata("-w", tmp_path / "wh", "regressions")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr.startswith("0 regressions")
