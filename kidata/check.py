@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 from kidata import derived, durable, snapshot
 from kidata import views as views_mod
 from kidata.digest import digest
-from kidata.errors import WarehouseError
 from kidata.schema import KEYS, TABLES
 from kidata.snapshot import filtered_tables, id_table
 

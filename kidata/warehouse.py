@@ -37,7 +37,7 @@ from filelock import FileLock, Timeout
 from kidata import derived, durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NotAWarehouse, NoSuchView, QueryError, WarehouseError
+from kidata.errors import NoSuchView, NotAWarehouse, QueryError, WarehouseError
 from kidata.readers import expand_paths, read_file
 from kidata.report import LoadReport, Reject
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE

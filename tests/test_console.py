@@ -4,7 +4,7 @@ hide what ``main()`` does (its import hook, its exit codes, its output streams).
 
 from __future__ import annotations
 
-import re
+import json
 import subprocess
 import sys
 import zipfile
@@ -12,8 +12,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-
-from conftest import SEEDS
+from conftest import DATA, SEEDS
 
 KIDATA = Path(sys.executable).parent / "kidata"
 
@@ -110,3 +109,19 @@ def test_a_warehouse_whose_loads_added_nothing_reads_as_empty(tmp_path):
     done = kidata("-w", tmp_path / "wh", "regressions")
     assert (done.returncode, done.stdout) == (0, "")
     assert done.stderr.startswith("0 regressions")
+
+
+# -- 5. CSV rejects keep their raw text -------------------------------------------------------
+
+def test_liger_csv_rejects_keep_the_raw_row(tmp_path):
+    csv_file = DATA / "liger" / "edge_cases.csv"
+    wh = tmp_path / "wh"
+    assert kidata("-w", wh, "load", csv_file).returncode == 1  # five bad rows
+    done = kidata("-w", wh, "rejects", "--raw", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    got = {r["position"]: r["raw"] for r in json.loads(done.stdout)}
+    # The file's lines (CRLF, a BOM): header, rows 1-2, row 3 over two lines (a quoted x
+    # label with a line break), row 4, then the five bad rows 5-9 on lines 7-11.
+    lines = csv_file.read_bytes().decode("utf-8-sig").split("\r\n")
+    assert lines[6] == "rms_norm,liger,forward,speed,ms,H,hidden size,8192,0.02"  # short row
+    assert got == {f"row {n}": lines[n + 1] for n in range(5, 10)}
