@@ -125,3 +125,27 @@ def test_liger_csv_rejects_keep_the_raw_row(tmp_path):
     lines = csv_file.read_bytes().decode("utf-8-sig").split("\r\n")
     assert lines[6] == "rms_norm,liger,forward,speed,ms,H,hidden size,8192,0.02"  # short row
     assert got == {f"row {n}": lines[n + 1] for n in range(5, 10)}
+
+
+# -- 6. read-only SQL decided by what a statement does ---------------------------------------
+
+def test_pivot_unpivot_and_summarize_are_queries(seeded, tmp_path):
+    pivot = ("PIVOT (SELECT gpu, implementation FROM runs WHERE source = 'trainkernel-results') "
+             "ON implementation USING count(*) ORDER BY gpu")
+    done = kidata("-w", seeded, "sql", pivot, "--format", "csv")
+    # Before: "refused the PIVOT statement" (DuckDB reports a PIVOT over values from the
+    # data as a MULTI statement, which the keyword list did not know).
+    assert done.returncode == 0, done.stderr
+    # Seed 003: per GPU 4 held-out workloads x (trainkernel, inductor); the H100 adds 8
+    # calibration schedules of trainkernel (small and medium, 4 each).
+    assert done.stdout == "gpu,inductor,trainkernel\na100-sxm4-80gb,4,4\nh100-sxm5-80gb,4,12\n"
+    done = kidata("-w", seeded, "sql", "UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b INTO NAME k "
+                  "VALUE v", "--format", "csv")
+    assert (done.returncode, done.stdout) == (0, "k,v\na,1\nb,2\n")
+    done = kidata("-w", seeded, "sql", "SUMMARIZE SELECT kernel FROM runs", "--format", "json")
+    assert done.returncode == 0 and json.loads(done.stdout)[0]["column_name"] == "kernel"
+    # A write around a PIVOT is still a write.
+    target = tmp_path / "p.csv"
+    done = kidata("-w", seeded, "sql", f"COPY (PIVOT runs ON gpu USING count(*)) TO '{target}'")
+    assert done.returncode == 2 and "refused the COPY statement" in done.stderr
+    assert not target.exists()
