@@ -21,21 +21,23 @@
 -- notes: Speedups are ratios, so they are summarised with the geometric mean, never the
 --   arithmetic mean. wins and losses compare medians only; faster, slower, within_noise and
 --   no_spread count the noise-aware verdicts of speedups and always add up to workloads.
+--   Every count is cast to BIGINT: a SUM of integers is HUGEINT in DuckDB, which Parquet
+--   stores as a double and Polars reads as decimal(38,0).
 SELECT
     candidate,
     candidate_variant,
     baseline,
     baseline_variant,
     gpu,
-    COUNT(*) AS workloads,
+    CAST(COUNT(*) AS BIGINT) AS workloads,
     EXP(AVG(LN(speedup))) AS geomean_speedup,
     MIN(speedup) AS min_speedup,
     MAX(speedup) AS max_speedup,
-    SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS wins,
-    SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
-    SUM(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
-    SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
-    SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise,
-    SUM(CASE WHEN verdict = 'no spread' THEN 1 ELSE 0 END) AS no_spread
+    CAST(SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END) AS BIGINT) AS wins,
+    CAST(SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS BIGINT) AS losses,
+    CAST(SUM(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS BIGINT) AS faster,
+    CAST(SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS BIGINT) AS slower,
+    CAST(SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS BIGINT) AS within_noise,
+    CAST(SUM(CASE WHEN verdict = 'no spread' THEN 1 ELSE 0 END) AS BIGINT) AS no_spread
 FROM speedups
 GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu

@@ -65,8 +65,8 @@ SELECT
     gpu,
     family,
     'latency' AS metric,
-    step,
-    points,
+    CAST(step AS BIGINT) AS step,  -- ROW_NUMBER is INT in Spark: one type
+    CAST(points AS BIGINT) AS points,
     run_id,
     previous_run_id,
     observed_at,

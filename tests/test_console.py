@@ -149,3 +149,34 @@ def test_pivot_unpivot_and_summarize_are_queries(seeded, tmp_path):
     done = kidata("-w", seeded, "sql", f"COPY (PIVOT runs ON gpu USING count(*)) TO '{target}'")
     assert done.returncode == 2 and "refused the COPY statement" in done.stderr
     assert not target.exists()
+
+
+# -- 7. every count is a BIGINT ---------------------------------------------------------------
+
+def test_every_integer_column_of_every_view_is_a_bigint(seeded, tmp_path):
+    from kidata import Warehouse
+    from kidata.views import load_views
+
+    wh = Warehouse(seeded)
+    found = {}
+    for view in load_views():
+        for name, kind in wh.sql(f"SELECT column_name, column_type FROM (DESCRIBE {view})"
+                                 ).fetchall():
+            if kind in ("HUGEINT", "INTEGER", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER") \
+                    or kind.startswith("DECIMAL"):
+                found[f"{view}.{name}"] = kind
+    assert found == {}  # before: speedup_summary's wins ... no_spread were HUGEINT
+    out = tmp_path / "summary.parquet"
+    done = kidata("-w", seeded, "export", "speedup_summary", "-o", out)
+    assert done.returncode == 0, done.stderr
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(out)
+    counts = ["workloads", "wins", "losses", "faster", "slower", "within_noise", "no_spread"]
+    assert {c: str(schema.field(c).type) for c in counts} == dict.fromkeys(counts, "int64")
+    # Seed 003, trainkernel vs inductor on the A100: 4 workloads; trainkernel is faster on
+    # tiny-online (15.28 < 22.85 us) and online (20.32 < 24.24), slower on small and medium.
+    row = pq.read_table(out).to_pylist()
+    a100 = next(r for r in row if r["candidate"] == "trainkernel" and r["baseline"] ==
+                "inductor" and r["gpu"] == "a100-sxm4-80gb")
+    assert (a100["workloads"], a100["wins"], a100["losses"]) == (4, 2, 2)
