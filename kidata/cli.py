@@ -76,7 +76,9 @@ def load(
         "(default: detected from content).")] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Load nothing if any record would be rejected.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print the summary.")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Only print the summary line (no progress, warnings or reject "
+        "lines; `kidata rejects` lists them).")] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Validate records and add them to the warehouse (duplicates are skipped)."""
@@ -97,16 +99,17 @@ def load(
         n = len(report.unchanged)
         _err(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: not "
              f"read again (their records count as duplicates)")
-    for message in report.warnings:
-        _err(f"warning: {message}")
-    if report.warned > len(report.warnings):
-        _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
-    shown = report.rejects[:50]
-    for reject in shown:
-        _err(f"rejected: {reject}")
-    if report.rejected > len(shown):
-        _err(f"rejected: … and {report.rejected - len(shown):,} more (all are in the "
-             f"rejects table: kidata sql 'select * from rejects')")
+    if not quiet:  # the summary below counts them; `kidata rejects` lists them
+        for message in report.warnings:
+            _err(f"warning: {message}")
+        if report.warned > len(report.warnings):
+            _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
+        shown = report.rejects[:50]
+        for reject in shown:
+            _err(f"rejected: {reject}")
+        if report.rejected > len(shown):
+            _err(f"rejected: … and {report.rejected - len(shown):,} more (all are in the "
+                 f"rejects table: kidata sql 'select * from rejects')")
     added = report.added
     if strict and report.rejected:
         typer.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "

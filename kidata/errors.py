@@ -19,6 +19,13 @@ class NoSuchView(UsageError):
         self.name = name
 
 
+class NoSuchLoad(UsageError):
+    def __init__(self, load_id: str):
+        super().__init__(f"no committed load {load_id!r}; the loads are listed by: "
+                         "kidata sql 'select load_id, loaded_at, rejected from loads'")
+        self.load_id = load_id
+
+
 class UnknownFormat(UsageError):
     def __init__(self, fmt: str, allowed: list[str], what: str = "format"):
         super().__init__(f"unknown {what} {fmt!r}; allowed {what}s are: {', '.join(allowed)}")

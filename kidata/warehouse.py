@@ -37,7 +37,7 @@ from filelock import FileLock, Timeout
 from kidata import derived, durable, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NoSuchView, NotAWarehouse, QueryError, WarehouseError
+from kidata.errors import NoSuchLoad, NoSuchView, NotAWarehouse, QueryError, WarehouseError
 from kidata.readers import expand_paths, read_file
 from kidata.report import LoadReport, Reject
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
@@ -804,7 +804,11 @@ class Warehouse:
     def rejects(self, load_id: str | None = None, file: str | None = None
                 ) -> duckdb.DuckDBPyRelation:
         """Rejected records, oldest load first: when, which load, file, position, field and
-        reason (``raw`` holds the record's text). Narrowed to one load or one input file."""
+        reason (``raw`` holds the record's text). Narrowed to one load or one input file; a
+        load id that names no committed load raises :class:`NoSuchLoad`."""
+        if load_id is not None and not self.sql(
+                "SELECT 1 FROM loads WHERE load_id = $id", {"id": load_id}).fetchall():
+            raise NoSuchLoad(load_id)
         return self.sql(
             "SELECT loaded_at, load_id, source_file, position, field, reason, raw FROM rejects "
             "WHERE ($load_id IS NULL OR load_id = $load_id) "

@@ -180,3 +180,40 @@ def test_every_integer_column_of_every_view_is_a_bigint(seeded, tmp_path):
     a100 = next(r for r in row if r["candidate"] == "trainkernel" and r["baseline"] ==
                 "inductor" and r["gpu"] == "a100-sxm4-80gb")
     assert (a100["workloads"], a100["wins"], a100["losses"]) == (4, 2, 2)
+
+
+# -- 8. exit codes and messages as documented -------------------------------------------------
+
+def test_compact_of_an_unknown_table_is_bad_usage(seeded):
+    done = kidata("-w", seeded, "compact", "nope")
+    assert done.returncode == 2, done.stderr  # before: 1
+    assert done.stderr.startswith("Error: cannot compact nope: no such table loads write; "
+                                  "tables that can be compacted: environments, ")
+
+
+def test_rejects_of_an_unknown_load_is_bad_usage(seeded):
+    done = kidata("-w", seeded, "rejects", "--load", "nope")
+    # Before: an empty table and exit 0.
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("Error: no committed load 'nope'; the loads are listed by: kidata "
+                           "sql 'select load_id, loaded_at, rejected from loads'\n")
+    [[load_id]] = [json.loads(line).values() for line in kidata(
+        "-w", seeded, "sql", "select load_id from loads", "--format", "ndjson").stdout.split()]
+    done = kidata("-w", seeded, "rejects", "--load", load_id, "--format", "csv")
+    assert (done.returncode, done.stdout) == (0, "loaded_at,load_id,source_file,position,"
+                                                 "field,reason\n")  # a load without rejects
+
+
+def test_quiet_load_prints_only_the_summary(tmp_path):
+    csv_file = DATA / "liger" / "edge_cases.csv"
+    done = kidata("-w", tmp_path / "wh", "load", "-q", csv_file)
+    # edge_cases.csv: 10 rows, 5 bad (rejected) and one unknown GPU (a warning). Before, -q
+    # still printed the 5 "rejected:" lines and the warning. The 5 good rows: 5 x (median,
+    # p20, p80) = 15 measurements; GPUs A100, H200, Quantum Z9 (the unknown one), H100 PCIe;
+    # protocols no-grad-forward speed and memory, full speed, forward speed; workloads rms_norm
+    # H=4096 M=2048 bf16 (rows 1, 2, 4, 10) and swiglu's model row.
+    assert done.returncode == 1
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == [
+        "1 files, 10 records: 5 runs added (15 measurements, 4 environments, 4 protocols, "
+        f"2 workloads), 0 duplicates skipped, 5 rejected, 1 warnings [{tmp_path / 'wh'}]"]
