@@ -235,6 +235,7 @@ def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, posit
     if tally is None:
         tally = counts[name] = [0, 0, 0, 0]
     report.records += 1
+    report.fast_path += 1
     tally[0] += 1
     tally[1] += 1
     fast.stager.maybe_flush()
@@ -551,6 +552,7 @@ class Stage:
     def _merge(self, result: _Events) -> None:
         report = self.report
         report.records += result.records
+        report.fast_path += result.fast_path
         for name, tally in result.counts.items():
             mine = self.counts.setdefault(name, [0, 0, 0, 0])
             for i, n in enumerate(tally):
