@@ -377,7 +377,7 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
 def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Declared digests match the documents stored with them."""
     for table, key in (("environments", "environment_id"), ("protocols", "protocol_id"),
-                       ("workloads", "workload_id")):
+                       ("workloads", "workload_id"), ("implementations", "implementation_id")):
         bad = []
         for ident, document in con.sql(f"SELECT {key}, document FROM {table} "
                                        "WHERE document IS NOT NULL ORDER BY 1").fetchall():

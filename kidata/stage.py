@@ -61,7 +61,8 @@ from kidata.schema import STAGED_LATENCY, TABLES, staged_schema
 # environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
 # document) still decides; dropping a row that dedupe would never pick changes nothing.
 _DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
-               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name")}
+               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name"),
+               "implementations": ("implementation_id",)}
 _MAX_SEEN = 200_000
 
 
@@ -163,7 +164,7 @@ MAX_PENDING = 10_000
 # The statistics staged for each run in STAGED_LATENCY, in order.
 QUANTILES = ("median", "p20", "p80")
 FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
-               "workload_parameters", "published")
+               "workload_parameters", "implementations", "published")
 
 
 def workers() -> int:

@@ -217,3 +217,46 @@ def test_quiet_load_prints_only_the_summary(tmp_path):
     assert done.stdout.splitlines() == [
         "1 files, 10 records: 5 runs added (15 measurements, 4 environments, 4 protocols, "
         f"2 workloads), 0 duplicates skipped, 5 rejected, 1 warnings [{tmp_path / 'wh'}]"]
+
+
+# -- 2. kernelindex export round-trips for every source ---------------------------------------
+
+PROVENANCE = {"source_file", "loaded_at", "load_id"}
+# Every table a load writes but `loads` and `rejects`, which describe the loads themselves.
+LOADED = ["runs", "measurements", "environments", "protocols", "workloads",
+          "workload_parameters", "implementations", "published", "latest_runs"]
+
+
+def table_rows(path: Path) -> dict[str, list]:
+    from kidata import Warehouse
+    from kidata.schema import TABLES
+
+    wh = Warehouse(path)
+    out = {}
+    for table in LOADED:
+        cols = ", ".join(f'"{f.name}"' for f in TABLES[table] if f.name not in PROVENANCE)
+        out[table] = sorted(wh.sql(f"SELECT {cols} FROM {table}").fetchall(), key=repr)
+    return out
+
+
+@pytest.mark.shared
+def test_kernelindex_export_loads_back_into_the_same_tables(tmp_path):
+    from conftest import SHARED
+
+    sources = [SEEDS, SHARED / "liger" / "all_benchmark_data.csv",
+               DATA / "liger" / "edge_cases.csv"]
+    first, second, bundles = tmp_path / "first", tmp_path / "second", tmp_path / "rt.jsonl"
+    assert kidata("-w", first, "load", "-q", *sources).returncode == 1  # edge_cases: 5 bad
+    done = kidata("-w", first, "export", "runs", "--format", "kernelindex", "-o", bundles)
+    assert done.returncode == 0, done.stderr
+    # Seeds 26 runs (2 are rows of the CSV: duplicates), CSV 2,448 runs, edge_cases 5 good.
+    assert done.stdout == f"wrote 2,477 runs as kernelindex bundles to {bundles}\n"
+    done = kidata("-w", second, "load", bundles)
+    # Before: every memory run was rejected ("cannot tell the implementation": Implementation
+    # documents were not kept, and a memory run's external id has 7 parts).
+    assert done.returncode == 0, done.stderr
+    assert "2,477 runs added" in done.stdout
+    a, b = table_rows(first), table_rows(second)
+    assert {t: len(rows) for t, rows in a.items()}["implementations"] > 0
+    for table in LOADED:
+        assert a[table] == b[table], table
