@@ -110,6 +110,9 @@ def load(
         if report.rejected > len(shown):
             _err(f"rejected: … and {report.rejected - len(shown):,} more (all are in the "
                  f"rejects table: kidata sql 'select * from rejects')")
+    if report.enriched and not quiet:
+        _err(f"{report.enriched:,} stored runs or workloads given the richer documents of a "
+             f"duplicate record (docs/guarantees.md, 'Duplicates that carry more')")
     added = report.added
     if strict and report.rejected:
         typer.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
