@@ -221,7 +221,7 @@ def test_empty_warehouse_gives_typed_empty_tables(spark, tmp_path):
     assert isinstance(observed, T.TimestampType)
     assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == 0
     # Reference tables are served from kidata's packaged data, as DuckDB does.
-    duck = Warehouse(empty)
+    duck = Warehouse(empty).create()  # kidata reads only a folder made a warehouse
     for table in ("gpus",):
         if table in TABLES:
             assert session.table(table).count() == duck.sql(
