@@ -434,6 +434,7 @@ class Warehouse:
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
         try:
+            con.execute("SET enable_progress_bar = false")  # a long commit draws one on stdout
             self._plan(con, staging)
             con.execute(f"SET memory_limit = '{COMMIT_WRITE_MEMORY}'")
             conflicts = con.sql(
@@ -608,10 +609,11 @@ class Warehouse:
     def _plan_variants(con: duckdb.DuckDBPyConnection) -> None:
         """Choose, for every run that several records give with the same numbers (in this
         load, or in this load and the warehouse), the record kept: the richest variant
-        (see :data:`VARIANT_ORDER`), whatever the order of the loads. A staged variant that
-        beats the stored run becomes ``enrich`` (:meth:`_write_enriched` replaces the stored
-        row); the others stay ``duplicate``. Only runs with more than one record are looked
-        at, so a load of new runs pays one aggregate here."""
+        (the most documents the warehouse or the load holds among those it points at; on a
+        tie the smallest MD5 of its document), whatever the order of the loads. A staged
+        variant that beats the stored run becomes ``enrich`` (:meth:`_write_enriched`
+        replaces the stored row); the others stay ``duplicate``. Only runs with more than one
+        record are looked at, so a load of new runs pays one aggregate here."""
         known = " UNION ".join(
             f"SELECT {key} AS id FROM {side}_{table}"
             + (" WHERE document IS NOT NULL" if table == "workloads" else "")
@@ -624,37 +626,68 @@ class Warehouse:
 
         same = " AND ".join(f"e.{views_mod.quote_identifier(c)} IS NOT DISTINCT FROM "
                             f"s.{views_mod.quote_identifier(c)}" for c in VARIANT_SAME)
+        stored_cols = ", ".join(f"e.{views_mod.quote_identifier(c)}" for c in
+                                dict.fromkeys(("run_id", *DOCUMENT_KEYS.values(),
+                                               *VARIANT_SAME)))
+        # Each source is scanned once into a small table of what choosing needs (the
+        # documents' text stays where it is: only hashes of it are carried).
+        con.execute("""
+            CREATE TEMP TABLE variant_ids AS
+            SELECT o.run_id, max(CASE WHEN o._rn = 1 THEN o._outcome END) AS first_outcome
+            FROM run_outcome_wide o
+            WHERE o.content_hash = o._first_hash
+            GROUP BY o.run_id
+            HAVING (count(*) > 1 OR first_outcome = 'duplicate')
+                AND first_outcome IN ('added', 'duplicate')
+        """)
+        con.execute(f"""
+            CREATE TEMP TABLE variant_stored AS
+            SELECT {stored_cols}, hash(e.document) AS _hash, {richness("e")} AS richness
+            FROM existing_runs e WHERE e.run_id IN (SELECT run_id FROM variant_ids)
+        """)
+        staged_cols = stored_cols.replace("e.", "s.")
+        con.execute(f"""
+            CREATE TEMP TABLE variant_staged AS
+            SELECT {staged_cols}, s._seq, hash(s.document) AS _hash,
+                {richness("s")} AS richness
+            FROM staged_runs s JOIN run_outcome_wide o ON o._seq = s._seq
+            WHERE o.run_id IN (SELECT run_id FROM variant_ids)
+                AND o.content_hash = o._first_hash
+        """)
         con.execute(f"""
             CREATE TEMP TABLE picked AS
-            WITH ids AS (  -- runs with several records of the first record's numbers
-                SELECT o.run_id, max(CASE WHEN o._rn = 1 THEN o._outcome END) AS first_outcome
-                FROM run_outcome_wide o
-                WHERE o.content_hash = o._first_hash
-                GROUP BY o.run_id
-                HAVING (count(*) > 1 OR first_outcome = 'duplicate')
-                    AND first_outcome IN ('added', 'duplicate')
-            ),
-            stored AS (
-                SELECT e.* FROM existing_runs e WHERE e.run_id IN (SELECT run_id FROM ids)
-            ),
-            candidates AS (
-                SELECT s.run_id, s._seq, s.document, {richness("s")} AS richness,
-                    FALSE AS stored
-                FROM staged_runs s JOIN run_outcome_wide o ON o._seq = s._seq
-                WHERE o.run_id IN (SELECT run_id FROM ids) AND o.content_hash = o._first_hash
-                    -- a variant may change only what no other table derives from the run
-                    AND NOT EXISTS (SELECT 1 FROM stored e WHERE e.run_id = s.run_id
-                                    AND NOT ({same}))
+            WITH candidates AS (
+                SELECT s.run_id, s._seq, s._hash, s.richness, FALSE AS stored
+                FROM variant_staged s LEFT JOIN variant_stored e ON e.run_id = s.run_id
+                -- a variant may change only what no other table derives from the run
+                WHERE e.run_id IS NULL OR ({same})
                 UNION ALL
-                SELECT e.run_id, NULL, e.document, {richness("e")}, TRUE FROM stored e
+                SELECT e.run_id, NULL, e._hash, e.richness, TRUE FROM variant_stored e
+            ),
+            differ AS (  -- runs whose records are not all the same document
+                SELECT run_id FROM candidates GROUP BY run_id
+                HAVING count(DISTINCT _hash) > 1
+            ),
+            -- Ties are broken by the MD5 of the document (stable; hash() is DuckDB's own),
+            -- computed only where records differ: a re-loaded file costs no MD5 at all.
+            staged_md5 AS (
+                SELECT _seq, md5(document) AS _doc FROM staged_runs
+                WHERE run_id IN (SELECT run_id FROM differ)
+            ),
+            stored_md5 AS (
+                SELECT run_id, md5(document) AS _doc FROM existing_runs
+                WHERE run_id IN (SELECT run_id FROM differ)
             ),
             ranked AS (
-                SELECT c.*, row_number() OVER (PARTITION BY run_id
-                    ORDER BY richness DESC, document, stored DESC, _seq) AS _pick
+                SELECT c.*, row_number() OVER (PARTITION BY c.run_id
+                    ORDER BY c.richness DESC, coalesce(t._doc, d._doc), c.stored DESC, c._seq
+                    ) AS _pick
                 FROM candidates c
+                LEFT JOIN staged_md5 t ON NOT c.stored AND t._seq = c._seq
+                LEFT JOIN stored_md5 d ON c.stored AND d.run_id = c.run_id
             )
             SELECT r.run_id, r._seq, r.stored, i.first_outcome
-            FROM ranked r JOIN ids i ON i.run_id = r.run_id
+            FROM ranked r JOIN variant_ids i ON i.run_id = r.run_id
             WHERE r._pick = 1
         """)
         con.execute("UPDATE run_outcome_wide SET _outcome = 'duplicate' "
