@@ -55,8 +55,7 @@ class CheckReport:
 
 def check(wh: Warehouse, repair: bool = False) -> CheckReport:
     """Check schemas, identities, references between tables, commit markers and digests."""
-    if not wh.path.is_dir():
-        raise WarehouseError(f"no warehouse at {wh.path}")
+    wh.require()
     report = CheckReport(str(wh.path))
     if repair:
         with wh._writer_lock():
@@ -415,7 +414,7 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
 def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Declared digests match the documents stored with them."""
     for table, key in (("environments", "environment_id"), ("protocols", "protocol_id"),
-                       ("workloads", "workload_id")):
+                       ("workloads", "workload_id"), ("implementations", "implementation_id")):
         bad = []
         for ident, document in con.sql(f"SELECT {key}, document FROM {table} "
                                        "WHERE document IS NOT NULL ORDER BY 1").fetchall():

@@ -107,7 +107,9 @@ def load(
     format: Annotated[str | None, typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Load nothing if any record would be rejected.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print the summary.")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Only print the summary line (no progress, warnings or reject "
+        "lines; `kidata rejects` lists them).")] = False,
     set_: SetOpt = None,
     mapping: MappingOpt = None,
     warehouse: WarehouseOpt = None,
@@ -136,22 +138,26 @@ def load(
         n = len(report.unchanged)
         _err(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: not "
              f"read again (their records count as duplicates)")
-    for message in report.warnings:
-        _err(f"warning: {message}")
-    if report.warned > len(report.warnings):
-        _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
-    shown = report.rejects[:50]
-    for reject in shown:
-        _err(f"rejected: {reject}")
-    if report.rejected > len(shown):
-        kept = ("all are" if not report.rejects_not_kept else
-                f"the first {report.rejected - report.rejects_not_kept:,} are")
-        _err(f"rejected: … and {report.rejected - len(shown):,} more ({kept} in the "
-             f"rejects table: kidata rejects)")
+    if not quiet:  # the summary below counts them; `kidata rejects` lists them
+        for message in report.warnings:
+            _err(f"warning: {message}")
+        if report.warned > len(report.warnings):
+            _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
+        shown = report.rejects[:50]
+        for reject in shown:
+            _err(f"rejected: {reject}")
+        if report.rejected > len(shown):
+            kept = ("all are" if not report.rejects_not_kept else
+                    f"the first {report.rejected - report.rejects_not_kept:,} are")
+            _err(f"rejected: … and {report.rejected - len(shown):,} more ({kept} in the "
+                 f"rejects table: kidata rejects)")
     if report.rejects_not_kept:
         _err(f"rejected: {report.rejects_not_kept:,} rejects beyond the first "
              f"{report.rejected - report.rejects_not_kept:,} were counted but not kept "
              f"(KIDATA_MAX_REJECTS sets how many a load keeps)")
+    if report.enriched and not quiet:
+        _err(f"{report.enriched:,} stored runs or workloads given the richer documents of a "
+             f"duplicate record (docs/guarantees.md, 'Duplicates that carry more')")
     added = report.added
     if strict and report.rejected:
         typer.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
@@ -238,7 +244,9 @@ def views(
     from kidata import views as views_mod
 
     if as_sql:
-        typer.echo(views_mod.script(_wh(warehouse).path.resolve()), nl=False)
+        wh = _wh(warehouse)
+        wh.require()  # the script names the warehouse's folders: a mistyped path is an error
+        typer.echo(views_mod.script(wh.path.resolve()), nl=False)
         return
     found = views_mod.load_views()
     width = max(len(n) for n in found)

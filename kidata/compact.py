@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from kidata import durable, engine
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import WarehouseError
+from kidata.errors import UsageError, WarehouseError
 from kidata.pqwrite import write_reader
 from kidata.schema import COMMIT_ORDER, TABLES
 
@@ -73,10 +73,9 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
     chosen = tables or compactable()
     unknown = [t for t in chosen if t not in compactable()]
     if unknown:
-        raise WarehouseError(f"cannot compact {', '.join(unknown)}; tables that can be "
-                             f"compacted: {', '.join(compactable())}")
-    if not wh.path.is_dir():
-        raise WarehouseError(f"no warehouse at {wh.path}")
+        raise UsageError(f"cannot compact {', '.join(unknown)}: no such table loads write; "
+                         f"tables that can be compacted: {', '.join(compactable())}")
+    wh.require()
     with wh._writer_lock():
         report = _merge_tables(wh, {t: _split(wh, t, small_bytes) for t in chosen}, 2)
     wh._con_state = None

@@ -19,6 +19,13 @@ class NoSuchView(UsageError):
         self.name = name
 
 
+class NoSuchLoad(UsageError):
+    def __init__(self, load_id: str):
+        super().__init__(f"no committed load {load_id!r}; the loads are listed by: "
+                         "kidata sql 'select load_id, loaded_at, rejected from loads'")
+        self.load_id = load_id
+
+
 class UnknownFormat(UsageError):
     def __init__(self, fmt: str, allowed: list[str], what: str = "format"):
         super().__init__(f"unknown {what} {fmt!r}; allowed {what}s are: {', '.join(allowed)}")
@@ -31,6 +38,16 @@ class QueryError(KidataError):
 
 class WarehouseError(KidataError):
     """The warehouse folder is missing, locked, or not a kidata warehouse."""
+
+
+class NotAWarehouse(WarehouseError, UsageError):
+    """A command that reads a warehouse was pointed at a folder that is not one (a mistyped
+    ``-w``, a file): bad usage, so that a check in CI fails instead of reading nothing."""
+
+    def __init__(self, path: object, why: str):
+        super().__init__(f"{path} is not a kidata warehouse ({why}); check --warehouse / "
+                         f"$KIDATA_WAREHOUSE, or create one with: kidata load FILE...")
+        self.path = path
 
 
 class RecordError(KidataError):

@@ -31,6 +31,7 @@ class Flat:
     protocols: list[dict] = field(default_factory=list)
     workloads: list[dict] = field(default_factory=list)
     workload_parameters: list[dict] = field(default_factory=list)
+    implementations: list[dict] = field(default_factory=list)
     published: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -182,7 +183,9 @@ class Flattener:
                 "kernel": c.string(workload_doc, "spec.kernel", "workload."),
                 "parameters": _json(params),
                 "shape": _json(c.get(workload_doc, "spec.shape")),
-                "document": canonical_json(workload_doc),
+                # As loaded, not canonical: the order of its parameters is the source's (and
+                # that of `parameters`), which an export must give back.
+                "document": orjson.dumps(workload_doc).decode(),
             })
             out.workload_parameters = [_parameter(workload_id, name, value)
                                        for name, value in sorted((params or {}).items())]
@@ -191,6 +194,13 @@ class Flattener:
             c.document(impl_doc, "implementation", "Implementation")
             impl_id = self._digest(impl_doc)
             impl_name = c.text(impl_doc, "spec.name", "implementation.", required=False)
+            out.implementations.append({
+                "implementation_id": impl_id,
+                "name": impl_name,
+                "kernel": c.string(impl_doc, "spec.kernel", "implementation."),
+                "title": c.string(impl_doc, "metadata.title", "implementation."),
+                "document": canonical_json(impl_doc),
+            })
 
         run = docs.get("run")
         if run is None:

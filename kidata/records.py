@@ -1,14 +1,14 @@
 """Rebuild kernelindex records from the warehouse: records → warehouse → records.
 
 ``runs.document`` keeps each BenchmarkRun exactly as loaded, and the ``environments``,
-``protocols`` and ``workloads`` tables keep the documents it points at; together they give
-back one bundle per run, ``{"run": …, "protocol": …, "environment": …, "workload": …}``, in
-the form ``kidata load`` reads (JSON Lines). ``kidata export runs --format kernelindex``
-writes them; the property tests load, export and load again.
+``protocols``, ``workloads`` and ``implementations`` tables keep the documents it points at;
+together they give back one bundle per run, ``{"run": …, "protocol": …, "environment": …,
+"workload": …, "implementation": …}``, in the form ``kidata load`` reads (JSON Lines).
+``kidata export runs --format kernelindex`` writes them; the property tests load, export and
+load again.
 
-What does not come back: Implementation documents (kidata keeps only their digest, in
-``runs.implementation_id``), a bundle's title line, and — when several records share a
-document digest with different metadata (names, titles) — any metadata but the first loaded.
+What does not come back: a bundle's title line, and — when several records share a document
+digest with different metadata (names, titles) — any metadata but the first loaded.
 Metadata never changes a digest, so identities are unaffected.
 """
 
@@ -25,11 +25,12 @@ if TYPE_CHECKING:
 
 QUERY = """
 SELECT r.document AS run, p.document AS protocol, e.document AS environment,
-       w.document AS workload
+       w.document AS workload, i.document AS implementation
 FROM runs r
 LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
 LEFT JOIN environments e ON e.environment_id = r.environment_id
 LEFT JOIN workloads w ON w.workload_id = r.workload_id
+LEFT JOIN implementations i ON i.implementation_id = r.implementation_id
 ORDER BY r.run_id
 """
 BATCH = 10_000

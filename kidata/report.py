@@ -79,6 +79,12 @@ class LoadReport(Tally):
     warned: int = 0
     warnings: list[str] = field(default_factory=list)
     committed: bool = False
+    # Records staged by the fast path (kidata/fast.py); the other ``records`` took the general
+    # path (the checker and flattener), which also makes every reject.
+    fast_path: int = 0
+    # Stored rows replaced by a richer version from this load's duplicates: runs whose record
+    # here carries more of its documents, workloads known only by digest until now.
+    enriched: int = 0
     # Files not read again: byte-identical to a file this warehouse already loaded in full
     # without rejects or warnings (their records and runs are counted as duplicates).
     unchanged: list[str] = field(default_factory=list)

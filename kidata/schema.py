@@ -117,7 +117,8 @@ WORKLOADS = (
     _f("parameters", STRING, "Named parameters as a JSON object (null when only the "
        "digest is known)."),
     _f("shape", STRING, "Shape as given by the source (JSON list), or null."),
-    _f("document", STRING, "The Workload document (JSON), null when not supplied."),
+    _f("document", STRING, "The Workload document as loaded (JSON, keys in the source's "
+       "order), null when not supplied."),
     *_PROVENANCE,
 )
 
@@ -129,6 +130,16 @@ WORKLOAD_PARAMETERS = (
     _f("text", STRING, "The value when it is not a number: a string as written, "
        "`true`/`false`, or JSON for lists and objects; null for numbers."),
     _f("load_id", STRING, "Identifier of the load (commit) that added the row.", False),
+)
+
+IMPLEMENTATIONS = (
+    _f("implementation_id", STRING, "`sha256:` digest of the Implementation document "
+       "(`runs.implementation_id`).", False),
+    _f("name", STRING, "`spec.name`: the implementation key, as in `runs.implementation`."),
+    _f("kernel", STRING, "`spec.kernel`: the kernel it implements."),
+    _f("title", STRING, "`metadata.title`."),
+    _f("document", STRING, "The whole document (JSON).", False),
+    *_PROVENANCE,
 )
 
 # Reference tables: written into the warehouse from kidata's data files (kidata/reference.py),
@@ -255,6 +266,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "protocols": PROTOCOLS,
     "workloads": WORKLOADS,
     "workload_parameters": WORKLOAD_PARAMETERS,
+    "implementations": IMPLEMENTATIONS,
     "published": PUBLISHED,
     "latest_runs": LATEST_RUNS,
     "rejects": REJECTS,
@@ -274,6 +286,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "protocols": ("protocol_id",),
     "workloads": ("workload_id",),
     "workload_parameters": ("workload_id", "name"),
+    "implementations": ("implementation_id",),
     "published": ("run_id", "quantity", "baseline_run_id"),
     "latest_runs": ("load_id", "kernel", "pass", "workload", "gpu", "protocol_id",
                     "implementation", "variant"),
@@ -294,8 +307,9 @@ REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_mode
 # measurements are missing. ``loads`` comes last: its row is the load's commit marker, and
 # kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
 # load's runs, see kidata/derived.py) follows runs. See docs/guarantees.md.
-COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters", "measurements",
-                "published", "runs", "latest_runs", "rejects", "loads")
+COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters",
+                "implementations", "measurements", "published", "runs", "latest_runs", "rejects",
+                "loads")
 
 
 def description(field: pa.Field) -> str:

@@ -7,8 +7,13 @@ sees exactly the warehouse as it was when it listed the loads: each load fully i
 out, in every table at once, whatever commits or crashes happen meanwhile.
 
 Files are never removed except by compaction, which swaps a table's folder atomically and
-keeps every row with its ``load_id``; so the filter holds across compactions too. Any engine
-can do the same two steps (see ``docs/guarantees.md``); this module does them for DuckDB.
+keeps every row with its ``load_id``; so the filter holds across compactions too.
+
+The rule is stated once, here, for every engine binding: :func:`filtered_tables` (which tables
+it applies to), :func:`visible_sql` (the filter, in SQL both DuckDB and Spark run) over a table
+named :data:`VISIBLE` holding the committed loads' ids, read *before* any other table.
+:func:`define` applies it for DuckDB, :func:`kidata.spark.register` for Spark; another engine
+does the same two steps by hand (see ``docs/guarantees.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ def filtered_tables() -> list[str]:
     """Tables written by loads, whose rows are shown only for committed loads."""
     return [t for t in COMMIT_ORDER
             if t in COLUMNS and any(c.name == "load_id" for c in COLUMNS[t])]
+
+
+def visible_sql(body: str, visible: str = VISIBLE) -> str:
+    """The snapshot rule as SQL: the rows of ``body`` (a table of :func:`filtered_tables`)
+    whose load is committed, i.e. listed in ``visible`` (a table of ``load_id``s read from the
+    ``loads`` table before ``body``'s files were listed)."""
+    return f"SELECT * FROM ({body}) WHERE load_id IN (SELECT load_id FROM {visible})"
 
 
 def marker_state(warehouse: Path) -> tuple[str, ...]:
@@ -97,8 +109,7 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
             continue
         body = views_mod.table_sql(warehouse, table)
         if table in filtered:
-            body = (f"SELECT * FROM ({body}) WHERE load_id IN "
-                    f"(SELECT load_id FROM {VISIBLE})")
+            body = visible_sql(body)
         if table == "latest_runs" and old:
             body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                     f"(SELECT load_id FROM {UNDERIVED}) "

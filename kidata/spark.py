@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from kidata import derived, reference
+from kidata import derived, reference, snapshot
 from kidata.errors import KidataError, QueryError, WarehouseError
 from kidata.schema import REFERENCE, TABLES
 from kidata.views import load_views
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
+_LOAD_IDS = pa.schema([pa.field("load_id", pa.string(), nullable=False)])
 # Spark error conditions that mean "no readable Parquet file in this folder": the table is empty.
 _NO_FILES = ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA")
 
@@ -69,8 +70,10 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     Each table ``<warehouse>/<table>/*.parquet`` is read with ``mergeSchema`` (files written by
     older or newer kidata versions union by name; a column this version expects but the files
     lack reads as null); a missing or empty folder becomes an empty table with the declared
-    schema. Then each view's SQL body runs unchanged. Returns the registered names, tables
-    first, then views in dependency order.
+    schema. As in DuckDB, the tables show a snapshot of whole committed loads: ``loads`` is
+    read first and every table loads write is filtered to its load ids (the rule of
+    :mod:`kidata.snapshot`). Then each view's SQL body runs unchanged. Returns the registered
+    names, tables first, then views in dependency order.
 
     Timestamps are UTC instants; set ``spark.sql.session.timeZone=UTC`` so that Spark shows
     them, and any date arithmetic in the views, in UTC as DuckDB does.
@@ -85,19 +88,36 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     # Reference tables whose file is missing or out of date are served from the packaged data,
     # as Warehouse.connect does for DuckDB (only checkable for a local warehouse).
     packaged = set(reference.stale(local)) if local else set()
-    frames: dict[str, DataFrame] = {}
+    read: dict[str, DataFrame] = {}
     absent: list[str] = []
-    for table, schema in TABLES.items():
+    # The snapshot rule (kidata/snapshot.py), as for DuckDB: the committed loads are listed
+    # first (Spark lists a table's files when it is read), their ids collected, and every
+    # table loads write shows only the rows of those loads. A load whose commit marker is not
+    # written yet — in progress, or killed mid-commit — is hidden in every table at once.
+    for table in ["loads", *(t for t in TABLES if t != "loads")]:
+        schema = TABLES[table]
         frame = None if table in packaged else _read_table(spark, root, table, schema,
                                                            exceptions, absent)
         if frame is None:  # no files: the declared columns, and no rows or the packaged ones
             rows = reference.tables()[table].to_pylist() if table in REFERENCE else []
             frame = _literal_frame(spark, rows, schema)
-        frames[table] = frame
+        read[table] = frame
+        if table == "loads":
+            committed = [row["load_id"] for row in frame.select("load_id").collect()]
+            _literal_frame(spark, [{"load_id": i} for i in committed], _LOAD_IDS
+                           ).createOrReplaceTempView(snapshot.VISIBLE)
     if not local and len(absent) == len(TABLES):
         # A local folder is checked above; for a URI, no table folder at all is a wrong path.
         raise WarehouseError(f"no kidata table folders (runs, measurements, ...) under {root}")
-    for table, frame in frames.items():
+    frames: dict[str, DataFrame] = {}
+    filtered = set(snapshot.filtered_tables())
+    for table in TABLES:
+        frame = read[table]
+        if table in filtered:
+            files = f"_kidata_files_{table}"
+            frame.createOrReplaceTempView(files)
+            frame = spark.sql(snapshot.visible_sql(files))
+        frames[table] = frame
         frame.createOrReplaceTempView(table)
     _derive_old_loads(spark, frames)
     registered = list(frames)
@@ -127,8 +147,7 @@ def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame]) -> None
                              frames["loads"].select("load_id", "kidata_version").collect()])
     if not old:
         return
-    ids = _literal_frame(spark, [{"load_id": i} for i in old],
-                         pa.schema([pa.field("load_id", pa.string(), nullable=False)]))
+    ids = _literal_frame(spark, [{"load_id": i} for i in old], _LOAD_IDS)
     ids.createOrReplaceTempView("_kidata_underived_loads")
     computed = spark.sql(derived.latest_runs_of("_kidata_underived_loads"))
     stored = frames["latest_runs"].join(ids, "load_id", "left_anti")

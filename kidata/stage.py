@@ -62,7 +62,8 @@ from kidata.schema import STAGED_LATENCY, TABLES, staged_schema
 # environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
 # document) still decides; dropping a row that dedupe would never pick changes nothing.
 _DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
-               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name")}
+               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name"),
+               "implementations": ("implementation_id",)}
 _MAX_SEEN = 200_000
 
 
@@ -167,7 +168,7 @@ MAX_PENDING = 10_000
 # The statistics staged for each run in STAGED_LATENCY, in order.
 QUANTILES = ("median", "p20", "p80")
 FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
-               "workload_parameters", "published")
+               "workload_parameters", "implementations", "published")
 
 
 def workers() -> int:
@@ -239,6 +240,7 @@ def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, posit
     if tally is None:
         tally = counts[name] = [0, 0, 0, 0]
     report.records += 1
+    report.fast_path += 1
     tally[0] += 1
     tally[1] += 1
     fast.stager.maybe_flush()
@@ -564,6 +566,7 @@ class Stage:
     def _merge(self, result: _Events) -> None:
         report = self.report
         report.records += result.records
+        report.fast_path += result.fast_path
         for name, tally in result.counts.items():
             mine = self.counts.setdefault(name, [0, 0, 0, 0])
             for i, n in enumerate(tally):

@@ -37,7 +37,14 @@ from filelock import FileLock, Timeout
 from kidata import derived, durable, engine, reference, snapshot
 from kidata import views as views_mod
 from kidata.durable import fault
-from kidata.errors import NoSuchView, QueryError, RecordError, WarehouseError
+from kidata.errors import (
+    NoSuchLoad,
+    NoSuchView,
+    NotAWarehouse,
+    QueryError,
+    RecordError,
+    WarehouseError,
+)
 from kidata.readers import expand_paths, read_file
 from kidata.report import LoadReport, Reject, max_kept_rejects
 from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
@@ -57,6 +64,16 @@ STALE_NEW_STAGING = 3600.0
 SWAP_RETRIES = 5
 # Tables whose final file a commit writes straight from the staged files (Warehouse._commit).
 STREAMED = ("measurements", "runs")
+
+
+# The documents a run points at, by table and digest column: a run's variant is richer the
+# more of them the warehouse (or the load) has (Warehouse._plan_variants).
+DOCUMENT_KEYS = {"environments": "environment_id", "protocols": "protocol_id",
+                 "workloads": "workload_id", "implementations": "implementation_id"}
+# Columns the variants of one run must share to replace one another: what latest_runs and the
+# views derive from a run besides its documents. Variants that differ here are duplicates.
+VARIANT_SAME = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "metric",
+                "protocol_id", "observed_at", "status")
 
 
 def default_path() -> Path:
@@ -84,6 +101,25 @@ class Warehouse:
 
     def table_files(self, table: str) -> list[Path]:
         return sorted((self.path / table).glob("*.parquet"))
+
+    def require(self) -> None:
+        """Raise :class:`NotAWarehouse` unless :attr:`path` is a warehouse: a folder holding
+        ``_kidata/``, which a warehouse's first load creates before anything else. One whose
+        loads all added nothing yet (``_kidata/`` and no committed load) is a warehouse with
+        empty tables. Every reading command asks this first; only :meth:`load` creates one."""
+        if not self.path.exists():
+            raise NotAWarehouse(self.path, "no such folder")
+        if not self.path.is_dir():
+            raise NotAWarehouse(self.path, "not a folder")
+        if not self.private.is_dir():
+            raise NotAWarehouse(self.path, f"no {PRIVATE}/ folder in it, which every "
+                                           "warehouse has from its first load")
+
+    def create(self) -> Warehouse:
+        """Make :attr:`path` an empty warehouse if it is not one yet (what a first load does
+        before reading anything); returns the warehouse."""
+        self._ensure()
+        return self
 
     def _ensure(self) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -164,11 +200,17 @@ class Warehouse:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise WarehouseError(f"commit journal {journal} is unreadable ({exc}); move it "
                                  "aside and run `kidata check`") from None
-        lost = [src for src, dst in moves
-                if not (self.path / src).exists() and not (self.path / dst).exists()]
+        # Stored files a commit replaces by enriched versions: never removed by an undo (the
+        # stored file and its enriched version are both a whole, valid state).
+        replaces = set(entry.get("replaces", ()))
+        lost = [src for src, dst in moves if dst not in replaces
+                and not (self.path / src).exists() and not (self.path / dst).exists()]
         if lost:
-            for _, dst in moves:
-                (self.path / dst).unlink(missing_ok=True)
+            for src, dst in moves:
+                if dst in replaces:
+                    (self.path / src).unlink(missing_ok=True)
+                else:
+                    (self.path / dst).unlink(missing_ok=True)
             action = f"undid load {load_id}: its staged file {lost[0]} is gone"
         else:
             for src, dst in moves:
@@ -427,6 +469,7 @@ class Warehouse:
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
         try:
+            con.execute("SET enable_progress_bar = false")  # a long commit draws one on stdout
             self._plan(con, staging)
             con.execute(f"SET memory_limit = '{COMMIT_WRITE_MEMORY}'")
             conflicts = con.sql(
@@ -438,7 +481,8 @@ class Warehouse:
                 return
             report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
             report.duplicates += con.sql(
-                "SELECT count(*) FROM run_outcome WHERE _outcome = 'duplicate'").fetchall()[0][0]
+                "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
+            ).fetchall()[0][0]
             now = datetime.now(UTC)
             final = staging / "final"
             final.mkdir()
@@ -468,21 +512,32 @@ class Warehouse:
                 finally:
                     for future in streamed.values():
                         future.cancel()
+            # Stored rows this load makes richer (docs/guarantees.md, "Duplicates that carry
+            # more"): their files are replaced after the marker, see below.
+            replaces: list[tuple[str, str]] = []
+            report.enriched = self._write_enriched(con, final, replaces)
         finally:
             con.close()
-        if not moves:
+        if not moves and not replaces:
             report.committed = True
             return
-        # The load's row in `loads` is its commit marker, renamed last: kidata's readers show
-        # only rows of the loads listed there (see kidata/snapshot.py).
-        marker = final / "loads.parquet"
-        self._write_marker(marker, report, now)
-        moves.append((str(marker.relative_to(self.path)), f"loads/part-{report.load_id}.parquet"))
+        if moves:
+            # The load's row in `loads` is its commit marker, renamed after its files:
+            # kidata's readers show only rows of the loads listed there (kidata/snapshot.py).
+            marker = final / "loads.parquet"
+            self._write_marker(marker, report, now)
+            moves.append((str(marker.relative_to(self.path)),
+                          f"loads/part-{report.load_id}.parquet"))
+        # Then the enriched files replace the stored ones, one rename each: until then a
+        # reader sees the stored row (consistent: it is what the warehouse held), after it
+        # the richer one, whose documents this load's files already made visible.
+        moves += replaces
         durable.fsync_dir(final)
         fault("before-journal")
         journal = self.private / "journal" / f"{report.load_id}.json"
-        durable.write_atomic(journal, json.dumps({"load_id": report.load_id,
-                                                  "moves": moves}).encode())
+        durable.write_atomic(journal, json.dumps({
+            "load_id": report.load_id, "moves": moves,
+            "replaces": [dst for _, dst in replaces]}).encode())
         # Commit point: from here on the load is decided and is completed, if not by this
         # process then by the next writer (_recover).
         try:
@@ -502,7 +557,8 @@ class Warehouse:
                     f"{self.path} will complete it") from exc
             report._warn(f"the commit of load {report.load_id} was interrupted ({exc}) and "
                          "has been completed")
-        report.added["loads"] = 1
+        if any(dst.startswith("loads/") for _, dst in moves):
+            report.added["loads"] = 1
         report.committed = True
 
     @staticmethod
@@ -578,12 +634,160 @@ class Warehouse:
             FROM run_outcome_wide o JOIN staged_runs s ON s._seq = o._seq
             WHERE o._outcome IN ('conflict_load', 'conflict_existing')
         """)
+        self._plan_variants(con)
         # What the rest of the commit needs of each run: its record's number and outcome.
         # Without the wide rows (run ids, hashes, file names: ~150 MB at 1M runs) DuckDB has
         # that memory for latest_runs while the big tables are streamed beside it.
         con.execute("CREATE TEMP TABLE run_outcome AS "
                     "SELECT _seq, _outcome FROM run_outcome_wide")
         con.execute("DROP TABLE run_outcome_wide")
+
+    @staticmethod
+    def _plan_variants(con: duckdb.DuckDBPyConnection) -> None:
+        """Choose, for every run that several records give with the same numbers (in this
+        load, or in this load and the warehouse), the record kept: the richest variant
+        (the most documents the warehouse or the load holds among those it points at; on a
+        tie the smallest MD5 of its document), whatever the order of the loads. A staged
+        variant that beats the stored run becomes ``enrich`` (:meth:`_write_enriched`
+        replaces the stored row); the others stay ``duplicate``. Only runs with more than one
+        record are looked at, so a load of new runs pays one aggregate here."""
+        known = " UNION ".join(
+            f"SELECT {key} AS id FROM {side}_{table}"
+            + (" WHERE document IS NOT NULL" if table == "workloads" else "")
+            for table, key in DOCUMENT_KEYS.items() for side in ("existing", "staged"))
+        con.execute(f"CREATE TEMP TABLE known_documents AS {known}")
+
+        def richness(alias: str) -> str:
+            return " + ".join(f"(CASE WHEN {alias}.{key} IN (SELECT id FROM known_documents) "
+                              "THEN 1 ELSE 0 END)" for key in DOCUMENT_KEYS.values())
+
+        same = " AND ".join(f"e.{views_mod.quote_identifier(c)} IS NOT DISTINCT FROM "
+                            f"s.{views_mod.quote_identifier(c)}" for c in VARIANT_SAME)
+        stored_cols = ", ".join(f"e.{views_mod.quote_identifier(c)}" for c in
+                                dict.fromkeys(("run_id", *DOCUMENT_KEYS.values(),
+                                               *VARIANT_SAME)))
+        # Each source is scanned once into a small table of what choosing needs (the
+        # documents' text stays where it is: only hashes of it are carried).
+        con.execute("""
+            CREATE TEMP TABLE variant_ids AS
+            SELECT o.run_id, max(CASE WHEN o._rn = 1 THEN o._outcome END) AS first_outcome
+            FROM run_outcome_wide o
+            WHERE o.content_hash = o._first_hash
+            GROUP BY o.run_id
+            HAVING (count(*) > 1 OR first_outcome = 'duplicate')
+                AND first_outcome IN ('added', 'duplicate')
+        """)
+        con.execute(f"""
+            CREATE TEMP TABLE variant_stored AS
+            SELECT {stored_cols}, hash(e.document) AS _hash, {richness("e")} AS richness
+            FROM existing_runs e WHERE e.run_id IN (SELECT run_id FROM variant_ids)
+        """)
+        staged_cols = stored_cols.replace("e.", "s.")
+        con.execute(f"""
+            CREATE TEMP TABLE variant_staged AS
+            SELECT {staged_cols}, s._seq, hash(s.document) AS _hash,
+                {richness("s")} AS richness
+            FROM staged_runs s JOIN run_outcome_wide o ON o._seq = s._seq
+            WHERE o.run_id IN (SELECT run_id FROM variant_ids)
+                AND o.content_hash = o._first_hash
+        """)
+        con.execute(f"""
+            CREATE TEMP TABLE picked AS
+            WITH candidates AS (
+                SELECT s.run_id, s._seq, s._hash, s.richness, FALSE AS stored
+                FROM variant_staged s LEFT JOIN variant_stored e ON e.run_id = s.run_id
+                -- a variant may change only what no other table derives from the run
+                WHERE e.run_id IS NULL OR ({same})
+                UNION ALL
+                SELECT e.run_id, NULL, e._hash, e.richness, TRUE FROM variant_stored e
+            ),
+            differ AS (  -- runs whose records are not all the same document
+                SELECT run_id FROM candidates GROUP BY run_id
+                HAVING count(DISTINCT _hash) > 1
+            ),
+            -- Ties are broken by the MD5 of the document (stable; hash() is DuckDB's own),
+            -- computed only where records differ: a re-loaded file costs no MD5 at all.
+            staged_md5 AS (
+                SELECT _seq, md5(document) AS _doc FROM staged_runs
+                WHERE run_id IN (SELECT run_id FROM differ)
+            ),
+            stored_md5 AS (
+                SELECT run_id, md5(document) AS _doc FROM existing_runs
+                WHERE run_id IN (SELECT run_id FROM differ)
+            ),
+            ranked AS (
+                SELECT c.*, row_number() OVER (PARTITION BY c.run_id
+                    ORDER BY c.richness DESC, coalesce(t._doc, d._doc), c.stored DESC, c._seq
+                    ) AS _pick
+                FROM candidates c
+                LEFT JOIN staged_md5 t ON NOT c.stored AND t._seq = c._seq
+                LEFT JOIN stored_md5 d ON c.stored AND d.run_id = c.run_id
+            )
+            SELECT r.run_id, r._seq, r.stored, i.first_outcome
+            FROM ranked r JOIN variant_ids i ON i.run_id = r.run_id
+            WHERE r._pick = 1
+        """)
+        con.execute("UPDATE run_outcome_wide SET _outcome = 'duplicate' "
+                    "WHERE _outcome = 'added' AND run_id IN (SELECT run_id FROM picked)")
+        con.execute("UPDATE run_outcome_wide AS o SET _outcome = CASE WHEN p.first_outcome = "
+                    "'duplicate' THEN 'enrich' ELSE 'added' END FROM picked AS p "
+                    "WHERE o._seq = p._seq AND NOT p.stored")
+
+    def _write_enriched(self, con: duckdb.DuckDBPyConnection, final: Path,
+                        replaces: list[tuple[str, str]]) -> int:
+        """Write the new version of every stored file holding a row that this load enriches:
+        runs whose richer variant it brings (``enrich``), and workloads known only by digest
+        whose document it brings. Each file keeps its rows in order, the enriched ones
+        replaced by the new record's (keeping their ``load_id`` and ``loaded_at``: the row is
+        still the run its first load added). Appends ``(new file, stored file)`` to
+        ``replaces``; returns the rows replaced."""
+        from kidata.pqwrite import write_reader
+        from kidata.schema import TABLES
+
+        con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s "
+                    "WHERE s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
+        con.execute("""
+            CREATE TEMP TABLE enrich_workloads AS
+            SELECT * EXCLUDE (_first) FROM (
+                SELECT s.*, row_number() OVER (PARTITION BY workload_id ORDER BY _seq) AS _first
+                FROM staged_workloads s WHERE s.document IS NOT NULL
+                    AND s.workload_id IN (SELECT workload_id FROM existing_workloads
+                                          WHERE document IS NULL)
+            ) WHERE _first = 1
+        """)
+        q = views_mod.quote_identifier
+        replaced = 0
+        for table, key in (("runs", "run_id"), ("workloads", "workload_id")):
+            [(count,)] = con.execute(f"SELECT count(*) FROM enrich_{table}").fetchall()
+            if not count:
+                continue
+            replaced += count
+            files = sorted({row[0] for row in con.execute(
+                f"SELECT DISTINCT filename FROM read_parquet($files, union_by_name = true, "
+                f"filename = true) WHERE {key} IN (SELECT {key} FROM enrich_{table})",
+                {"files": [str(f) for f in self.table_files(table)]}).fetchall()})
+            for n, stored in enumerate(files):
+                have = {row[0] for row in con.execute(
+                    "SELECT name FROM parquet_schema($f)", {"f": stored}).fetchall()}
+                cols = []
+                for field in TABLES[table]:
+                    name = q(field.name)
+                    old = f"f.{name}" if field.name in have else "NULL"
+                    if field.name in ("load_id", "loaded_at"):
+                        cols.append(f"{old} AS {name}")
+                    else:
+                        cols.append(f"CASE WHEN e.{q(key)} IS NULL THEN {old} "
+                                    f"ELSE e.{name} END AS {name}")
+                query = (f"SELECT {', '.join(cols)} FROM read_parquet($f, "
+                         f"file_row_number = true) f LEFT JOIN enrich_{table} e "
+                         f"ON e.{q(key)} = f.{q(key)} ORDER BY f.file_row_number")
+                out = final / f"enriched-{table}-{n}.parquet"
+                write_reader(out, TABLES[table],
+                             con.sql(query, params={"f": stored}).to_arrow_reader(8192))
+                durable.fsync_file(out)
+                replaces.append((str(out.relative_to(self.path)),
+                                 str(Path(stored).resolve().relative_to(self.path.resolve()))))
+        return replaced
 
     def _select_final(self, table: str) -> str:
         """The query giving the rows a commit adds to ``table``."""
@@ -759,6 +963,7 @@ class Warehouse:
     def _tables(self) -> duckdb.DuckDBPyConnection:
         """The cached connection with the tables defined (a new one after a load committed
         or a table folder was created); views are :meth:`_ready`'s."""
+        self.require()
         state = (tuple(bool(self.table_files(t)) for t in COLUMNS),
                  snapshot.marker_state(self.path))
         if self._con is not None and self._con_state == state:
@@ -822,7 +1027,11 @@ class Warehouse:
     def rejects(self, load_id: str | None = None, file: str | None = None
                 ) -> duckdb.DuckDBPyRelation:
         """Rejected records, oldest load first: when, which load, file, position, field and
-        reason (``raw`` holds the record's text). Narrowed to one load or one input file."""
+        reason (``raw`` holds the record's text). Narrowed to one load or one input file; a
+        load id that names no committed load raises :class:`NoSuchLoad`."""
+        if load_id is not None and not self.sql(
+                "SELECT 1 FROM loads WHERE load_id = $id", {"id": load_id}).fetchall():
+            raise NoSuchLoad(load_id)
         return self.sql(
             "SELECT loaded_at, load_id, source_file, position, field, reason, raw FROM rejects "
             "WHERE ($load_id IS NULL OR load_id = $load_id) "

@@ -67,8 +67,8 @@ SELECT
     family,
     implementation,
     variant,
-    schedule_rank,
-    schedules,
+    CAST(schedule_rank AS BIGINT) AS schedule_rank,  -- RANK is INT in Spark: one type
+    CAST(schedules AS BIGINT) AS schedules,
     median_us,
     is_selected,
     CASE WHEN selected_count = 1 THEN any_selected_variant END AS selected_variant,

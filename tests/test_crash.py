@@ -249,3 +249,34 @@ def test_a_commit_whose_staged_file_was_deleted_is_undone(tmp_path: Path, cli, m
     for table in ("environments", "protocols", "workloads", "measurements", "runs", "loads"):
         assert not list((wh / table).glob("*.parquet")), table
     assert_rerun_completes(wh, [str(SEEDS)], SEEDS_COMPLETE)
+
+
+def test_a_commit_that_enriches_stored_runs_killed_after_its_marker(tmp_path: Path):
+    """A load whose duplicate carries more documents replaces the stored run's file after its
+    commit marker (docs/guarantees.md). Killed between the two, readers see the stored run
+    (whole and consistent) and the next writer completes the replacement."""
+    import json
+
+    from runs_factory import bundle
+    from test_properties import with_documents
+
+    wh = tmp_path / "wh"
+    poor, rich = tmp_path / "poor.jsonl", tmp_path / "rich.jsonl"
+    poor.write_text(json.dumps(bundle(0)) + "\n")
+    rich.write_text(json.dumps(with_documents(0, True)) + "\n")
+    assert Warehouse(wh).load([str(poor)]).ok
+    stored = Warehouse(wh).sql("SELECT workload_id FROM runs").fetchall()
+    proc = kidata(wh, "load", str(rich), env={"KIDATA_FAULT": "after-move:loads",
+                                               "KIDATA_FAULT_ACTION": "kill"})
+    assert proc.returncode == -signal.SIGKILL
+    # Its marker is in place, the replacement of the stored runs file not yet.
+    assert Warehouse(wh).sql("SELECT count(*) FROM loads").fetchall() == [(2,)]
+    assert Warehouse(wh).sql("SELECT workload_id FROM runs").fetchall() == stored
+    report = Warehouse(wh).check(repair=True)
+    assert any("completed the interrupted commit" in line for line in report.repaired)
+    assert report.problems == []
+    [(workload, implementation)] = Warehouse(wh).sql(
+        "SELECT workload_id, implementation_id FROM runs").fetchall()
+    assert workload == with_documents(0, True)["run"]["spec"]["workloadDigest"]
+    assert implementation == with_documents(0, True)["run"]["spec"]["implementationDigest"]
+    assert len(plain(wh, "runs", "run_id")) == 1  # still one run, for a plain reader too

@@ -112,6 +112,7 @@ def test_generated_bundles_single_process(tmp_path, monkeypatch):
     path = write_lines(tmp_path / "gen.ndjson", [GEN.bundle(i) for i in range(2500)])
     out = load_both(tmp_path, monkeypatch, [path])
     assert out[1].runs_added == 2500
+    assert (out[1].fast_path, out[0].fast_path) == (2500, 0)  # every one is the common shape
     assert_same(*out)
 
 
@@ -126,6 +127,11 @@ def test_generated_bundles_with_workers(tmp_path, monkeypatch):
     out = load_both(tmp_path, monkeypatch, [path := write_lines(tmp_path / "g.ndjson", records)],
                     workers=2)
     assert path.exists() and out[1].rejected == 2
+    # Each path takes what it should, in the workers too: the three altered records take the
+    # general path (two rejects; a bare run, which the fast path never takes), the other
+    # 4,497 the fast path; with it switched off, all 4,500 take the general path.
+    assert (out[1].records, out[1].fast_path) == (4500, 4497)
+    assert out[0].fast_path == 0
     assert_same(*out)
 
 
@@ -162,6 +168,12 @@ def test_mixed_records_in_one_file(tmp_path, monkeypatch):
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n\n{broken\n")
     out = load_both(tmp_path, monkeypatch, [path])
     assert out[1].warned == 1 and out[1].rejected >= 3
+    # The fast path takes the plain bundles — GEN 1, the seed, GEN 2, GEN 1 again (a
+    # duplicate, found at commit), GEN 3: 5 — and hands on the other 6 of the 11 records (bare
+    # run, unknown GPU, published claims, a string, a bare document, broken JSON) unchanged to
+    # the general path. Switched off, it takes none.
+    assert (out[1].records, out[1].fast_path) == (11, 5)
+    assert (out[0].records, out[0].fast_path) == (11, 0)
     assert_same(*out)
 
 

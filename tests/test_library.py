@@ -33,15 +33,25 @@ def test_load_report_and_relations(tmp_path: Path):
 
 
 def test_query_error_is_a_kidata_error(tmp_path: Path):
-    wh = kidata.Warehouse(tmp_path / "wh")
+    wh = kidata.Warehouse(tmp_path / "wh").create()
     with pytest.raises(kidata.QueryError, match="Table with name nope does not exist"):
         wh.sql("select * from nope")
 
 
 def test_empty_warehouse_has_typed_empty_tables(tmp_path: Path):
-    wh = kidata.Warehouse(tmp_path / "never-loaded")
+    wh = kidata.Warehouse(tmp_path / "never-loaded").create()
     assert wh.sql("select count(*) from speedups").fetchall() == [(0,)]
     assert "median_us" in wh.relation("latencies").columns
+
+
+def test_a_folder_that_is_not_a_warehouse_is_refused(tmp_path: Path):
+    # A mistyped path must not read as an empty warehouse (issue 12, item 3).
+    for path, why in [(tmp_path / "nope", "no such folder"), (tmp_path, "no _kidata/ folder")]:
+        with pytest.raises(kidata.errors.NotAWarehouse, match=why):
+            kidata.Warehouse(path).sql("select count(*) from runs")
+        with pytest.raises(kidata.errors.NotAWarehouse):
+            kidata.Warehouse(path).check()
+    assert not (tmp_path / "nope").exists()  # reading created nothing
 
 
 def test_default_path_follows_the_environment(monkeypatch, tmp_path: Path):

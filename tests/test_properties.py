@@ -10,11 +10,13 @@ Examples are small and few (each one builds warehouses on disk), in a fresh fold
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -28,9 +30,10 @@ SEED1 = json.loads((SEEDS / "001_74c4a9a5654eeb33.txt").read_text("utf-8").split
 PROVENANCE = {"source_file", "loaded_at", "load_id"}
 # Tables a load writes, compared without their provenance columns (the file a row came from
 # and the load that added it differ with the split, by design). `loads` and `rejects`
-# describe the loads themselves, so they are left out.
+# describe the loads themselves, so they are left out, and so is `latest_runs` (a row per key
+# per load, by design; the views that read it are the same).
 COMPARED = ["runs", "measurements", "environments", "protocols", "workloads",
-            "workload_parameters", "published"]
+            "workload_parameters", "implementations", "published"]
 # Each example loads real warehouses (seconds), so shrinking a failure could take many
 # minutes: report the failing example as generated instead of shrinking it.
 FAST = settings(max_examples=5, deadline=None, derandomize=True,
@@ -99,6 +102,77 @@ def test_any_split_into_loads_in_any_order_gives_the_same_tables(reference, pick
                 assert wh.load([str(write(Path(tmp) / f"load{load}.jsonl", part))]).ok
         assert tables(wh) == restricted(reference, chosen)
         assert wh.check().problems == []
+
+
+# -- duplicates of different richness ---------------------------------------------------------
+
+def with_documents(i: int, implementation: bool, rows: int = 2048) -> dict:
+    """Run i of the pool (seed 000, named ``…-i``) as a richer record of the same run, as
+    Liger's CSV gives it: its Workload document (and, with ``implementation``, its
+    Implementation document) in the bundle, the run pointing at their digests. Same numbers:
+    a duplicate of ``bundle(i)``, not a conflict. ``rows`` changes the workload (another
+    document, equally rich)."""
+    from kidata.digest import digest
+
+    b = bundle(i)
+    workload = {"kind": "Workload", "apiVersion": "kernelindex.dev/v1alpha1",
+                "spec": {"kernel": "rms_norm", "name": "hidden4096-rows2048-bf16",
+                         "parameters": {"H": 4096, "M": rows, "dtype": "torch.bfloat16"}},
+                "metadata": {"name": f"w-{rows}", "title": "RMSNorm workload"}}
+    b["workload"] = workload
+    b["run"]["spec"]["workloadDigest"] = digest(workload)
+    if implementation:
+        impl = {"kind": "Implementation", "apiVersion": "kernelindex.dev/v1alpha1",
+                "spec": {"kernel": "rms_norm", "name": "liger"},
+                "metadata": {"name": "liger-impl-rms-norm-liger", "title": "Liger · RMSNorm"}}
+        b["implementation"] = impl
+        b["run"]["spec"]["implementationDigest"] = digest(impl)
+    return b
+
+
+# Runs 0 and 1 in up to four variants each: the bare seed shape (documents by digest only),
+# with its Workload document, with Workload and Implementation documents (two of those for
+# run 0, with different workloads: equally rich).
+VARIANTS = [bundle(0), with_documents(0, False), with_documents(0, True),
+            with_documents(0, True, rows=1024), bundle(1), with_documents(1, True)]
+RICHNESS = [2, 3, 4, 4, 2, 4]  # environment, protocol, + workload, + implementation
+
+
+@FAST
+@given(picks=st.lists(st.integers(0, len(VARIANTS) - 1), min_size=2, max_size=7),
+       data=st.data())
+def test_richer_duplicates_give_the_same_tables_in_any_split_and_order(picks, data):
+    """Records of one run that carry more or fewer of its documents: any split into loads, in
+    any order, gives the tables of one load of them all, and each run keeps its richest
+    record (ties: the smallest run document), with every document any record carried."""
+    buckets = data.draw(st.lists(st.integers(0, 2), min_size=len(picks), max_size=len(picks)),
+                        label="load of each record")
+    order = data.draw(st.permutations([0, 1, 2]), label="order of the loads")
+    chosen = [VARIANTS[i] for i in picks]
+    with tempfile.TemporaryDirectory() as tmp:
+        one = Warehouse(Path(tmp) / "one")
+        assert one.load([str(write(Path(tmp) / "all.jsonl", chosen))]).ok
+        wh = Warehouse(Path(tmp) / "wh")
+        for load in order:
+            part = [r for r, b in zip(chosen, buckets, strict=True) if b == load]
+            if part:
+                assert wh.load([str(write(Path(tmp) / f"load{load}.jsonl", part))]).ok
+        assert tables(wh) == tables(one)
+        assert wh.check().problems == []
+        stored = dict(wh.sql("SELECT run_id, workload_id FROM runs").fetchall())
+        for name in stored:
+            mine = [(RICHNESS[i], VARIANTS[i]) for i in set(picks)
+                    if VARIANTS[i]["run"]["metadata"]["name"] == name]
+            best = max(r for r, _ in mine)
+            # Ties: the smallest MD5 of the run document as stored (orjson's bytes).
+            richest = min((v for r, v in mine if r == best),
+                          key=lambda v: hashlib.md5(orjson.dumps(v["run"])).hexdigest())
+            assert stored[name] == richest["run"]["spec"]["workloadDigest"], name
+        # Every Workload document any chosen record carried is there, with its parameters.
+        carried = {json.dumps(v["workload"]["spec"]["parameters"]) for v in chosen
+                   if "workload" in v}
+        assert wh.sql("SELECT count(*) FROM workloads WHERE document IS NOT NULL"
+                      ).fetchall() == [(len(carried),)]
 
 
 # -- round trip ------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def test_empty_warehouse_gives_typed_empty_tables(spark, tmp_path):
     assert isinstance(observed, T.TimestampType)
     assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == 0
     # Reference tables are served from kidata's packaged data, as DuckDB does.
-    duck = Warehouse(empty)
+    duck = Warehouse(empty).create()  # kidata reads only a folder made a warehouse
     for table in ("gpus",):
         if table in TABLES:
             assert session.table(table).count() == duck.sql(
@@ -307,3 +307,28 @@ def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
     register(session, old)
     for name in ("latest_runs", "speedups"):
         assert _assert_same_rows(session, seeded, name) > 0
+
+
+def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
+    """A load killed after renaming its runs but before its commit marker: a plain reader of
+    the Parquet files sees its runs; kidata's snapshot rule hides them in Spark as in DuckDB."""
+    import signal
+    import subprocess
+
+    wh = tmp_path / "half"
+    seeds = sorted(SEEDS.glob("00[01]_*.txt"))
+    assert Warehouse(wh).load([str(p) for p in seeds]).ok  # seeds 000 and 001: 2 runs
+    killed = subprocess.run(
+        [sys.executable, "-m", "kidata", "-w", str(wh), "load", str(next(SEEDS.glob("003_*")))],
+        env={**os.environ, "KIDATA_FAULT": "after-move:runs", "KIDATA_FAULT_ACTION": "kill"},
+        capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    # On disk: seed 003's 24 runs are in place beside the first load's 2, its marker is not.
+    assert pq.read_table(wh / "runs").num_rows == 2 + 24
+    assert len(list((wh / "loads").glob("*.parquet"))) == 1
+    session = spark.newSession()
+    register(session, wh)
+    duck = Warehouse(wh)
+    assert session.sql("SELECT count(*) FROM runs").collect()[0][0] == 2  # before: 26
+    for name in ("runs", "measurements", "workloads", "latest_runs", "latencies"):
+        _assert_same_rows(session, duck, name)

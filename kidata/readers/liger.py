@@ -13,7 +13,6 @@ file lines, because a quoted field may span lines. Errors name the CSV column as
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import re
@@ -30,6 +29,8 @@ from kidata.digest import digest
 from kidata.documents import document
 from kidata.errors import RecordError
 from kidata.readers import INT_RANGE, MAX_DEPTH, MAX_RECORD_BYTES, Item, nesting_depth, raw_text
+
+RAW_LIMIT = 65536  # what rejects.raw keeps of a record (kidata.readers.raw_text)
 
 SOURCE = "liger-kernel-bench"
 REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
@@ -282,10 +283,12 @@ def _environment(gpu_name: str, gpu: Gpu) -> dict[str, Any]:
                     f"Liger benchmark host · {short}", {"hardware": hardware, "software": {}})
 
 
-def _raw(values: list[str]) -> str | None:
-    out = io.StringIO()
-    csv.writer(out, lineterminator="").writerow(values)
-    return raw_text(out.getvalue())
+def _error(file: str, position: str, field: str | None, message: str,
+           raw: str | None) -> RecordError:
+    """A row (or header) error that keeps the row's text for ``rejects.raw``."""
+    err = RecordError(file, position, field, message)
+    err.raw = raw  # type: ignore[attr-defined]
+    return err
 
 
 def _reject_json_constant(name: str) -> Any:
@@ -315,12 +318,16 @@ def _finite_float(text: str) -> float:
 class _Lines:
     """The file's lines as text for :mod:`csv`, read one at a time so that a line that is not
     UTF-8, or longer than the record limit, spoils only its own row: the problem is kept in
-    :attr:`problem` for the row that consumed the line."""
+    :attr:`problem` for the row that consumed the line. The text of the lines a row consumed
+    (a quoted field may span several) is its raw record (:meth:`take_raw`), kept in
+    ``rejects.raw`` when the row is rejected."""
 
     def __init__(self, stream: IO[bytes]):
         self.stream = stream
         self.number = 0
         self.problem: str | None = None
+        self._taken: list[str] = []
+        self._taken_size = 0
 
     def __iter__(self) -> _Lines:
         return self
@@ -339,13 +346,26 @@ class _Lines:
                     break
             self.problem = self.problem or (f"line {self.number} is longer than "
                                             f"{MAX_RECORD_BYTES // (1024 * 1024)} MiB; not read")
+            self._take(line[:RAW_LIMIT].decode("utf-8", errors="replace"))
             return "\n"
         try:
-            return line.decode("utf-8")
+            text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.problem = self.problem or (f"not UTF-8 text (line {self.number}, byte "
                                             f"{exc.start}: {exc.reason})")
-            return line.decode("utf-8", errors="replace")
+            text = line.decode("utf-8", errors="replace")
+        self._take(text)
+        return text
+
+    def _take(self, text: str) -> None:
+        if self._taken_size < RAW_LIMIT:  # rejects.raw keeps 64 KiB: no need for more
+            self._taken.append(text)
+            self._taken_size += len(text)
+
+    def take_raw(self) -> str | None:
+        """The text of the lines read since the last call (line ends of the last removed)."""
+        taken, self._taken, self._taken_size = self._taken, [], 0
+        return raw_text("".join(taken).removesuffix("\n").removesuffix("\r"))
 
     def take_problem(self) -> str | None:
         problem, self.problem = self.problem, None
@@ -358,11 +378,13 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
     try:
         header = next(reader, None)
     except csv.Error as exc:
-        yield RecordError(file, "header", None, f"malformed CSV header: {exc}")
+        yield _error(file, "header", None, f"malformed CSV header: {exc}", lines.take_raw())
         return
     problem = lines.take_problem()
+    header_raw = lines.take_raw()
     if problem:
-        yield RecordError(file, "header", None, f"cannot read the CSV header: {problem}")
+        yield _error(file, "header", None, f"cannot read the CSV header: {problem}",
+                     header_raw)
         return
     if header is None:
         yield RecordError(file, "header", None, "empty file: expected a CSV header line "
@@ -373,10 +395,10 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         index.setdefault(name.strip(), i)
     missing = [c for c in COLUMNS if c not in index]
     if missing:
-        yield RecordError(file, "header", missing[0],
+        yield _error(file, "header", missing[0],
                           f"missing column{'s' if len(missing) > 1 else ''} "
                           f"{', '.join(missing)}; expected the Liger-Kernel benchmark CSV "
-                          f"columns {', '.join(COLUMNS)}")
+                          f"columns {', '.join(COLUMNS)}", header_raw)
         return
     docs = _Docs()
     number = 0
@@ -388,20 +410,23 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         except csv.Error as exc:
             lines.take_problem()
             number += 1
-            yield RecordError(file, f"row {number}", None, f"malformed CSV: {exc}")
+            yield _error(file, f"row {number}", None, f"malformed CSV: {exc}",
+                         lines.take_raw())
             continue
         problem = lines.take_problem()
+        raw = lines.take_raw()
         if problem:
             number += 1
-            yield RecordError(file, f"row {number}", None, problem)
+            yield _error(file, f"row {number}", None, problem, raw)
             continue
         if not values or (len(values) == 1 and not values[0].strip()):
             continue  # a blank line is not a row
         number += 1
         position = f"row {number}"
         try:
-            yield _item(values, index, header, file, position, _raw(values), docs)
+            yield _item(values, index, header, file, position, raw, docs)
         except RecordError as err:
+            err.raw = raw  # type: ignore[attr-defined]
             yield err
 
 
