@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, shared
 
 from kidata import Warehouse
 from kidata.convert import convert
@@ -36,7 +36,7 @@ PROVENANCE = ("source_file", "loaded_at", "load_id")
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory) -> tuple[Path, object]:
     out = tmp_path_factory.mktemp("bundles")
-    report = convert([str(RECENT), str(SEED_003)], out)
+    report = convert([str(shared("liger/all_benchmark_data.csv")), str(SEED_003)], out)
     return out, report
 
 

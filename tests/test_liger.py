@@ -13,7 +13,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,7 +55,7 @@ def ns(text: str) -> int:
 @pytest.fixture(scope="module")
 def recent(tmp_path_factory) -> Warehouse:
     wh = Warehouse(tmp_path_factory.mktemp("liger") / "wh")
-    report = wh.load([str(RECENT)])
+    report = wh.load([str(shared("liger/all_benchmark_data.csv"))])
     assert report.ok, report.rejects[:3]
     assert report.warned == 0
     return wh
