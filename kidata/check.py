@@ -369,7 +369,8 @@ def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     load whose kidata derives it (readers compute the others' rows themselves)."""
     _, missing, extra = _derived_difference(con, "latest_runs")
     if missing or extra:
-        loads = sorted({r[-1] for r in missing + extra})
+        at = TABLES["latest_runs"].names.index("load_id")
+        loads = sorted({r[at] for r in missing + extra})
         report.problems.append(
             f"latest_runs: {len(missing):,} rows missing and {len(extra):,} rows not given by "
             f"the loads' runs, in {len(loads):,} loads, e.g. {_examples([(x,) for x in loads])}"
