@@ -30,6 +30,7 @@ from runs_factory import bundle
 from test_properties import write
 
 from kidata import Warehouse
+from kidata.check import check
 from kidata.errors import QueryError
 from kidata.schema import TABLES
 
@@ -306,9 +307,16 @@ def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(t
     for name, rows in before.items():
         assert again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows, name
     assert again.check().problems == []
+    # A lost marker: --repair writes one saying 'unknown' (the rows lack their evidence), so
+    # readers still derive the rows.
+    marker = wh.path / "loads" / f"part-{load_id}.parquet"
+    marker.unlink()
+    assert check(Warehouse(wh.path), repair=True).problems == []
+    assert pq.read_table(marker).column("kidata_version").to_pylist() == ["unknown"]
+    for name, rows in before.items():
+        assert Warehouse(wh.path).sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows
     # The version is what tells: the same files under a 0.2.3 marker are trusted, and the
     # columns they lack are missing.
-    marker = wh.path / "loads" / f"part-{load_id}.parquet"
     row = pq.read_table(marker).to_pylist()[0]
     row.update(kidata_version="0.2.3")
     pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
