@@ -142,13 +142,21 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
                     stamps[load_id] = min(stamp, stamps.get(load_id, stamp))
         known = {r[0] for r in con.sql(
             f"SELECT load_id FROM ({views_mod.table_sql(wh.path, 'loads')})").fetchall()}
+        # Loads whose latest_runs rows all carry their evidence (derived.STATISTICS, 0.2.3).
+        evidenced: set[str] = set()
+        latest = views_mod.table_sql(wh.path, "latest_runs")
+        if "evidence" in con.sql(latest).columns:
+            evidenced = {r[0] for r in con.sql(
+                f"SELECT load_id FROM ({latest}) GROUP BY load_id "
+                "HAVING count(evidence) = count(*)").fetchall()}
         for load_id in sorted(set(counts) - known):
             added = counts[load_id]
             row = {"load_id": load_id,
                    "loaded_at": stamps.get(load_id) or datetime.now(UTC),
-                   # Only a load with latest_runs rows was written by a kidata that derives
-                   # them; any other is marked unknown, so readers compute its rows.
-                   "kidata_version": __version__ if "latest_runs" in added else "unknown",
+                   # Only a load with latest_runs rows that carry their evidence was written
+                   # by a kidata that derives them as this one does; any other is marked
+                   # unknown, so readers compute its rows.
+                   "kidata_version": __version__ if load_id in evidenced else "unknown",
                    "files": 0, "records": 0,
                    "added": json.dumps(added, sort_keys=True), "duplicates": 0,
                    "rejected": added.get("rejects", 0), "warnings": 0}
@@ -351,7 +359,14 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
     con = engine.connect()
     try:
         snapshot.define(con, wh.path)
-        stored = f"({views_mod.table_sql(wh.path, 'latest_runs')})"
+        stored = views_mod.table_sql(wh.path, "latest_runs")
+        # Files written before 0.2.3 lack the evidence columns (derived.STATISTICS).
+        lacking = [f for f in TABLES["latest_runs"] if f.name not in con.sql(stored).columns]
+        if lacking:
+            stored = ("SELECT *, " + ", ".join(
+                f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}" for f in lacking)
+                + f" FROM ({stored})")
+        stored = f"({stored})"
         computed, missing, extra = _derived_difference(con, stored)
         if not missing and not extra:
             return []
@@ -372,7 +387,8 @@ def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     load whose kidata derives it (readers compute the others' rows themselves)."""
     _, missing, extra = _derived_difference(con, "latest_runs")
     if missing or extra:
-        loads = sorted({r[-1] for r in missing + extra})
+        at = TABLES["latest_runs"].names.index("load_id")
+        loads = sorted({r[at] for r in missing + extra})
         report.problems.append(
             f"latest_runs: {len(missing):,} rows missing and {len(extra):,} rows not given by "
             f"the loads' runs, in {len(loads):,} loads, e.g. {_examples([(x,) for x in loads])}"

@@ -9,12 +9,18 @@ latest of the loads' latest runs is the latest run, and the loads' counts add up
 because each run is added by exactly one load. ``protocol_id`` (not the family) is part of the
 key because a protocol's family is only known once its document is loaded, possibly later.
 
+Each row also carries the run's version and its latency evidence (``STATISTICS``: samples,
+resolution, spread, its ends and what it supports), worked out by the ``run_statistics`` view's
+own SQL (:func:`run_statistics_sql`) over the run's measurements, so the ``latest_latencies``
+view reads everything from these few rows and never works out statistics for every run.
+
 The rows depend only on the load's own runs and measurements, so adding a load costs time in
 proportion to its size, never to the warehouse's.
 
-Loads written by kidata 0.1 (before the table existed) have no rows; readers compute theirs on
-the fly with the same SQL (:func:`latest_runs_sql`), in DuckDB (:mod:`kidata.snapshot`) and in
-Spark (:mod:`kidata.spark`), so answers never depend on which version wrote a load.
+Loads written by kidata 0.1 (before the table existed) have no rows, and loads written by
+kidata 0.2.0-0.2.2 have rows without the ``STATISTICS`` columns; readers compute both kinds'
+rows on the fly with the same SQL (:func:`latest_runs_sql`), in DuckDB (:mod:`kidata.snapshot`)
+and in Spark (:mod:`kidata.spark`), so answers never depend on which version wrote a load.
 """
 
 from __future__ import annotations
@@ -25,8 +31,38 @@ import re
 # BY treat nulls as equal, as the speedups view does).
 KEY = ("kernel", "pass", "workload", "gpu", "protocol_id", "implementation", "variant")
 
-# The first kidata version whose commits write latest_runs.
-LATEST_RUNS_SINCE = (0, 2)
+# The columns of a latest run's evidence, as the latencies view gives them (added in 0.2.3).
+STATISTICS = ("version", "samples", "resolution_us", "spread", "low_us", "high_us", "evidence")
+
+# The first kidata version whose commits write latest_runs with its STATISTICS columns.
+LATEST_RUNS_SINCE = (0, 2, 3)
+
+
+def run_statistics_sql(measurements: str) -> str:
+    """The ``run_statistics`` view's SQL (sql/run_statistics.sql: the one statement of the
+    spread and evidence rule) over ``measurements``, a table name or parenthesised query."""
+    from kidata.views import load_views
+
+    body, n = re.subn(r"\bFROM measurements\b", f"FROM {measurements}",
+                      load_views()["run_statistics"].body)
+    if n != 1:  # the view reads its source once; anything else would need a closer look
+        raise AssertionError(f"run_statistics reads measurements {n} times, expected once")
+    return body
+
+
+def latest_statistics_sql(latest: str, measurements: str) -> str:
+    """The ``STATISTICS`` columns (and ``run_id``) of the runs whose ids are in ``latest``
+    (a table name or parenthesised query with a ``run_id`` column), from ``measurements``:
+    only those runs' rows are read, then ``run_statistics`` and ``latency_statistics`` (µs)
+    apply. ``version`` is not among them (it is a run's column)."""
+    stats = run_statistics_sql(f"(SELECT * FROM {measurements} WHERE metric = 'latency' AND "
+                               f"run_id IN (SELECT run_id FROM {latest}))")
+    return f"""
+        SELECT run_id, samples, resolution / 1000.0 AS resolution_us, spread,
+            low / 1000.0 AS low_us, high / 1000.0 AS high_us, evidence
+        FROM ({stats}) s
+        WHERE metric = 'latency'
+    """
 
 
 def latest_runs_sql(runs: str, measurements: str) -> str:
@@ -38,7 +74,7 @@ def latest_runs_sql(runs: str, measurements: str) -> str:
         WITH passed AS (
             SELECT
                 r.load_id, r.kernel, r.pass, r.workload, r.gpu, r.protocol_id,
-                r.implementation, r.variant, r.run_id, r.observed_at,
+                r.implementation, r.variant, r.run_id, r.observed_at, r.version,
                 med.value / 1000.0 AS median_us,
                 p20.value / 1000.0 AS p20_us,
                 p80.value / 1000.0 AS p80_us
@@ -58,11 +94,16 @@ def latest_runs_sql(runs: str, measurements: str) -> str:
                                    ORDER BY observed_at DESC NULLS LAST, run_id DESC) AS rn,
                 COUNT(*) OVER (PARTITION BY load_id, {key}) AS passed_runs
             FROM passed
+        ),
+        latest AS (
+            SELECT {key}, run_id, observed_at, median_us, p20_us, p80_us,
+                CAST(passed_runs AS BIGINT) AS passed_runs, load_id, version
+            FROM ranked
+            WHERE rn = 1
         )
-        SELECT {key}, run_id, observed_at, median_us, p20_us, p80_us,
-            CAST(passed_runs AS BIGINT) AS passed_runs, load_id
-        FROM ranked
-        WHERE rn = 1
+        SELECT l.*, s.samples, s.resolution_us, s.spread, s.low_us, s.high_us, s.evidence
+        FROM latest l
+        LEFT JOIN ({latest_statistics_sql("latest", measurements)}) s ON s.run_id = l.run_id
     """
 
 
@@ -80,8 +121,9 @@ def underived(loads: list[tuple[str, str | None]]) -> list[str]:
 
 
 def is_before_latest_runs(kidata_version: str | None) -> bool:
-    """Whether a load whose marker names ``kidata_version`` may lack its ``latest_runs`` rows:
-    written by kidata 0.1, or of unknown origin (a marker rewritten by ``kidata check
-    --repair``). Readers compute such loads' rows instead of trusting the table."""
-    parts = re.match(r"^(\d+)\.(\d+)", kidata_version or "")
-    return parts is None or (int(parts[1]), int(parts[2])) < LATEST_RUNS_SINCE
+    """Whether a load whose marker names ``kidata_version`` may lack its ``latest_runs`` rows
+    or their ``STATISTICS``: written by kidata before 0.2.3, or of unknown origin (a marker
+    rewritten by ``kidata check --repair``). Readers compute such loads' rows instead of
+    trusting the table."""
+    parts = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", kidata_version or "")
+    return parts is None or (int(parts[1]), int(parts[2]), int(parts[3] or 0)) < LATEST_RUNS_SINCE

@@ -240,6 +240,19 @@ LATEST_RUNS = (
        "measured."),
     _f("passed_runs", INT64, "Passed latency runs of this key the load added.", False),
     _f("load_id", STRING, "The load whose runs these are.", False),
+    # Since 0.2.3 (kidata/derived.py STATISTICS): null in rows written before, whose readers
+    # compute them.
+    _f("version", STRING, "That run's `version` (since 0.2.3)."),
+    _f("samples", INT64, "That run's latency samples (`latencies.samples`), null when "
+       "unknown (since 0.2.3)."),
+    _f("resolution_us", FLOAT64, "That run's timer resolution (µs, "
+       "`latencies.resolution_us`), null when unknown (since 0.2.3)."),
+    _f("spread", STRING, "The statistics bounding that run's noise (`latencies.spread`), "
+       "null for none (since 0.2.3)."),
+    _f("low_us", FLOAT64, "Lower end of the spread (µs, `latencies.low_us`) (since 0.2.3)."),
+    _f("high_us", FLOAT64, "Upper end of the spread (µs, `latencies.high_us`) (since 0.2.3)."),
+    _f("evidence", STRING, "What the spread supports (`latencies.evidence`); null only in "
+       "rows written before 0.2.3."),
 )
 
 LOADS = (

@@ -874,8 +874,10 @@ class Warehouse:
 
         They come from the staged rows of the runs this load adds, which carry their latency
         median, p20 and p80 (``schema.STAGED_LATENCY``), so no join with the measurements is
-        needed. It gives the rows of :func:`kidata.derived.latest_runs_sql` over the final
-        tables (``kidata check`` compares the two)."""
+        needed to find them; only the chosen runs' measurements are read, for their evidence
+        (:func:`kidata.derived.latest_statistics_sql`). It gives the rows of
+        :func:`kidata.derived.latest_runs_sql` over the final tables (``kidata check``
+        compares the two)."""
         key = ", ".join(derived.KEY)
 
         def same(a: str, b: str) -> str:  # protocol_id and variant may be null
@@ -886,7 +888,8 @@ class Warehouse:
         # 128 MB of DuckDB memory at 1M runs; these joins take 1.4 s and fit in 96 MB.
         query = f"""
             WITH passed AS (
-                SELECT {key}, run_id, observed_at, _latency_median, _latency_p20, _latency_p80
+                SELECT {key}, run_id, observed_at, version, _seq, _latency_median,
+                    _latency_p20, _latency_p80
                 FROM staged_runs
                 WHERE _seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'added')
                     AND status = 'passed' AND _latency_median IS NOT NULL
@@ -901,12 +904,23 @@ class Warehouse:
             ),
             chosen AS (
                 SELECT {key}, max(run_id) AS run_id FROM at_latest GROUP BY ALL
+            ),
+            latest AS (
+                SELECT a.* FROM at_latest a JOIN chosen c ON {same("c", "a")}
+                    AND c.run_id = a.run_id
+            ),
+            -- The chosen runs' own measurements (their records', by record number).
+            their_measurements AS (
+                SELECT * FROM staged_measurements WHERE _seq IN (SELECT _seq FROM latest)
             )
             SELECT {", ".join(f"a.{k}" for k in derived.KEY)}, a.run_id, a.observed_at,
                 a._latency_median / 1000.0 AS median_us, a._latency_p20 / 1000.0 AS p20_us,
                 a._latency_p80 / 1000.0 AS p80_us, a.n AS passed_runs,
-                CAST($load_id AS VARCHAR) AS load_id
-            FROM at_latest a JOIN chosen c ON {same("c", "a")} AND c.run_id = a.run_id
+                CAST($load_id AS VARCHAR) AS load_id, a.version,
+                {", ".join(f"s.{c}" for c in derived.STATISTICS if c != "version")}
+            FROM latest a
+            LEFT JOIN ({derived.latest_statistics_sql("latest", "their_measurements")}) s
+                ON s.run_id = a.run_id
             ORDER BY {", ".join(f"a.{k} NULLS LAST" for k in derived.KEY)}
         """
         from kidata.pqwrite import write_reader

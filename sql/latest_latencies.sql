@@ -1,7 +1,7 @@
 -- view: latest_latencies
 -- purpose: The latest passed latency run of every implementation and variant per kernel, pass, workload, GPU and protocol family: the one rule speedups, remeasured and calibration read.
 -- grain: one row per kernel, pass, workload, GPU, protocol family, implementation and variant with at least one passed latency run.
--- sources: latest_runs, protocols, latencies, implementation_roles
+-- sources: latest_runs, protocols, gpus, implementation_roles
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -18,7 +18,8 @@
 --     before variants); null when it plays none. With several roles, the first alphabetically.
 --   observed_at: the run's observed_at.
 --   version: the run's version.
---   gpu_family: the GPU's family (latencies.gpu_family).
+--   gpu_family: the GPU's family from the catalog (gpus.family), the GPU key itself for a GPU
+--     not in the catalog (as latencies.gpu_family).
 --   median_us: median latency (µs).
 --   p20_us: 20th percentile (µs), null when not given.
 --   p80_us: 80th percentile (µs), null when not given.
@@ -31,7 +32,10 @@
 -- notes: The latest run is found among the loads' own latest runs (table latest_runs), which
 --   gives the same run as ranking every passed run in latencies, at a cost that grows with the
 --   keys, not the runs; the family is resolved here because a protocol document may arrive in
---   a later load than its runs. Roles: an implementation_roles row of the run's kernel replaces
+--   a later load than its runs. The run's numbers and evidence come from its latest_runs row,
+--   which a commit works out with the latencies view's own rule (run_statistics, in µs) from
+--   that run's measurements (kidata/derived.py), so statistics are not worked out for every
+--   run; the gpus catalog is joined here, as it may change after the load. Roles: an implementation_roles row of the run's kernel replaces
 --   the '*' rows of the same role; within a key and role, the lowest preference plays it.
 WITH heads AS (
     SELECT h.*, COALESCE(p.family, h.protocol_id) AS family
@@ -51,7 +55,7 @@ ranked AS (
     FROM heads
 ),
 latest AS (
-    SELECT kernel, pass, workload, gpu, family, implementation, variant, run_id, runs
+    SELECT *
     FROM ranked
     WHERE rn = 1
 ),
@@ -94,21 +98,21 @@ SELECT
     l.run_id,
     l.runs,
     r.role,
-    v.observed_at,
-    v.version,
-    v.gpu_family,
-    v.median_us,
-    v.p20_us,
-    v.p80_us,
-    v.samples,
-    v.resolution_us,
-    v.spread,
-    v.low_us,
-    v.high_us,
-    v.evidence
+    l.observed_at,
+    l.version,
+    COALESCE(g.family, l.gpu) AS gpu_family,
+    l.median_us,
+    l.p20_us,
+    l.p80_us,
+    l.samples,
+    l.resolution_us,
+    l.spread,
+    l.low_us,
+    l.high_us,
+    l.evidence
 FROM latest l
-JOIN latencies v
-    ON v.run_id = l.run_id
+LEFT JOIN gpus g
+    ON g.gpu = l.gpu
 LEFT JOIN roles r
     ON r.kernel = l.kernel AND r.pass = l.pass AND r.workload = l.workload AND r.gpu = l.gpu
     AND r.family = l.family AND r.implementation = l.implementation

@@ -6,7 +6,10 @@ picks the latest run across loads (kidata/derived.py).
 - as a property: for any records split into loads in any order, ``speedups`` picks exactly the
   runs (and counts) that ranking every run of ``latencies`` picks;
 - loads written by kidata 0.1 (no latest_runs rows) are derived on the fly, in DuckDB and by
-  ``kidata check``; Spark's side is in tests/test_spark.py.
+  ``kidata check``; Spark's side is in tests/test_spark.py;
+- each row carries its run's evidence (since 0.2.3), which ``latest_latencies`` reads instead
+  of working out statistics for every run; loads written by 0.2.0-0.2.2 (rows without it) are
+  derived on the fly and give the same answers.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from runs_factory import bundle
 from test_properties import write
 
 from kidata import Warehouse
+from kidata.check import check
+from kidata.errors import QueryError
 from kidata.schema import TABLES
 
 LIGER = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
@@ -102,6 +107,20 @@ def as_written_by_0_1(wh_path: Path, load_ids: list[str]) -> None:
         row.update(kidata_version="0.1.0", added=json.dumps(added, sort_keys=True))
         pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
         (wh_path / "latest_runs" / f"part-{load_id}.parquet").unlink(missing_ok=True)
+
+
+def as_written_by_0_2_2(wh_path: Path, load_ids: list[str]) -> None:
+    """Make loads look as kidata 0.2.2 wrote them: version 0.2.2 in their commit markers and
+    latest_runs rows without the columns added in 0.2.3 (derived.STATISTICS)."""
+    from kidata import derived
+
+    for load_id in load_ids:
+        marker = wh_path / "loads" / f"part-{load_id}.parquet"
+        row = pq.read_table(marker).to_pylist()[0]
+        row.update(kidata_version="0.2.2")
+        pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
+        path = wh_path / "latest_runs" / f"part-{load_id}.parquet"
+        pq.write_table(pq.read_table(path).drop_columns(list(derived.STATISTICS)), path)
 
 
 @pytest.fixture(params=["fast path", "general path"])
@@ -255,3 +274,51 @@ def test_speedups_match_ranking_every_run_for_any_split(case):
         if wh.sql("SELECT count(*) FROM latencies WHERE status = 'passed'").fetchall()[0][0]:
             assert any(p.startswith("latest_runs:") for p in wh.check().problems)
 
+
+
+VIEWS_DATA = Path(__file__).parent / "data" / "views"
+
+
+def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(tmp_path):
+    """tests/data/views/statistics.jsonl, one load: run ev-res-liger has p20 9,990 ns and p80
+    10,005 ns, timing.resolutionNs 1,024 and no sample count: spread p20-p80 from 9.99 to
+    10.005 µs, 0.015 µs wide, under the 1.024 µs resolution; ev-quart-liger has only p25
+    9,500 / p75 10,500 ns: spread p25-p75, 9.5-10.5 µs, 'measured'. The commit writes these
+    into latest_runs; a load that looks written by 0.2.2 (rows without them) is derived when
+    read, with every view answering as before."""
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(VIEWS_DATA / "statistics.jsonl")]).ok
+    got = {r[0]: r[1:] for r in wh.sql(
+        "SELECT run_id, version, samples, resolution_us, spread, low_us, high_us, evidence "
+        "FROM latest_runs WHERE run_id IN ('ev-res-liger', 'ev-quart-liger')").fetchall()}
+    assert got == {
+        "ev-res-liger": (None, None, 1.024, "p20-p80", 9.99, 10.005, "below resolution"),
+        "ev-quart-liger": (None, None, None, "p25-p75", 9.5, 10.5, "measured"),
+    }
+    names = ("latest_runs", "latest_latencies", "speedups", "speedup_summary", "calibration",
+             "remeasured")
+    before = {n: wh.sql(f"SELECT * FROM {n} ORDER BY ALL").fetchall() for n in names}
+    assert all(before[n] for n in names[:4])
+    ((load_id,),) = wh.sql("SELECT load_id FROM loads").fetchall()
+    as_written_by_0_2_2(wh.path, [load_id])
+    assert "evidence" not in pq.read_schema(wh.path / "latest_runs" / f"part-{load_id}.parquet"
+                                            ).names
+    again = Warehouse(wh.path)
+    for name, rows in before.items():
+        assert again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows, name
+    assert again.check().problems == []
+    # A lost marker: --repair writes one saying 'unknown' (the rows lack their evidence), so
+    # readers still derive the rows.
+    marker = wh.path / "loads" / f"part-{load_id}.parquet"
+    marker.unlink()
+    assert check(Warehouse(wh.path), repair=True).problems == []
+    assert pq.read_table(marker).column("kidata_version").to_pylist() == ["unknown"]
+    for name, rows in before.items():
+        assert Warehouse(wh.path).sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows
+    # The version is what tells: the same files under a 0.2.3 marker are trusted, and the
+    # columns they lack are missing.
+    row = pq.read_table(marker).to_pylist()[0]
+    row.update(kidata_version="0.2.3")
+    pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
+    with pytest.raises(QueryError, match="version"):
+        Warehouse(wh.path).sql("SELECT * FROM latest_latencies").fetchall()

@@ -83,15 +83,15 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
     wh.load([str(SEEDS)])
     tables = set(schema.COLUMNS)
     assert wh.sql("select count(*) from speedup_summary").fetchall() == [(6,)]
-    # speedups reads latest_latencies (which reads latencies, latency_statistics and
-    # run_statistics) and verdict_rule.
-    shared = {"latest_latencies", "latencies", "latency_statistics", "run_statistics",
-              "verdict_rule"}
+    # speedups reads latest_latencies (which reads only tables: each latest run's evidence is
+    # in latest_runs since 0.2.3) and verdict_rule.
+    shared = {"latest_latencies", "verdict_rule"}
     assert _views_on(wh._con) - tables == {"speedups", "speedup_summary"} | shared
-    # regressions reads trends, which reads series_steps (sql/*.sql bodies).
+    # regressions reads trends, which reads series_steps, which reads run_statistics
+    # (sql/*.sql bodies).
     assert wh.sql("select count(*) from REGRESSIONS").fetchall()[0][0] >= 0
     assert _views_on(wh._con) - tables == {"speedups", "speedup_summary", "regressions",
-                                           "trends", "series_steps"} | shared
+                                           "trends", "series_steps", "run_statistics"} | shared
     every = set(views.load_views())
     assert _views_on(wh.connect()) - tables == every
 
@@ -111,7 +111,6 @@ def test_a_query_of_the_catalog_sees_every_view(tmp_path: Path, query: str):
 def test_views_named_only_in_a_string_are_defined_too():
     # A superset is harmless; a view left out would fail the query.
     assert views.needed("select 'speedups' as s") == [
-        "run_statistics", "latency_statistics", "latencies", "latest_latencies", "verdict_rule",
-        "speedups"]
+        "latest_latencies", "verdict_rule", "speedups"]
     assert views.needed("select 1") == []
     assert views.needed("select * from query_table('trends')") is None

@@ -332,3 +332,18 @@ def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
     assert session.sql("SELECT count(*) FROM runs").collect()[0][0] == 2  # before: 26
     for name in ("runs", "measurements", "workloads", "latest_runs", "latencies"):
         _assert_same_rows(session, duck, name)
+
+
+def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
+    """A warehouse whose loads were written by kidata 0.2.2 (latest_runs rows without the
+    evidence columns added in 0.2.3): Spark derives their rows, evidence included, and gives
+    DuckDB's answers on the current warehouse."""
+    from test_latest_runs import as_written_by_0_2_2
+
+    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
+        "_kidata")))
+    as_written_by_0_2_2(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
+    session = spark.newSession()
+    register(session, old)
+    for name in ("latest_runs", "latest_latencies", "speedups"):
+        assert _assert_same_rows(session, seeded, name) > 0
