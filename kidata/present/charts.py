@@ -106,10 +106,10 @@ def _figure(panels: int, cols: int = 3) -> tuple[Figure, list[Any]]:
         fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.9 / height,
                             top=1 - 0.7 / height, wspace=0.4,
                             hspace=1.25 / PANEL[1])
-        axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
-    for ax in axes[panels:]:
-        ax.set_visible(False)
-    return fig, axes[:panels]
+        # Only the panels drawn: an empty grid cell would cost an axes' creation for nothing.
+        grid = fig.add_gridspec(rows, cols)
+        axes = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(panels)]
+    return fig, axes
 
 
 class Palette:
@@ -389,7 +389,7 @@ def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
              overall: pl.DataFrame, extreme: float) -> Chart:
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     role = versus == ROLE
     kernels = sorted(cells["kernel"].unique().to_list())
@@ -430,8 +430,10 @@ def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
                     fontweight="bold" if i == last else "normal",
                     color="white" if dark else "black")
         bar = fig.colorbar(image, ax=ax, shrink=0.8)
+        # 1-2-5 steps: a range under a decade either side of 1 would show the 1 alone.
+        bar.ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         bar.ax.yaxis.set_major_formatter(FuncFormatter(_number))
-        bar.ax.yaxis.set_minor_formatter(NullFormatter())
+        bar.ax.yaxis.set_minor_locator(NullLocator())  # each minor tick costs drawing time
         bar.set_label("speedup (log scale)")
         ax.set_title(f"{candidate} vs {name} · {pass_} pass", loc="left")
     against_text = ("each kernel's reference implementation (the role 'reference' in "
