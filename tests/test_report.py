@@ -50,7 +50,7 @@ def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
     page = out.read_text("utf-8")
     # Seeds: trainkernel vs inductor (train_step, two GPUs); rms_norm (seed 000, A100) and
     # relu_squared (seed 001, H100) have one implementation each, so no pair.
-    assert charts(page) == ["speedup-trainkernel-vs-inductor", "latency-relu_squared",
+    assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-relu_squared",
                             "latency-rms_norm", "latency-train_step"]
     # A100 cell: inductor / trainkernel medians (seed 003): tiny-online 22.85/15.28 = 1.4954,
     # online 24.24/20.32 = 1.1929, small 22.92/66.04 = 0.34706, medium 42.19/255.32 = 0.16524;
@@ -65,7 +65,7 @@ def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
     assert "3 of 8 published numbers disagree" in page
     pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
     assert pngs == ["latency-relu_squared.png", "latency-rms_norm.png",
-                    "latency-train_step.png", "speedup-trainkernel-vs-inductor.png"]
+                    "latency-train_step.png", "speedup-trainkernel-vs-inductor-step.png"]
     assert (tmp_path / "png" / pngs[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "svg" / "latency-rms_norm.svg").read_text("utf-8").count("<svg") == 1
 
@@ -76,7 +76,7 @@ def test_report_restricted(seeded: Path, tmp_path: Path):
                   warehouse=seeded)
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
-    assert charts(page) == ["speedup-trainkernel-vs-inductor", "latency-train_step"]
+    assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-train_step"]
     assert "a100-sxm4-80gb</text>" not in page
     assert "kernels: train_step; GPUs: h100-sxm5-80gb" in page
     # Seed 003's train_step runs have no timestamp: a time window leaves nothing to draw.
@@ -124,11 +124,18 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path):
                   "--kernel", "rms_norm", warehouse=liger.path)
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
-    assert charts(page) == ["speedup-liger-vs-huggingface", "latency-fused_linear_cross_entropy",
-                            "latency-rms_norm", "history", "efficiency"]
+    assert charts(page) == ["speedup-liger-vs-reference-forward",
+                            "speedup-liger-vs-reference-backward",
+                            "speedup-liger-vs-reference-full",
+                            "latency-fused_linear_cross_entropy", "latency-rms_norm", "history",
+                            "efficiency"]
     # The 2024-09-03 file (Liger 0.2.1) and the current one (0.4.2) give
-    # fused_linear_cross_entropy two results per series: each point names its version.
-    assert ">0.2.1</text>" in page and ">0.4.2</text>" in page
+    # fused_linear_cross_entropy two results per series: each point names its version, as
+    # the Liger release it is (the CSV's liger_version column, on huggingface rows too), and
+    # its change. huggingface forward, A100, BT = 16384: 76.0440673828125 ms (old file) ->
+    # 76.39142608642578 ms (current file): +0.457%, shown +0.5%.
+    assert ">liger 0.2.1</text>" in page and ">liger 0.4.2 (+0.5%)</text>" in page
+    assert ">0.4.2</text>" not in page
     # Every step the regressions view lists (the rule is the view's: 3 steps, all 0.2.1 ->
     # 0.4.2, under this branch's p20/p80 rule) is in the table and marked on its series.
     listed = liger.sql("SELECT count(*) FROM regressions WHERE kernel IN "
@@ -137,7 +144,101 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path):
         assert f"<h3>Regressions ({listed})</h3>" in page
     else:
         assert "No regressions beyond noise and 5%." in page
-    assert page.count(">regression · 0.4.2</text>") == listed
+    assert page.count(">regression · liger 0.4.2") == listed
+
+
+@pytest.mark.shared
+def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path):
+    from kidata.present import data
+
+    points = data.latency_points(liger, data.Filters(kernels=["embedding"]))
+    # Liger's embedding sweeps V (1024 ... 131072, 8 values) at two settings of the other
+    # parameters (workload names vocab{V}-batch8-seq2048-dim4096 and
+    # vocab{V}-batch32-seq512-dim768): a line per setting, each with the 8 sizes once.
+    # Joined into one line, each size would come twice and the line zig-zag.
+    settings = {"B=8, D=4096, T=2048", "B=32, D=768, T=512"}
+    assert set(points["others"].unique()) == settings
+    for (_, _, _, others), line in points.group_by(
+            ["implementation", "pass", "gpu", "others"]):
+        assert line["size"].to_list() == [2.0**k for k in range(10, 18)], others
+    done = kidata("report", "-o", tmp_path / "e.html", "-k", "embedding", "-g",
+                  "a100-sxm4-80gb", warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "e.html").read_text("utf-8")
+    # Colour names the implementation, the dash style the setting: each once per panel
+    # legend (forward and full on the A100).
+    assert page.count(">B=8, D=4096, T=2048</text>") == 2
+    assert page.count(">B=32, D=768, T=512</text>") == 2
+
+
+@pytest.mark.shared
+def test_lines_beyond_the_cap_are_listed(liger: Warehouse, tmp_path: Path):
+    # fused_neighborhood_attention sweeps dilation (1, 2) at 7 values of seq_len
+    # (64 ... 4096): 4 settings are drawn and the other 3 listed as left out.
+    done = kidata("report", "-o", tmp_path / "n.html", "-k", "fused_neighborhood_attention",
+                  "-g", "rtx-3090", "-i", "liger", warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    left = [line for line in done.stderr.splitlines() if "dilation sweep" in line]
+    assert len(left) == 3  # backward, forward, full on the RTX 3090
+    assert all(line.count("seq_len=") == 3 for line in left)
+
+
+@pytest.mark.shared
+def test_heatmaps_keep_passes_apart_against_the_reference(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "h.html"
+    done = kidata("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
+                  warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    # rms_norm's reference is huggingface (roles.toml: the first of torch, huggingface, ...
+    # that was measured): one heatmap per pass, "liger vs reference".
+    assert [c for c in charts(page) if c.startswith("speedup")] == [
+        "speedup-liger-vs-reference-forward", "speedup-liger-vs-reference-backward",
+        "speedup-liger-vs-reference-full"]
+    assert ">rms_norm (vs huggingface)</text>" in page
+    # all_benchmark_data.csv, rms_norm on the A100, H = 1024 ... 32768 (M = 2048), medians
+    # huggingface / liger in ms, forward: 0.078208/0.0136, 0.13632/0.02, 0.279904/0.031072,
+    # 0.51904/0.051744, 0.985632/0.095264, 1.919072/0.18224 = 5.751, 6.816, 9.008, 10.031,
+    # 10.346, 10.530: geometric mean 8.532. Backward (0.195776/0.093728 ... 5.01472/1.056288)
+    # 5.122; full (0.317696/0.286016 ... 6.910432/1.231648) 3.562. Pooled over the three
+    # passes, as the heatmap did before, it was 5.380.
+    for value in ("8.53", "5.12", "3.56"):
+        assert f">{value}×</text>" in page
+        assert f">{value}× · 1 kernel</text>" in page  # the kernel-weighted row
+    assert "5.38×" not in page
+    # Every liger p80 is below huggingface's p20 (e.g. H = 1024 forward: 0.016032 < 0.07776).
+    assert page.count(">6▲ of 6</text>") == 6
+
+
+@pytest.mark.shared
+def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path):
+    from kidata.present import charts as charts_mod
+    from kidata.present import data
+
+    # The last row weighs each kernel the same, as speedup_summary's geomean_speedup does.
+    frame = data.speedups(liger, data.Filters())
+    made, _ = charts_mod.heatmaps(frame, [])
+    forward = next(c for c in made if c.name == "speedup-liger-vs-reference-forward")
+    svg = forward.svg()
+    for chart in made:
+        chart.figure.clear()
+    rows = liger.sql("SELECT geomean_speedup, kernels FROM speedup_summary WHERE candidate = "
+                     "'liger' AND baseline = 'role:reference' AND pass = 'forward'").fetchall()
+    assert rows
+    for geomean, kernels in rows:
+        assert f">{geomean:.2f}× · {kernels} kernel{'s' if kernels > 1 else ''}</text>" in svg
+
+
+@pytest.mark.shared
+def test_efficiency_marks_overhead_bound_points(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "e.html"
+    done = kidata("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
+                  warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    # rms_norm forward at H = 1024, M = 2048, bf16 moves x and y (2 x 2048 x 1024 x 2 bytes)
+    # and the weight (1024 x 2): 8,390,656 bytes, 4.1 µs at the A100's 2,039 GB/s: under the
+    # view's 5 µs, so overhead-bound, drawn hollow and named in the legend.
+    assert ">hollow: overhead-bound</text>" in out.read_text("utf-8")
 
 
 def test_report_without_matplotlib_says_what_to_install(cli, monkeypatch, tmp_path: Path):

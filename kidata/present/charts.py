@@ -26,6 +26,9 @@ REFERENCES = ("torch", "pytorch", "eager", "huggingface", "inductor", "torch_com
 MAX_PANELS = 12        # panels per latency figure (one figure per kernel)
 MAX_PAIRS = 4          # speedup heatmaps
 MAX_SERIES = 12        # history panels
+MAX_SETTINGS = 4       # lines per implementation in a latency panel (settings of the other
+                       # parameters at which the size was swept, e.g. B x T for embedding's V)
+LINE_STYLES = ("-", "--", ":", "-.")
 PANEL = (4.2, 3.0)     # inches per panel
 
 _RC = {
@@ -103,10 +106,10 @@ def _figure(panels: int, cols: int = 3) -> tuple[Figure, list[Any]]:
         fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.9 / height,
                             top=1 - 0.7 / height, wspace=0.4,
                             hspace=1.25 / PANEL[1])
-        axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
-    for ax in axes[panels:]:
-        ax.set_visible(False)
-    return fig, axes[:panels]
+        # Only the panels drawn: an empty grid cell would cost an axes' creation for nothing.
+        grid = fig.add_gridspec(rows, cols)
+        axes = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(panels)]
+    return fig, axes
 
 
 class Palette:
@@ -193,17 +196,26 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
             panels = panels[:MAX_PANELS]
         fig, axes = _figure(len(panels))
         for ax, ((pass_, gpu, parameter), panel) in zip(axes, panels, strict=True):
-            _latency_panel(ax, panel, parameter, palette)
+            left = _latency_panel(ax, panel, parameter, palette)
             ax.set_title(f"{pass_} · {gpu}", loc="left")
+            if left:
+                omitted.append(f"{kernel} {pass_} · {gpu}, {parameter} sweep: the lines at "
+                               f"{'; '.join(left)} (restrict with --gpu or --implementation)")
         _title(fig, f"{kernel}: latency against workload size (median, p20–p80 band)")
         charts.append(Chart(slug("latency", kernel), "latency", kernel,
-                            "Lower is better. Lines join workloads of one sweep in size "
-                            "order; the shaded band is p20–p80 where the source gives it; "
-                            "axes are logarithmic where values span a decade or more.", fig))
+                            "Lower is better. A line joins workloads that differ in the swept "
+                            "parameter alone, in size order; where the size was swept at "
+                            "several settings of other parameters, each setting is its own "
+                            "line (named in the legend, one dash style each). The shaded band "
+                            "is p20–p80 where the source gives it; axes are logarithmic where "
+                            "values span a decade or more.", fig))
     return charts, omitted
 
 
-def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette) -> None:
+def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette
+                   ) -> list[str]:
+    """Draw one panel; returns the settings of the other parameters left out (beyond
+    ``MAX_SETTINGS``, those with the fewest results first)."""
     import polars as pl
 
     families = panel["family"].n_unique()
@@ -212,8 +224,19 @@ def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette:
         order = (panel.group_by("workload").agg(m=pl.col("median_us").min())
                  .sort(["m", "workload"])["workload"].to_list())
         position = {w: i for i, w in enumerate(order)}
-    series = panel.group_by(["implementation", "variant", "family"], maintain_order=True)
-    for (implementation, variant, family), line in series:
+    settings = (panel.group_by("others").agg(n=pl.len(), first=pl.col("size").min())
+                .sort(["n", "first", "others"], descending=[True, False, False],
+                      nulls_last=True)["others"].to_list())
+    left = settings[MAX_SETTINGS:]
+    if left:
+        panel = panel.filter(pl.col("others").is_in(settings[:MAX_SETTINGS]))
+    kept = settings[:MAX_SETTINGS]
+    dash = {o: LINE_STYLES[i % len(LINE_STYLES)] for i, o in enumerate(kept)}
+    named = _distinct(kept)
+    labelled: set[str] = set()
+    series = panel.group_by(["implementation", "variant", "family", "others"],
+                            maintain_order=True)
+    for (implementation, variant, family, others), line in series:
         if sized:
             line = line.sort("size")
             x = line["size"].to_list()
@@ -221,8 +244,15 @@ def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette:
             line = line.with_columns(_x=pl.col("workload").replace_strict(position)).sort("_x")
             x = line["_x"].to_list()
         colour = palette(implementation, variant)
+        # Colour names the implementation and dash style the setting, each once in the legend.
+        label = _label(implementation, variant, family, families)
+        if len(kept) == 1 and others:
+            label += f" ({_shorten(named[others])})"
+        elif label in labelled:
+            label = "_nolegend_"
+        labelled.add(label)
         ax.plot(x, line["median_us"].to_list(), marker="o", markersize=3, linewidth=1.2,
-                color=colour, label=_label(implementation, variant, family, families))
+                color=colour, linestyle=dash[others], label=label)
         low, high = line["p20_us"].to_list(), line["p80_us"].to_list()
         band = [(xi, lo, hi) for xi, lo, hi in zip(x, low, high, strict=True)
                 if lo is not None and hi is not None]
@@ -243,87 +273,181 @@ def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette:
     ax.set_ylabel("latency (µs)")
     if _decades(panel["median_us"].to_list()):
         _log(ax.yaxis, values=panel["median_us"].to_list())
-    ax.legend(loc="best", frameon=False, fontsize=6)
+    handles, labels = ax.get_legend_handles_labels()
+    if len(kept) > 1:
+        from matplotlib.lines import Line2D
+
+        handles += [Line2D([], [], color="dimgrey", linestyle=dash[o], linewidth=1.2)
+                    for o in kept]
+        labels += [_shorten(named[o]) for o in kept]
+    ax.legend(handles, labels, loc="best", frameon=False, fontsize=6)
+    every = _distinct(settings)
+    return [every[o] for o in left]
 
 
-def pairs(speedups: pl.DataFrame, chosen: list[str]) -> list[tuple[str, str]]:
-    """The (candidate, reference) pairs to draw: the two chosen implementations when exactly two
-    are chosen, else the pairs with the most comparisons, the reference being the side listed in
-    ``REFERENCES`` (else the alphabetically later one)."""
-    if len(chosen) == 2:
-        return [(chosen[0], chosen[1])]
-    counts: dict[tuple[str, str], int] = {}
-    for (candidate, baseline), n in zip(
-            zip(speedups["candidate"], speedups["baseline"], strict=True),
-            speedups["speedup"].is_not_null(), strict=True):
-        a_ref, b_ref = candidate in REFERENCES, baseline in REFERENCES
-        if (a_ref and not b_ref) or (a_ref == b_ref and candidate > baseline):
-            continue  # keep one direction of each pair
-        counts[(candidate, baseline)] = counts.get((candidate, baseline), 0) + int(n)
-    return sorted(counts, key=lambda p: (-counts[p], p))[:MAX_PAIRS]
+def _distinct(settings: list[str]) -> dict[str, str]:
+    """Each setting ("B=8, T=2048, dtype=fp32") without the values it shares with every other
+    setting of the list, so that the legend shows what tells them apart."""
+    split = {o: o.split(", ") if o else [] for o in settings}
+    common = set.intersection(*(set(v) for v in split.values())) if len(settings) > 1 else set()
+    return {o: ", ".join(v for v in split[o] if v not in common) or o for o in settings}
 
 
-def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> list[Chart]:
-    """Per pair, a kernel × GPU grid of the geometric-mean speedup over passes and workloads,
-    coloured on a log scale centred on 1, each cell naming its noise-aware verdicts."""
+def _shorten(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+ROLE = "reference"     # the role heatmaps compare with (kidata/data/roles.toml)
+PASS_ORDER = ("forward", "backward", "full")
+
+
+def against(speedups: pl.DataFrame, chosen: list[str]) -> pl.DataFrame:
+    """``speedups`` with ``against``: what the candidate is compared with in the heatmaps.
+    ``"reference"`` where the baseline plays the reference role for the row's kernel (torch for
+    one kernel, huggingface for another: speedups.baseline_role) and the candidate does not;
+    else the baseline implementation. Two chosen implementations are compared directly."""
     import polars as pl
-    from matplotlib.colors import LogNorm
 
+    if len(chosen) == 2:
+        return speedups.with_columns(against=pl.col("baseline"))
+    role = ((pl.col("baseline_role") == ROLE)
+            & (pl.col("candidate_role").fill_null("") != ROLE))
+    return speedups.with_columns(
+        against=pl.when(role).then(pl.lit(ROLE)).otherwise(pl.col("baseline")))
+
+
+def pairs(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (candidate, against) pairs to draw (``speedups`` as :func:`against` gives it) and
+    the pairs left out: the two chosen implementations when exactly two are chosen, else the
+    pairs with the most comparisons, one direction each: against the reference role first
+    (the reference's own rows against others are the reverse of those), then between
+    implementations, the baseline being the side listed in ``REFERENCES`` (else the
+    alphabetically later one)."""
+    if len(chosen) == 2:
+        return [(chosen[0], chosen[1])], []
+    counts: dict[tuple[str, str], int] = {}
+    for candidate, versus, candidate_role, baseline_role, speedup in zip(
+            speedups["candidate"], speedups["against"], speedups["candidate_role"],
+            speedups["baseline_role"], speedups["speedup"], strict=True):
+        if versus != ROLE:
+            if candidate_role == ROLE and baseline_role != ROLE:
+                continue  # the reverse of a row against the reference
+            a_ref, b_ref = candidate in REFERENCES, versus in REFERENCES
+            if (a_ref and not b_ref) or (a_ref == b_ref and candidate > versus):
+                continue  # keep one direction of each pair
+        counts[(candidate, versus)] = counts.get((candidate, versus), 0) + int(
+            speedup is not None)
+    ranked = sorted(counts, key=lambda p: (-counts[p], p[1] != ROLE, p))
+    rest = ranked[MAX_PAIRS:]
+    if not rest:
+        return ranked, []
+    named = ", ".join(f"{c} vs {b} ({counts[c, b]:,})" for c, b in rest[:5])
+    more = f" and {len(rest) - 5} more" if len(rest) > 5 else ""
+    return ranked[:MAX_PAIRS], [f"speedups: {len(rest)} pairs with fewer comparisons: {named}"
+                                f"{more} (draw one with two --implementation options, "
+                                "candidate first)"]
+
+
+def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], list[str]]:
+    """Per pair and pass, a kernel × GPU grid of the geometric-mean speedup over workloads,
+    with a last row weighting every kernel the same (as speedup_summary's geomean_speedup),
+    coloured on a log scale centred on 1 (one scale for all passes of a pair), each cell
+    naming its noise-aware verdicts. Passes are never pooled: 'full' times forward and
+    backward again. Returns the charts and the pairs left out."""
+    import polars as pl
+
+    frame = against(speedups, chosen).filter(pl.col("speedup") > 0)
+    chosen_pairs, omitted = pairs(frame, chosen)
+    counts = {k: (pl.col("verdict") == v).sum()
+              for k, v in (("faster", "faster"), ("slower", "slower"), ("noise", "within noise"))}
     charts = []
-    for candidate, baseline in pairs(speedups, chosen):
-        rows = speedups.filter((pl.col("candidate") == candidate)
-                               & (pl.col("baseline") == baseline) & (pl.col("speedup") > 0))
+    for candidate, versus in chosen_pairs:
+        rows = frame.filter((pl.col("candidate") == candidate) & (pl.col("against") == versus))
         if rows.is_empty():
             continue
-        cells = rows.group_by(["kernel", "gpu"]).agg(
-            geomean=pl.col("speedup").log().mean().exp(),
-            n=pl.len(),
-            faster=(pl.col("verdict") == "faster").sum(),
-            slower=(pl.col("verdict") == "slower").sum(),
-            noise=(pl.col("verdict") == "within noise").sum(),
-        )
-        kernels = sorted(cells["kernel"].unique().to_list())
-        gpus = sorted(cells["gpu"].unique().to_list())
-        grid = [[math.nan] * len(gpus) for _ in kernels]
-        notes = {}
-        for c in cells.iter_rows(named=True):
-            i, j = kernels.index(c["kernel"]), gpus.index(c["gpu"])
-            grid[i][j] = c["geomean"]
-            notes[i, j] = f"{c['geomean']:.2f}×\n" + _verdicts(c)
-        extreme = max(max(abs(math.log(v)) for row in grid for v in row if v == v), math.log(1.25))
-        norm = LogNorm(vmin=math.exp(-extreme), vmax=math.exp(extreme))
-        with style():
-            from matplotlib.figure import Figure
+        cells = rows.group_by(["pass", "kernel", "gpu"]).agg(
+            geomean=pl.col("speedup").log().mean().exp(), n=pl.len(),
+            references=pl.col("baseline").unique().sort().str.join("/"), **counts)
+        # Each kernel weighs the same: the geometric mean of the kernels' geometric means.
+        overall = cells.group_by(["pass", "gpu"]).agg(
+            geomean=pl.col("geomean").log().mean().exp(), kernels=pl.len(),
+            n=pl.col("n").sum(), faster=pl.col("faster").sum(),
+            slower=pl.col("slower").sum(), noise=pl.col("noise").sum())
+        values = cells["geomean"].to_list() + overall["geomean"].to_list()
+        extreme = max(max(abs(math.log(v)) for v in values), math.log(1.25))
+        present = cells["pass"].unique().to_list()
+        passes = [p for p in PASS_ORDER if p in present] + sorted(
+            p for p in present if p not in PASS_ORDER)
+        for pass_ in passes:
+            charts.append(_heatmap(candidate, versus, pass_,
+                                   cells.filter(pl.col("pass") == pass_),
+                                   overall.filter(pl.col("pass") == pass_), extreme))
+    return charts, omitted
 
-            width, height = 4.3 + 1.5 * len(gpus), 1.5 + 0.45 * len(kernels)
-            fig = Figure(figsize=(width, height))
-            fig.subplots_adjust(left=2.3 / width, right=1 - 0.2 / width, top=1 - 0.35 / height,
-                                bottom=0.8 / height)
-            ax = fig.add_subplot()
-            image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
-            ax.grid(False)
-            ax.set_xticks(range(len(gpus)), gpus, rotation=20, ha="right")
-            ax.set_yticks(range(len(kernels)), kernels)
-            for (i, j), text in notes.items():
-                v = grid[i][j]
-                dark = abs(math.log(v)) > 0.6 * extreme
-                ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
-            bar = fig.colorbar(image, ax=ax, shrink=0.8)
-            from matplotlib.ticker import FuncFormatter, NullFormatter
 
-            bar.ax.yaxis.set_major_formatter(FuncFormatter(_number))
-            bar.ax.yaxis.set_minor_formatter(NullFormatter())
-            bar.set_label("speedup (log scale)")
-            ax.set_title(f"{candidate} vs {baseline}", loc="left")
-        charts.append(Chart(slug("speedup", candidate, "vs", baseline), "speedups",
-                            f"{candidate} vs {baseline}",
-                            f"Blue: {candidate} faster (speedup > 1); red: slower. Each cell: "
-                            "geometric mean of baseline/candidate median latency over passes "
-                            "and workloads, then the verdicts from the p20–p80 ranges — "
-                            "▲ faster, ▼ slower, ≈ within noise — of the comparisons in "
-                            "the cell (the rest lack a p20–p80 spread).", fig))
-    return charts
+def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
+             overall: pl.DataFrame, extreme: float) -> Chart:
+    from matplotlib.colors import LogNorm
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    role = versus == ROLE
+    kernels = sorted(cells["kernel"].unique().to_list())
+    gpus = sorted(cells["gpu"].unique().to_list())
+    grid = [[math.nan] * len(gpus) for _ in range(len(kernels) + 1)]
+    notes = {}
+    references: dict[str, set[str]] = {}
+    for c in cells.iter_rows(named=True):
+        i, j = kernels.index(c["kernel"]), gpus.index(c["gpu"])
+        grid[i][j] = c["geomean"]
+        notes[i, j] = f"{c['geomean']:.2f}×\n" + _verdicts(c)
+        references.setdefault(c["kernel"], set()).update(c["references"].split("/"))
+    last = len(kernels)
+    for c in overall.iter_rows(named=True):
+        j = gpus.index(c["gpu"])
+        grid[last][j] = c["geomean"]
+        notes[last, j] = (f"{c['geomean']:.2f}× · {c['kernels']} kernel"
+                          f"{'s' if c['kernels'] != 1 else ''}\n" + _verdicts(c))
+    labels = [f"{k} (vs {'/'.join(sorted(references[k]))})" if role else k for k in kernels]
+    labels.append("all kernels, each weighing 1")
+    norm = LogNorm(vmin=math.exp(-extreme), vmax=math.exp(extreme))
+    name = "reference (per kernel)" if role else versus
+    with style():
+        width, height = 4.8 + 1.5 * len(gpus), 1.5 + 0.45 * len(labels)
+        fig = Figure(figsize=(width, height))
+        fig.subplots_adjust(left=2.8 / width, right=1 - 0.2 / width, top=1 - 0.35 / height,
+                            bottom=0.8 / height)
+        ax = fig.add_subplot()
+        image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
+        ax.grid(False)
+        ax.set_xticks(range(len(gpus)), gpus, rotation=20, ha="right")
+        ax.set_yticks(range(len(labels)), labels)
+        ax.get_yticklabels()[-1].set_fontweight("bold")
+        ax.axhline(last - 0.5, color="black", linewidth=1.2)
+        for (i, j), text in notes.items():
+            dark = abs(math.log(grid[i][j])) > 0.6 * extreme
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    fontweight="bold" if i == last else "normal",
+                    color="white" if dark else "black")
+        bar = fig.colorbar(image, ax=ax, shrink=0.8)
+        # 1-2-5 steps: a range under a decade either side of 1 would show the 1 alone.
+        bar.ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        bar.ax.yaxis.set_major_formatter(FuncFormatter(_number))
+        bar.ax.yaxis.set_minor_locator(NullLocator())  # each minor tick costs drawing time
+        bar.set_label("speedup (log scale)")
+        ax.set_title(f"{candidate} vs {name} · {pass_} pass", loc="left")
+    against_text = ("each kernel's reference implementation (the role 'reference' in "
+                    "kidata/data/roles.toml, named beside the kernel)" if role else versus)
+    return Chart(slug("speedup", candidate, "vs", versus, pass_), "speedups",
+                 f"{candidate} vs {name} · {pass_}",
+                 f"{pass_} pass only (passes are never pooled). Blue: {candidate} faster than "
+                 f"{against_text} (speedup > 1); red: slower. Each cell: geometric mean of "
+                 "baseline/candidate median latency over the cell's workloads, then the "
+                 "verdicts from the p20–p80 ranges — ▲ faster, ▼ slower, ≈ within noise — of "
+                 "its comparisons (the rest lack a firm verdict: no spread, a single sample). "
+                 "The last row weighs every kernel the same: the geometric mean of the "
+                 "kernels' geometric means (speedup_summary's geomean_speedup), so a kernel "
+                 "that sweeps many workloads does not dominate it.", fig)
 
 
 def _verdicts(cell: dict[str, Any]) -> str:
@@ -368,14 +492,25 @@ def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Pale
                                                                  strict=True)]
         ax.errorbar(times, medians, yerr=[low, high], color=colour, marker="o", markersize=3,
                     capsize=2, linewidth=1.2)
-        for t, m, version, run in zip(times, medians, steps["version"], steps["run_id"],
+        before = None
+        for t, m, version, run in zip(times, medians, steps["release"], steps["run_id"],
                                       strict=True):
             bad = run in regressed
             if bad:
                 ax.plot([t], [m], marker="X", markersize=9, color="crimson", linestyle="none")
-            ax.annotate(("regression · " if bad else "") + (version or "?"), (t, m),
-                        textcoords="offset points", xytext=(4, 6), fontsize=6,
-                        color="crimson" if bad else "black")
+            change = f" ({m / before - 1:+.1%})" if before else ""
+            last = t == times[-1]  # the last label reads leftwards, inside the panel
+            ax.annotate(("regression · " if bad else "") + (version or "?") + change, (t, m),
+                        textcoords="offset points", xytext=(-4 if last else 4, 6), fontsize=6,
+                        ha="right" if last else "left", color="crimson" if bad else "black")
+            before = m
+        # At least ±10% of the middle on the axis: autoscaling alone stretches a 0.5% step
+        # across the whole panel, and it reads like a large change.
+        tops = [m + h for m, h in zip(medians, high, strict=True)]
+        bottoms = [m - lo for m, lo in zip(medians, low, strict=True)]
+        middle = (max(tops) + min(bottoms)) / 2
+        span = max(max(tops) - min(bottoms), 0.2 * middle) * 1.25
+        ax.set_ylim(max(0, middle - span / 2), middle + span / 2)
         ax.set_ylabel("latency (µs)")
         ax.set_title(f"{series['kernel']} {series['pass']} · {series['gpu']}\n"
                      f"{series['implementation']} · {series['workload']}", loc="left")
@@ -384,11 +519,15 @@ def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Pale
         locator = AutoDateLocator(maxticks=5)
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        ax.margins(x=0.15, y=0.25)
+        ax.margins(x=0.15)
     _title(fig, "History per series: median latency with p20–p80, versions named, "
                  "regressions marked ✕")
     return Chart("history", "history", "History", "A series is one kernel, pass, "
-                 "implementation, workload, GPU and protocol family (the trends view). A red ✕ "
+                 "implementation, workload, GPU and protocol family (the trends view). Each "
+                 "point names the release of its run (with the package the source names, e.g. "
+                 "'liger 0.2.1' on a huggingface series: Liger's benchmark records the Liger "
+                 "release that ran it) and its change from the point before; the latency axis "
+                 "spans at least ±10% so that small steps look small. A red ✕ "
                  "marks a result slower than the one before it beyond noise (its p20 above the "
                  "previous p80) and by more than 5% (the regressions view).", fig), omitted
 
@@ -404,15 +543,29 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
     fig, axes = _figure(len(gpus))
     for ax, gpu in zip(axes, gpus, strict=True):
         rows = frame.filter(pl.col("gpu") == gpu)
+        bounded = False
         for (implementation,), part in rows.group_by(["implementation"], maintain_order=True):
             y = part["achieved_gbps"].to_list()
             low = [v - lo if lo is not None else 0
                    for v, lo in zip(y, part["achieved_gbps_low"], strict=True)]
             high = [hi - v if hi is not None else 0
                     for v, hi in zip(y, part["achieved_gbps_high"], strict=True)]
-            ax.errorbar(part["bytes"].to_list(), y, yerr=[low, high], linestyle="none",
-                        marker="o", markersize=3, capsize=1.5, color=palette(implementation),
-                        label=implementation)
+            overhead = [b == "overhead" for b in part["bound"].to_list()]
+            colour = palette(implementation)
+            # Overhead-bound points (the bytes would move in under 5 µs at peak) are hollow:
+            # launch and fixed costs set their time, so their rate is no bandwidth figure.
+            for hollow in (False, True):
+                keep = [i for i, o in enumerate(overhead) if o == hollow]
+                if not keep:
+                    continue
+                ax.errorbar([part["bytes"][i] for i in keep], [y[i] for i in keep],
+                            yerr=[[low[i] for i in keep], [high[i] for i in keep]],
+                            linestyle="none", marker="o", markersize=3.5 if hollow else 3,
+                            capsize=1.5, color=colour,
+                            markerfacecolor="white" if hollow else colour,
+                            label=None if hollow else implementation)
+            if any(overhead):
+                bounded = True
             above = part.filter(pl.col("above_peak").fill_null(False))
             if not above.is_empty():
                 ax.plot(above["bytes"].to_list(), above["achieved_gbps"].to_list(),
@@ -424,13 +577,19 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
             ax.annotate(f"peak {peak[0]:,.0f} GB/s", (0.01, peak[0]),
                         xycoords=("axes fraction", "data"), textcoords="offset points",
                         xytext=(0, 3), fontsize=7)
+        if bounded:
+            ax.plot([], [], linestyle="none", marker="o", markersize=3.5, color="dimgrey",
+                    markerfacecolor="white", label="hollow: overhead-bound")
         _log(ax.xaxis)
         ax.set_xlabel("bytes moved (lower bound, byte model)")
         ax.set_ylabel("achieved GB/s")
         ax.set_title(gpu, loc="left")
-        ax.legend(loc="lower right", frameon=False)
+        ax.legend(loc="best", frameon=True, framealpha=0.85, edgecolor="none")
     _title(fig, "Efficiency: achieved memory bandwidth against the GPU's published peak")
     return Chart("efficiency", "efficiency", "Efficiency", "Each point is one run of a kernel "
                  "with a byte model (the efficiency view): minimum bytes moved / median time, "
                  "with the rate at p80 and p20 as the bar. The dashed line is the GPU's "
-                 "published peak; a point above it is not credible.", fig)
+                 "published peak; a point above it is not credible. A hollow point is "
+                 "overhead-bound (the efficiency view's bound: its bytes would move in under "
+                 "5 µs at peak, so launch and fixed costs set its time): its rate is no "
+                 "bandwidth measurement. Kernels and passes share a panel.", fig)

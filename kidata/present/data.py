@@ -88,13 +88,16 @@ def _frame(wh: Warehouse, query: str) -> pl.DataFrame:
 def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     """The latest passed latency result per kernel, pass, GPU, family, implementation, variant
     and workload, with the workload's swept parameter and size (``workload_sizes``; null when
-    the workload has none). A workload on two sweeps appears once per sweep."""
+    the workload has none) and ``others``: the values of the workload's other parameters that
+    vary across the sweep (e.g. "B=8, T=2048" when V is swept at two B x T settings; "" when
+    nothing else varies). A line may join only workloads with the same ``others``. A workload
+    on two sweeps appears once per sweep."""
     import polars as pl
 
     frame = _frame(wh, """
         SELECT l.run_id, l.kernel, l.pass, l.implementation, l.variant, l.workload, l.gpu,
                l.family, l.median_us, l.p20_us, l.p80_us, l.observed_at, l.version,
-               s.parameter, s.size
+               r.workload_id, s.parameter, s.size
         FROM latencies l
         JOIN runs r ON r.run_id = l.run_id
         LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
@@ -103,10 +106,49 @@ def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     key = ["kernel", "pass", "gpu", "family", "implementation", "variant", "workload",
            "parameter"]
     # As the speedups view: the latest run counts, untimed runs before timed ones.
-    return (frame.sort(["observed_at", "run_id"], nulls_last=False)
-            .group_by(key, maintain_order=True).last()
-            .sort(["kernel", "pass", "gpu", "parameter", "size", "workload"], nulls_last=True)
-            .with_columns(pl.col("size").cast(pl.Float64)))
+    frame = (frame.sort(["observed_at", "run_id"], nulls_last=False)
+             .group_by(key, maintain_order=True).last()
+             .sort(["kernel", "pass", "gpu", "parameter", "size", "workload"], nulls_last=True)
+             .with_columns(pl.col("size").cast(pl.Float64)))
+    return _with_others(wh, frame).drop("workload_id")
+
+
+def _with_others(wh: Warehouse, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``others`` (see :func:`latency_points`): per kernel and swept parameter,
+    the parameters other than the swept one whose value (or absence) is not the same for every
+    workload drawn, written ``name=value`` in name order."""
+    import polars as pl
+
+    sized = frame.filter(pl.col("parameter").is_not_null()).select(
+        "kernel", "parameter", "workload_id").unique()
+    if sized.is_empty():
+        return frame.with_columns(others=pl.lit(""))
+    params = _frame(wh, """
+        SELECT p.workload_id, p.name,
+               p.value, p.text
+        FROM workload_parameters p
+        WHERE p.workload_id IN (SELECT workload_id FROM workload_sizes)""")
+    params = params.with_columns(shown=pl.when(pl.col("value").is_not_null())
+                                 .then(pl.col("value").map_elements(
+                                     lambda v: f"{v:g}", return_dtype=pl.String))
+                                 .otherwise(pl.col("text")).fill_null("null"))
+    # Every (sweep, workload, other name), absent ones as "-", so absence counts as a value.
+    names = sized.join(params.select("workload_id", "name"), on="workload_id")
+    names = names.filter(pl.col("name") != pl.col("parameter")).select(
+        "kernel", "parameter", "name").unique()
+    grid = (sized.join(names, on=["kernel", "parameter"])
+            .join(params.select("workload_id", "name", "shown"), on=["workload_id", "name"],
+                  how="left").with_columns(pl.col("shown").fill_null("-")))
+    varying = (grid.group_by("kernel", "parameter", "name")
+               .agg(pl.col("shown").n_unique().alias("values"))
+               .filter(pl.col("values") > 1).drop("values"))
+    others = (grid.join(varying, on=["kernel", "parameter", "name"]).sort("name")
+              .with_columns(pair=pl.col("name") + "=" + pl.col("shown"))
+              .group_by("kernel", "parameter", "workload_id", maintain_order=True)
+              .agg(others=pl.col("pair").str.join(", ")))
+    return (frame.join(others, on=["kernel", "parameter", "workload_id"], how="left",
+                       nulls_equal=False, maintain_order="left")
+            .with_columns(pl.col("others").fill_null("")))
 
 
 def speedups(wh: Warehouse, filters: Filters) -> pl.DataFrame:
@@ -114,8 +156,8 @@ def speedups(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     measured inside it."""
     frame = _frame(wh, """
         SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
-               s.baseline, s.baseline_variant, s.speedup, s.verdict,
-               c.observed_at AS candidate_at, b.observed_at AS baseline_at
+               s.baseline, s.baseline_variant, s.speedup, s.verdict, s.candidate_role,
+               s.baseline_role, c.observed_at AS candidate_at, b.observed_at AS baseline_at
         FROM speedups s
         LEFT JOIN runs c ON c.run_id = s.candidate_run_id
         LEFT JOIN runs b ON b.run_id = s.baseline_run_id""")
@@ -129,11 +171,35 @@ def trends(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     import polars as pl
 
     frame = _frame(wh, """
-        SELECT kernel, pass, implementation, variant, workload, gpu, family, step, points,
-               run_id, observed_at, version, median_us, p20_us, p80_us
-        FROM trends""")
+        SELECT t.kernel, t.pass, t.implementation, t.variant, t.workload, t.gpu, t.family,
+               t.step, t.points, t.run_id, t.observed_at, t.version, t.median_us, t.p20_us,
+               t.p80_us, r.labels
+        FROM trends t
+        LEFT JOIN runs r ON r.run_id = t.run_id""")
     frame = filters.in_window(filters.apply(frame))
-    return frame.filter(pl.col("points") > 1)
+    frame = frame.filter(pl.col("points") > 1)
+    return frame.with_columns(release=pl.struct("version", "labels").map_elements(
+        lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)).drop("labels")
+
+
+def release(version: str | None, labels: str | None) -> str | None:
+    """The version as a reader should see it: with the package it belongs to when the run's
+    labels name it (``{"liger_version": "0.2.1"}`` -> "liger 0.2.1"). Liger's CSV gives the
+    Liger release on its torch and huggingface rows too: a bare "0.2.1" beside a huggingface
+    series would read as a Hugging Face version."""
+    import json
+
+    if not version or not labels:
+        return version
+    try:
+        named = json.loads(labels)
+    except ValueError:
+        return version
+    if isinstance(named, dict):
+        for key, value in sorted(named.items()):
+            if key.endswith("_version") and str(value) == version and key != "_version":
+                return f"{key.removesuffix('_version')} {version}"
+    return version
 
 
 def regressions(wh: Warehouse, filters: Filters) -> pl.DataFrame:
@@ -150,7 +216,7 @@ def efficiency(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     frame = _frame(wh, """
         SELECT e.kernel, e.pass, e.implementation, e.variant, e.workload, e.gpu, e.bytes,
                e.achieved_gbps, e.achieved_gbps_low, e.achieved_gbps_high, e.peak_gbps,
-               e.peak_fraction, e.above_peak, r.observed_at
+               e.peak_fraction, e.above_peak, e.bound, r.observed_at
         FROM efficiency e
         JOIN runs r ON r.run_id = e.run_id""")
     return filters.in_window(filters.apply(frame))

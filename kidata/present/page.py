@@ -79,7 +79,8 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
                                  + charts_mod.series_names(efficiency)
                                  + charts_mod.series_names(trends))
     latency, omitted = charts_mod.latency_charts(points, palette)
-    heat = charts_mod.heatmaps(speedups, filters.implementations)
+    heat, left = charts_mod.heatmaps(speedups, filters.implementations)
+    omitted += left
     history, left = charts_mod.history_chart(trends, regressions, palette)
     omitted += left
     eff = charts_mod.efficiency_chart(efficiency, palette)
