@@ -241,6 +241,28 @@ def test_efficiency_marks_overhead_bound_points(liger: Warehouse, tmp_path: Path
     assert ">hollow: overhead-bound</text>" in out.read_text("utf-8")
 
 
+@pytest.mark.shared
+def test_compute_roofline_chart_of_swiglu(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "c.html"
+    svg = tmp_path / "svg"
+    done = kidata("report", "-o", out, "-k", "swiglu", "-g", "a100-sxm4-80gb", "--svg", svg,
+                  warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    assert "roofline" in charts(page)
+    drawn = (svg / "roofline.svg").read_text("utf-8")
+    # The A100's dense BF16 peak (gpus.toml: 312 TFLOP/s) is the roof. Liger's swiglu forward
+    # at T = 1024 (B 4, hidden 4096, intermediate 11008, 5.06441593170166 ms in the CSV) does
+    # 6 x 4 x 1024 x 4096 x 11008 = 1.108e12 FLOPs: 218.8 TFLOP/s, under the roof.
+    assert "dense 16-bit peak 312 TFLOP/s" in drawn
+    from kidata.present import data
+
+    points = data.roofline(liger, data.Filters(kernels=["swiglu"], gpus=["a100-sxm4-80gb"]))
+    hit = points.filter((points["flops"] == 1_108_101_562_368)
+                        & (points["implementation"] == "liger") & (points["pass"] == "forward"))
+    assert any(abs(v - 218.801) < 0.001 for v in hit["achieved_tflops"])
+
+
 def test_report_without_matplotlib_says_what_to_install(cli, monkeypatch, tmp_path: Path):
     assert cli("load", SEEDS).code == 0
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails

@@ -593,3 +593,49 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
                  "overhead-bound (the efficiency view's bound: its bytes would move in under "
                  "5 µs at peak, so launch and fixed costs set its time): its rate is no "
                  "bandwidth measurement. Kernels and passes share a panel.", fig)
+
+
+def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
+    """Per GPU: achieved TFLOP/s of compute-class runs (the roofline view) against the FLOPs of
+    the pass, with the GPU's published dense 16-bit tensor peak as a line."""
+    import polars as pl
+
+    if frame.is_empty():
+        return None
+    gpus = sorted(frame["gpu"].unique().to_list())
+    fig, axes = _figure(len(gpus))
+    for ax, gpu in zip(axes, gpus, strict=True):
+        rows = frame.filter(pl.col("gpu") == gpu)
+        for (implementation,), part in rows.group_by(["implementation"], maintain_order=True):
+            ax.plot(part["flops"].to_list(), part["achieved_tflops"].to_list(), linestyle="none",
+                    marker="o", markersize=3, color=palette(implementation),
+                    label=implementation)
+            overhead = part.filter(pl.col("bound") == "overhead")
+            if not overhead.is_empty():
+                ax.plot(overhead["flops"].to_list(), overhead["achieved_tflops"].to_list(),
+                        linestyle="none", marker="o", markersize=7, markerfacecolor="none",
+                        color="grey", label="overhead-bound (< 5 µs at peak)")
+        peak = rows["peak_tflops"].drop_nulls()
+        if len(peak):
+            ax.axhline(peak[0], color="black", linestyle="--", linewidth=1)
+            ax.annotate(f"dense 16-bit peak {peak[0]:,.0f} TFLOP/s", (0.01, peak[0]),
+                        xycoords=("axes fraction", "data"), textcoords="offset points",
+                        xytext=(0, -10), fontsize=7)
+        if _decades(rows["flops"].to_list()):
+            ax.set_xscale("log")  # FLOPs read as powers of ten, not as binary sizes
+        else:
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+        ax.set_ylim(bottom=0)  # distance to the roof reads as a fraction of the peak
+        ax.set_xlabel("FLOPs of the pass (matrix multiplies, FLOP model)")
+        ax.set_ylabel("achieved TFLOP/s")
+        ax.set_title(gpu, loc="left")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        ax.legend(unique.values(), unique.keys(), loc="lower right", frameon=False)
+    _title(fig, "Compute: achieved TFLOP/s against the GPU's published dense tensor peak")
+    return Chart("roofline", "roofline", "Compute roofline", "Each point is one run of a "
+                 "kernel with a FLOP model (the roofline view): matrix-multiply FLOPs / median "
+                 "time, a lower bound of the work done. The dashed line is the GPU's dense "
+                 "16-bit tensor peak (for bfloat16/float16 workloads); hollow grey circles mark "
+                 "runs whose work would take under 5 µs at peak, where launch overhead, not the "
+                 "hardware, sets the time.", fig)

@@ -222,6 +222,16 @@ def efficiency(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     return filters.in_window(filters.apply(frame))
 
 
+def roofline(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+    """The ``roofline`` view (runs of kernels with a FLOP model), with each run's time."""
+    frame = _frame(wh, """
+        SELECT f.kernel, f.pass, f.implementation, f.variant, f.workload, f.gpu, f.flops,
+               f.achieved_tflops, f.peak_tflops, f.compute_fraction, f.bound, r.observed_at
+        FROM roofline f
+        JOIN runs r ON r.run_id = f.run_id""")
+    return filters.in_window(filters.apply(frame))
+
+
 def audit(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     """Published claims and whether they agree with their inputs (``audit``), flagged first."""
     import polars as pl

@@ -72,11 +72,13 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
     trends = data.trends(wh, filters)
     regressions = data.regressions(wh, filters)
     efficiency = data.efficiency(wh, filters)
+    compute = data.roofline(wh, filters)
     audit = data.audit(wh, filters)
     summary = data.summary(wh)
 
     palette = charts_mod.Palette(charts_mod.series_names(points)
                                  + charts_mod.series_names(efficiency)
+                                 + charts_mod.series_names(compute)
                                  + charts_mod.series_names(trends))
     latency, omitted = charts_mod.latency_charts(points, palette)
     heat, left = charts_mod.heatmaps(speedups, filters.implementations)
@@ -84,6 +86,7 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
     history, left = charts_mod.history_chart(trends, regressions, palette)
     omitted += left
     eff = charts_mod.efficiency_chart(efficiency, palette)
+    roof = charts_mod.roofline_chart(compute, palette)
 
     sections = [
         ("summary", "What is loaded", _summary_html(summary, filters)),
@@ -95,7 +98,9 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
          _charts_html([history] if history else [], "No series with two or more timed results.")
          + _regressions_html(regressions)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
-                                                  "with a byte model (docs/efficiency.md).")),
+                                                  "with a byte model (docs/efficiency.md).")
+         + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
+                        "(kidata/data/flop_models.toml).")),
         ("audit", "Audit of published numbers", _audit_html(audit)),
     ]
     if omitted:
@@ -105,7 +110,8 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, "utf-8")
 
-    every = [*heat, *latency, *([history] if history else []), *([eff] if eff else [])]
+    every = [*heat, *latency, *([history] if history else []), *([eff] if eff else []),
+             *([roof] if roof else [])]
     result = ReportResult(path, [c.name for c in every], omitted=omitted,
                           warnings=_unknown(wh, filters))
     for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
