@@ -34,9 +34,6 @@ from typing import Any
 import duckdb
 from filelock import FileLock, Timeout
 
-from kidata import derived, durable, engine, reference, snapshot
-from kidata import views as views_mod
-from kidata.durable import fault
 from kidata.errors import (
     NoSuchLoad,
     NoSuchView,
@@ -45,15 +42,20 @@ from kidata.errors import (
     RecordError,
     WarehouseError,
 )
-from kidata.readers import expand_paths, read_file
-from kidata.report import LoadReport, Reject, max_kept_rejects
-from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
+from kidata.ingest.readers import expand_paths, read_file
+from kidata.query import engine
+from kidata.query import views as views_mod
+from kidata.store import derived, durable, reference, snapshot
+from kidata.store.durable import fault
+from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 10_000
 PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
-# tables are written without a database sort (kidata.stage.stream_final), so this stays small.
+# tables are written without a database sort (kidata.ingest.stage.stream_final), so this stays
+# small.
 COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 # ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
 # is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
@@ -302,11 +304,11 @@ class Warehouse:
 
     def _auto_compact(self, report: LoadReport) -> None:
         """After a commit, under the writer lock: merge the small files of tables that have
-        many (:func:`kidata.compact.auto`). The load is committed whatever happens here."""
-        from kidata import compact
+        many (:func:`kidata.store.compaction.auto`). The load is committed whatever happens here."""
+        from kidata.store import compaction
 
         try:
-            done = compact.auto(self)
+            done = compaction.auto(self)
         except (OSError, duckdb.Error, WarehouseError) as exc:
             report._warn(f"load {report.load_id} is committed, but merging the tables' small "
                          f"files failed ({exc}); run kidata compact")
@@ -321,20 +323,20 @@ class Warehouse:
         """Stage the records of ``files`` (and ``unreadable``: folders that could not be
         listed, as rejects); returns what was read of each file (for
         :meth:`_remember_files`), or None when every file was skipped as already loaded."""
-        # Checking and flattening happen in kidata.stage (in worker processes for large
+        # Checking and flattening happen in kidata.ingest.stage (in worker processes for large
         # inputs); the result is the same as one pass over the input in order. It is set up
         # when the first file must be read.
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
         if settings or mapping:  # the same file read with other context is another input
-            from kidata.readers.builder import Settings
+            from kidata.ingest.readers.builder import Settings
 
             label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
                                                                if mapping else "")
         try:
             if unreadable:
-                from kidata.stage import Stage
+                from kidata.ingest.stage import Stage
 
                 stage = Stage(staging, batch, self._existing_environments(meta), report,
                               progress)
@@ -356,7 +358,7 @@ class Warehouse:
                     report.unchanged.append(name)
                     continue
                 if stage is None:
-                    from kidata.stage import Stage
+                    from kidata.ingest.stage import Stage
 
                     stage = Stage(staging, batch, self._existing_environments(meta), report,
                                   progress)
@@ -523,7 +525,7 @@ class Warehouse:
             return
         if moves:
             # The load's row in `loads` is its commit marker, renamed after its files:
-            # kidata's readers show only rows of the loads listed there (kidata/snapshot.py).
+            # kidata's readers show only rows of the loads listed there (kidata/store/snapshot.py).
             marker = final / "loads.parquet"
             self._write_marker(marker, report, now)
             moves.append((str(marker.relative_to(self.path)),
@@ -567,7 +569,7 @@ class Warehouse:
         import pyarrow.parquet as pq
 
         from kidata import __version__
-        from kidata.schema import TABLES
+        from kidata.store.schema import TABLES
 
         added = {t: n for t, n in sorted(report.added.items()) if n}
         row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
@@ -581,11 +583,11 @@ class Warehouse:
 
     def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
         """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
-        from kidata.schema import staged_schema
+        from kidata.store.schema import staged_schema
 
         for table in COLUMNS:
             if table in REFERENCE:
-                continue  # not loaded (kidata/reference.py writes them)
+                continue  # not loaded (kidata/store/reference.py writes them)
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
             if any(staging.glob(f"{table}-*.parquet")):
@@ -741,8 +743,8 @@ class Warehouse:
         replaced by the new record's (keeping their ``load_id`` and ``loaded_at``: the row is
         still the run its first load added). Appends ``(new file, stored file)`` to
         ``replaces``; returns the rows replaced."""
-        from kidata.pqwrite import write_reader
-        from kidata.schema import TABLES
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
 
         con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s "
                     "WHERE s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
@@ -838,8 +840,8 @@ class Warehouse:
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime) -> int:
-        from kidata.pqwrite import write_reader
-        from kidata.schema import TABLES
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
 
         if table == "latest_runs":  # derived, not staged
             return self._write_latest_runs(con, path, load_id)
@@ -856,9 +858,9 @@ class Warehouse:
         """Write the final file of a big table (``STREAMED``) straight from the staged files:
         the rows of :meth:`_select_final`, in its order, without sorting them in DuckDB
         (memory stays flat at any load size). None when the staged files cannot be read in
-        order (see :func:`kidata.stage.stream_final`); the caller then asks DuckDB."""
-        from kidata.schema import TABLES
-        from kidata.stage import stream_final
+        order (see :func:`kidata.ingest.stage.stream_final`); the caller then asks DuckDB."""
+        from kidata.ingest.stage import stream_final
+        from kidata.store.schema import TABLES
 
         order = [k for k in KEYS[table] if table != "runs"]
         constants = {"load_id": load_id, "loaded_at": now}
@@ -870,11 +872,11 @@ class Warehouse:
 
     @staticmethod
     def _write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) -> int:
-        """Write this load's ``latest_runs`` rows (see kidata/derived.py).
+        """Write this load's ``latest_runs`` rows (see kidata/store/derived.py).
 
         They come from the staged rows of the runs this load adds, which carry their latency
         median, p20 and p80 (``schema.STAGED_LATENCY``), so no join with the measurements is
-        needed. It gives the rows of :func:`kidata.derived.latest_runs_sql` over the final
+        needed. It gives the rows of :func:`kidata.store.derived.latest_runs_sql` over the final
         tables (``kidata check`` compares the two)."""
         key = ", ".join(derived.KEY)
 
@@ -909,8 +911,8 @@ class Warehouse:
             FROM at_latest a JOIN chosen c ON {same("c", "a")} AND c.run_id = a.run_id
             ORDER BY {", ".join(f"a.{k} NULLS LAST" for k in derived.KEY)}
         """
-        from kidata.pqwrite import write_reader
-        from kidata.schema import TABLES
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
 
         reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)
         return write_reader(path, TABLES["latest_runs"], reader,
@@ -932,7 +934,7 @@ class Warehouse:
         """The cached connection with every table and ``views`` (None: all) defined.
 
         A query defines only the views it names and the views those read
-        (:func:`kidata.views.needed`): defining all of them costs ~0.1 s, the better part
+        (:func:`kidata.query.views.needed`): defining all of them costs ~0.1 s, the better part
         of a one-query process."""
         wanted = list(views_mod.load_views()) if views is None else views
         for attempt in range(SWAP_RETRIES):
@@ -996,11 +998,12 @@ class Warehouse:
             read_only: bool = False) -> duckdb.DuckDBPyRelation:
         """Run SQL over the tables and views; returns a DuckDB relation (``.pl()``,
         ``.arrow()``, ``.fetchall()``). Errors become :class:`QueryError` with DuckDB's text.
-        With ``read_only``, statements that could write are refused (:mod:`kidata.readonly`)."""
+        With ``read_only``, statements that could write are refused
+        (:mod:`kidata.query.readonly`)."""
         views = views_mod.needed(query)
         con = self._ready(views)
         if read_only:
-            from kidata import readonly
+            from kidata.query import readonly
 
             readonly.check(con, query)
         for attempt in range(SWAP_RETRIES):
@@ -1053,20 +1056,20 @@ class Warehouse:
             return []
 
     def check(self, repair: bool = False):
-        """Verify the warehouse on disk; see :func:`kidata.check.check`."""
-        from kidata.check import check
+        """Verify the warehouse on disk; see :func:`kidata.store.verify.check`."""
+        from kidata.store.verify import check
 
         return check(self, repair=repair)
 
     def compact(self, tables: list[str] | None = None):
-        """Merge each table's small files; see :func:`kidata.compact.compact`."""
-        from kidata.compact import compact
+        """Merge each table's small files; see :func:`kidata.store.compaction.compact`."""
+        from kidata.store.compaction import compact
 
         return compact(self, tables)
 
     def records(self):
-        """The warehouse's runs as kernelindex bundles; see :func:`kidata.records.bundles`."""
-        from kidata.records import bundles
+        """The warehouse's runs as kernelindex bundles; see :func:`kidata.query.bundles.bundles`."""
+        from kidata.query.bundles import bundles
 
         return bundles(self)
 

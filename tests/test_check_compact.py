@@ -20,8 +20,8 @@ from runs_factory import write_runs
 
 from kidata import Warehouse
 from kidata.errors import QueryError
-from kidata.schema import TABLES
-from kidata.views import load_views
+from kidata.query.views import load_views
+from kidata.store.schema import TABLES
 
 DATA = Path(__file__).parent / "data"
 SEEDS = sorted((DATA / "seeds").glob("*.txt"))
@@ -134,7 +134,7 @@ def test_check_finds_half_written_stray_and_misshapen_files(several_loads: Path,
     assert "problem: runs/part-half.parquet: unreadable Parquet (" in result.err
     assert ("problem: runs/notes.txt: not a Parquet file; a table folder holds only *.parquet "
             "files") in result.err
-    assert ("problem: runs/part-int.parquet: schema differs from kidata/schema.py: column "
+    assert ("problem: runs/part-int.parquet: schema differs from kidata/store/schema.py: column "
             "run_id is int64, expected string; required column kernel is missing") in result.err
 
 
@@ -317,7 +317,7 @@ def test_atomic_writes_use_a_hidden_temporary_name(tmp_path: Path, monkeypatch):
     """The name check and recovery recognise (``.<name>.tmp``), never ``*.parquet``."""
     import os
 
-    from kidata import durable
+    from kidata.store import durable
 
     renamed = []
     real = os.replace
@@ -363,7 +363,7 @@ def test_loads_merge_a_tables_small_files_once_it_has_many(tmp_path: Path, monke
 
 
 def test_a_failed_merge_after_a_load_leaves_the_load_committed(tmp_path: Path, monkeypatch):
-    from kidata import compact
+    from kidata.store import compaction as compact
 
     monkeypatch.setenv("KIDATA_COMPACT_AT", "2")
     wh = Warehouse(tmp_path / "wh")
@@ -386,8 +386,8 @@ def test_a_failed_merge_after_a_load_leaves_the_load_committed(tmp_path: Path, m
 def test_loads_do_not_merge_where_folders_cannot_be_swapped(tmp_path: Path, monkeypatch):
     # Compaction needs an atomic folder exchange; where there is none, loads skip the merge
     # without a warning on every load (`kidata compact` says why when asked).
-    from kidata import durable
     from kidata.errors import WarehouseError
+    from kidata.store import durable
 
     def no_exchange(a, b):
         raise WarehouseError("this platform has no atomic folder exchange")

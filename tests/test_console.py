@@ -156,7 +156,7 @@ def test_pivot_unpivot_and_summarize_are_queries(seeded, tmp_path):
 
 def test_every_integer_column_of_every_view_is_a_bigint(seeded, tmp_path):
     from kidata import Warehouse
-    from kidata.views import load_views
+    from kidata.query.views import load_views
 
     wh = Warehouse(seeded)
     found = {}
@@ -230,7 +230,7 @@ LOADED = ["runs", "measurements", "environments", "protocols", "workloads",
 
 def table_rows(path: Path) -> dict[str, list]:
     from kidata import Warehouse
-    from kidata.schema import TABLES
+    from kidata.store.schema import TABLES
 
     wh = Warehouse(path)
     out = {}
@@ -275,8 +275,8 @@ def test_seeds_and_liger_csv_in_either_order_give_the_same_tables_and_views(tmp_
     from conftest import SHARED
 
     from kidata import Warehouse
-    from kidata.schema import TABLES
-    from kidata.views import load_views
+    from kidata.query.views import load_views
+    from kidata.store.schema import TABLES
 
     csv_file = SHARED / "liger" / "all_benchmark_data.csv"
     first, second = tmp_path / "seeds-first", tmp_path / "csv-first"

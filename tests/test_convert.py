@@ -10,10 +10,10 @@ import pytest
 from conftest import SHARED
 
 from kidata import Warehouse
-from kidata.convert import convert
-from kidata.digest import digest
-from kidata.schema import TABLES as SCHEMAS
-from kidata.views import quote_identifier
+from kidata.ingest.convert import convert
+from kidata.ingest.digest import digest
+from kidata.query.views import quote_identifier
+from kidata.store.schema import TABLES as SCHEMAS
 
 DATA = Path(__file__).parent / "data"
 RECENT = SHARED / "liger" / "all_benchmark_data.csv"

@@ -104,7 +104,7 @@ def test_parquet_carries_column_descriptions(seeded: Path, tmp_path: Path):
     out = tmp_path / "runs.parquet"
     assert kidata("export", "runs", "-o", out, warehouse=seeded).returncode == 0
     schema = pq.read_schema(out)
-    # kidata/schema.py's description of runs.kernel.
+    # kidata/store/schema.py's description of runs.kernel.
     assert schema.field("kernel").metadata[b"description"] == (
         b"Kernel benchmarked, e.g. `rms_norm`.")
     assert pq.read_metadata(out).num_rows == 26
@@ -135,8 +135,8 @@ def test_duckdb_file_opens_in_plain_duckdb(seeded: Path, tmp_path: Path):
     out = tmp_path / "analysis.duckdb"
     done = kidata("export", "--duckdb", out, warehouse=seeded)
     assert done.returncode == 0, done.stderr
-    # Every table of kidata/schema.py (13 today); the seeds' 26 runs.
-    from kidata.schema import COLUMNS
+    # Every table of kidata/store/schema.py (13 today); the seeds' 26 runs.
+    from kidata.store.schema import COLUMNS
 
     assert done.stdout.startswith(f"wrote {len(COLUMNS)} tables (26 runs) and every view to ")
     con = duckdb.connect(str(out), read_only=True)

@@ -1,4 +1,4 @@
-"""The load's fast path (kidata/fast.py) gives exactly what the general path gives.
+"""The load's fast path (kidata/ingest/fast.py) gives exactly what the general path gives.
 
 End to end: the same inputs loaded with the fast path on and off (``KIDATA_SLOW_PATH``) give
 the same rows in every table, in the same order (only ``loaded_at``/``load_id`` differ), and
@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kidata import Warehouse
-from kidata import fast as fast_mod
-from kidata.fast import FastPath
-from kidata.flatten import Flattener
-from kidata.readers import Lines
-from kidata.stage import Stager, stage_fast, stage_record
+from kidata.ingest import fast as fast_mod
+from kidata.ingest.fast import FastPath
+from kidata.ingest.flatten import Flattener
+from kidata.ingest.readers import Lines
+from kidata.ingest.stage import Stager, stage_fast, stage_record
 from kidata.warehouse import LoadReport
 
 DATA = Path(__file__).parent / "data"

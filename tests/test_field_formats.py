@@ -13,10 +13,10 @@ import pytest
 from conftest import SHARED
 
 from kidata import Warehouse
-from kidata.dtypes import normalise_dtype
 from kidata.errors import RecordError, UsageError
-from kidata.readers import detect, read_file
-from kidata.readers.builder import Settings
+from kidata.ingest.dtypes import normalise_dtype
+from kidata.ingest.readers import detect, read_file
+from kidata.ingest.readers.builder import Settings
 
 EXT = SHARED / "external"
 FIELD = Path(__file__).parent / "data" / "field"
@@ -578,7 +578,7 @@ def test_huge_numbers_are_text_or_rejects_never_a_crash_or_a_hang():
     ok, bad = items
     # A 26-digit x value is beyond 64-bit integers: kept as text, and the run still flattens.
     assert ok.docs["workload"]["spec"]["parameters"] == {"N": "99999999999999999999999999"}
-    from kidata.flatten import Flattener
+    from kidata.ingest.flatten import Flattener
 
     assert Flattener().flatten(ok).runs[0]["implementation"] == "cuBLAS"
     assert str(bad).endswith("field median: expected a number between 1e-30 and 1e30, got "

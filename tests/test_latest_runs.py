@@ -1,5 +1,5 @@
 """``latest_runs``: each load's latest passed latency run per key, from which ``speedups``
-picks the latest run across loads (kidata/derived.py).
+picks the latest run across loads (kidata/store/derived.py).
 
 - by hand: the latest run and the run counts when the latest run is in an earlier load, when a
   later load brings an older run, and when a run has no timestamp;
@@ -27,7 +27,7 @@ from runs_factory import bundle
 from test_properties import write
 
 from kidata import Warehouse
-from kidata.schema import TABLES
+from kidata.store.schema import TABLES
 
 LIGER = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
          "2024-09-03-15-39-30")

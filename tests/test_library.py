@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 import kidata
-from kidata import schema, views
+from kidata.query import views
+from kidata.store import schema
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 

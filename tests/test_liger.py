@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kidata import Warehouse
-from kidata.catalog import display_name, lookup_gpu
 from kidata.errors import RecordError
-from kidata.flatten import Flattener
-from kidata.readers.liger import read as read_liger
+from kidata.ingest.catalog import display_name, lookup_gpu
+from kidata.ingest.flatten import Flattener
+from kidata.ingest.readers.liger import read as read_liger
 
 DATA = Path(__file__).parent / "data"
 LIGER = DATA / "liger"

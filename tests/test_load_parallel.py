@@ -13,8 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kidata import Warehouse, stage
-from kidata.schema import TABLES
+from kidata import Warehouse
+from kidata.ingest import stage
+from kidata.store.schema import TABLES
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 

@@ -15,7 +15,8 @@ import duckdb
 import pytest
 from conftest import SEEDS
 
-from kidata import Warehouse, output
+from kidata import Warehouse
+from kidata.query import output
 
 KIDATA = str(Path(sys.executable).parent / "kidata")
 AWKWARD = ("SELECT 'a|b' || chr(10) || 'c' AS t, 'x,y' || chr(10) || '\"z\"' AS u, "

@@ -1,4 +1,4 @@
-"""GroupedWriter: the row groups of the files kidata writes (kidata/pqwrite.py).
+"""GroupedWriter: the row groups of the files kidata writes (kidata/store/pqwrite.py).
 
 A 1M-run load used to write one row group per 8,192-row batch (978 groups, a 5.7 MB footer
 every query read); the writer now gathers batches into row groups of a given size or bytes.
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kidata.pqwrite import GroupedWriter
+from kidata.store.pqwrite import GroupedWriter
 
 SCHEMA = pa.schema([pa.field("i", pa.int64(), nullable=False), pa.field("text", pa.string())])
 

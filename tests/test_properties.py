@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from runs_factory import bundle
 
 from kidata import Warehouse
-from kidata.schema import TABLES
+from kidata.store.schema import TABLES
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 SEED1 = json.loads((SEEDS / "001_74c4a9a5654eeb33.txt").read_text("utf-8").split("\n", 2)[2])
@@ -112,7 +112,7 @@ def with_documents(i: int, implementation: bool, rows: int = 2048) -> dict:
     Implementation document) in the bundle, the run pointing at their digests. Same numbers:
     a duplicate of ``bundle(i)``, not a conflict. ``rows`` changes the workload (another
     document, equally rich)."""
-    from kidata.digest import digest
+    from kidata.ingest.digest import digest
 
     b = bundle(i)
     workload = {"kind": "Workload", "apiVersion": "kernelindex.dev/v1alpha1",

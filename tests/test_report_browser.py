@@ -15,7 +15,7 @@ from browser import check_page, chromium
 from conftest import SEEDS
 
 from kidata import Warehouse
-from kidata.present import write_report
+from kidata.query.present import write_report
 
 if chromium() is None:
     if os.environ.get("CI") == "true":

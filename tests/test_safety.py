@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
-from kidata.schema import TABLES
+from kidata.store.schema import TABLES
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 BAD = Path(__file__).parent / "data" / "bad"

@@ -25,9 +25,9 @@ from pyspark.sql import types as T
 import kidata.spark
 from kidata import Warehouse
 from kidata.errors import KidataError, WarehouseError
-from kidata.schema import TABLES
+from kidata.query.views import load_views, sql_dir
 from kidata.spark import SparkViewError, register
-from kidata.views import load_views, sql_dir
+from kidata.store.schema import TABLES
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 VIEWS = list(load_views())

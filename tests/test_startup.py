@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kidata import Warehouse, reference
+from kidata import Warehouse
+from kidata.store import reference
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 HEAVY = ("duckdb", "pyarrow", "pandas", "polars", "numpy")
@@ -127,9 +128,9 @@ def test_reloading_unchanged_files_imports_no_pyarrow(tmp_path):
 WORKER = """
 import json, sys, tempfile
 from kidata._imports import refuse_pandas
-refuse_pandas()  # as kidata.stage._serve, a worker's entry point, does
-from kidata.readers import Lines
-from kidata import stage
+refuse_pandas()  # as kidata.ingest.stage._serve, a worker's entry point, does
+from kidata.ingest.readers import Lines
+from kidata.ingest import stage
 lines = [(1, sys.argv[1].encode())]
 with tempfile.TemporaryDirectory() as folder:
     stage._init_worker(folder, 100, [])

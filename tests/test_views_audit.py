@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
-from kidata.analysis import audit
+from kidata.query.analysis import audit
 
 DATA = Path(__file__).parent / "data"
 

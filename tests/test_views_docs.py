@@ -10,7 +10,7 @@ import pytest
 
 from kidata import Warehouse
 from kidata.docs import efficiency_markdown, views_markdown
-from kidata.views import load_views
+from kidata.query.views import load_views
 
 ROOT = Path(__file__).parent.parent
 VIEWS = sorted(load_views())

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kidata import Warehouse, reference
+from kidata import Warehouse
 from kidata.errors import KidataError
+from kidata.store import reference
 
 DATA = Path(__file__).parent / "data"
 

@@ -42,8 +42,8 @@ import pytest
 from conftest import shared
 
 from kidata import Warehouse
-from kidata.analysis import regressions
-from kidata.schema import TABLES
+from kidata.query.analysis import regressions
+from kidata.store.schema import TABLES
 
 VIEWS = Path(__file__).parent / "data" / "views"
 KIDATA = Path(sys.executable).parent / "kidata"
@@ -363,7 +363,7 @@ def test_compare_two_implementations_and_bad_selectors(cli, data, wh: Warehouse)
     assert cli("load", data / "views" / "statistics.jsonl").code == 0
     # torch vs liger over softmax (views_stats) and kl_div (views_noise): only quart2 and the
     # kl_div keys have measured spreads of one statistic on both sides.
-    from kidata.analysis import compare
+    from kidata.query.analysis import compare
     result = compare(wh, "torch", "liger")
     rows = {(r[0], r[2]): r for r in result.rows.fetchall()}
     # softmax quart2: torch 20 (p25-p75 19-21) vs liger 10 (9.5-10.5): ratio 0.5, faster.
@@ -412,7 +412,7 @@ def test_roofline_of_liger_swiglu_by_hand(liger: Warehouse):
 
 
 def test_every_catalog_gpu_has_a_family():
-    from kidata.catalog import gpu_catalog, lookup_gpu
+    from kidata.ingest.catalog import gpu_catalog, lookup_gpu
 
     families = {g.key: g.family for g in gpu_catalog().values()}
     assert all(families.values())

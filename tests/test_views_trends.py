@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
-from kidata.analysis import regressions
+from kidata.query.analysis import regressions
 
 DATA = Path(__file__).parent / "data"
 

@@ -37,7 +37,7 @@ def test_wheel_loads_and_queries(tmp_path: Path):
         return done.stdout
 
     where = subprocess.run(
-        [sys.executable, "-c", "import kidata.views as v; print(v.sql_dir())"], cwd=work,
+        [sys.executable, "-c", "import kidata.query.views as v; print(v.sql_dir())"], cwd=work,
         env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert where == str(site / "kidata" / "sql")
     assert "26 runs added" in kidata("load", str(SEEDS))
