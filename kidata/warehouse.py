@@ -1,13 +1,7 @@
 """Write the warehouse: staged, deduplicated, atomic loads into folders of Parquet files.
 
-Layout (one folder of Parquet files per table, readable by any engine)::
-
-    <warehouse>/runs/part-<load_id>.parquet
-    <warehouse>/measurements/part-<load_id>.parquet
-    ...
-    <warehouse>/_kidata/lock             writer lock (one commit at a time)
-    <warehouse>/_kidata/journal/*.json   commits whose files are being moved into place
-    <warehouse>/_kidata/staging/<load>/  files of loads in progress
+Layout: one folder of Parquet files per table, readable by any engine, and kidata's private
+``_kidata/`` folder; every path is named in :mod:`kidata.store.layout`.
 
 A load reads and validates its inputs into staging files (memory bounded by the batch size),
 then, holding the writer lock, deduplicates them against the warehouse with DuckDB, writes one
@@ -48,10 +42,19 @@ from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived, durable, reference, snapshot
 from kidata.store.durable import fault
+from kidata.store.layout import (
+    NEW_STAGING_PREFIX,
+    PRIVATE,
+    TEMP_GLOB,
+    Layout,
+    final_file,
+    final_folder,
+    owner_lock,
+    staged_glob,
+)
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 10_000
-PRIVATE = "_kidata"
 LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
 # tables are written without a database sort (kidata.ingest.stage.stream_final), so this stays
@@ -98,11 +101,16 @@ class Warehouse:
     # -- layout -------------------------------------------------------------------------------
 
     @property
+    def layout(self) -> Layout:
+        """Every path under this warehouse (:mod:`kidata.store.layout`)."""
+        return Layout(self.path)
+
+    @property
     def private(self) -> Path:
-        return self.path / PRIVATE
+        return self.layout.private
 
     def table_files(self, table: str) -> list[Path]:
-        return sorted((self.path / table).glob("*.parquet"))
+        return self.layout.table_files(table)
 
     def require(self) -> None:
         """Raise :class:`NotAWarehouse` unless :attr:`path` is a warehouse: a folder holding
@@ -127,7 +135,7 @@ class Warehouse:
         if self.path.exists() and not self.path.is_dir():
             raise WarehouseError(f"{self.path} exists and is not a folder")
         try:
-            for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *COLUMNS):
+            for sub in (*self.layout.created(), *COLUMNS):
                 (self.path / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(f"cannot write to the warehouse {self.path}: {exc}") from None
@@ -137,7 +145,7 @@ class Warehouse:
         """Hold the writer lock (one commit or compaction at a time), after finishing what
         dead writers left (:meth:`_recover`)."""
         self._ensure()
-        lock = FileLock(str(self.private / "lock"), timeout=LOCK_TIMEOUT)
+        lock = FileLock(str(self.layout.lock), timeout=LOCK_TIMEOUT)
         try:
             lock.acquire()
         except Timeout:
@@ -156,14 +164,14 @@ class Warehouse:
         journal was written; remove staging and compaction folders of dead processes. Called
         with the writer lock held; returns one line per thing done."""
         done = [self._roll_forward(journal)
-                for journal in sorted((self.private / "journal").glob("*.json"))]
-        for tmp in (self.private / "journal").glob("*.tmp"):
+                for journal in sorted(self.layout.journals.glob("*.json"))]
+        for tmp in self.layout.journals.glob("*.tmp"):
             tmp.unlink(missing_ok=True)  # a journal that was never complete: never decided
-        for staging in (self.private / "staging").iterdir():
+        for staging in self.layout.staging.iterdir():
             # Live loads create and delete their own folders meanwhile (they hold no writer
             # lock while staging): a folder may vanish at any step here.
             try:
-                if staging.name.startswith(".new-"):
+                if staging.name.startswith(NEW_STAGING_PREFIX):
                     # Being created (its owner lock is taken before it gets its name); left
                     # behind only by a crash in that instant.
                     if time.time() - staging.stat().st_mtime > STALE_NEW_STAGING:
@@ -171,7 +179,7 @@ class Warehouse:
                     continue
                 if not staging.is_dir():
                     continue
-                owner = FileLock(str(staging / "owner.lock"), timeout=0)
+                owner = FileLock(str(owner_lock(staging)), timeout=0)
                 with owner:
                     shutil.rmtree(staging, ignore_errors=True)
             except Timeout:
@@ -182,11 +190,11 @@ class Warehouse:
         # Atomic writes in table folders (reference tables, repaired markers) happen under the
         # writer lock: a temporary file there is the leftover of a killed writer.
         for table in COLUMNS:
-            folder = self.path / table
-            for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+            folder = self.layout.table(table)
+            for tmp in folder.glob(TEMP_GLOB) if folder.is_dir() else ():
                 tmp.unlink(missing_ok=True)
                 done.append(f"removed {table}/{tmp.name}, left by an interrupted write")
-        compact = self.private / "compact"
+        compact = self.layout.compact
         if compact.is_dir():  # compaction holds the writer lock throughout: these are dead
             for leftover in compact.iterdir():
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -227,10 +235,10 @@ class Warehouse:
     def _new_staging(self, load_id: str) -> tuple[Path, FileLock]:
         """A staging folder owned by this process. The owner lock is taken before the folder
         gets its final name, so :meth:`_recover` never sees a live load's folder unlocked."""
-        root = self.private / "staging"
-        fresh = root / f".new-{load_id}"
+        root = self.layout.staging
+        fresh = root / f"{NEW_STAGING_PREFIX}{load_id}"
         fresh.mkdir()
-        owner = FileLock(str(fresh / "owner.lock"), timeout=0)
+        owner = FileLock(str(owner_lock(fresh)), timeout=0)
         owner.acquire()
         staging = root / load_id
         os.rename(fresh, staging)
@@ -297,7 +305,7 @@ class Warehouse:
             meta.close()
             owner.release()
             # A load that passed its commit point keeps its files until they are in place.
-            if not (self.private / "journal" / f"{load_id}.json").exists():
+            if not self.layout.journal(load_id).exists():
                 shutil.rmtree(staging, ignore_errors=True)
             self._con_state = None
         return report
@@ -384,7 +392,7 @@ class Warehouse:
     def _loaded_files(self, con: duckdb.DuckDBPyConnection) -> dict[tuple, dict[str, Any]]:
         """Files that committed loads read in full with no reject, conflict or warning, by
         (name, size, sha256, format), from ``_kidata/files/<load_id>.json``."""
-        folder = self.private / "files"
+        folder = self.layout.files
         manifests = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if not manifests:
             return {}
@@ -414,7 +422,7 @@ class Warehouse:
         A load that added nothing at all (every run a duplicate) commits no marker; its
         manifest is kept all the same, each entry marked ``load_added_nothing``, so that
         re-loading such a file is not a full read every time."""
-        marker = self.path / "loads" / f"part-{report.load_id}.parquet"
+        marker = self.layout.marker(report.load_id)
         added_nothing = not any(report.added.values())
         if not files or not (marker.exists() or added_nothing):
             return
@@ -426,7 +434,7 @@ class Warehouse:
         if not clean:
             return
         added: dict[str, int] = {}
-        runs = self.path / "runs" / f"part-{report.load_id}.parquet"
+        runs = self.layout.part("runs", report.load_id)
         if runs.exists():
             # ParquetFile.read, unlike read_table, does not import pandas; counted in Arrow (a
             # million names as Python strings would cost 100 MB).
@@ -440,9 +448,9 @@ class Warehouse:
                                        "format", "records", "runs")}
                    | {"runs_added": added.get(f["source_file"], 0)}
                    | ({"load_added_nothing": True} if added_nothing else {}) for f in clean]
-        folder = self.private / "files"
-        folder.mkdir(exist_ok=True)
-        durable.write_atomic(folder / f"{report.load_id}.json", json.dumps(entries).encode())
+        self.layout.files.mkdir(exist_ok=True)
+        durable.write_atomic(self.layout.files_manifest(report.load_id),
+                             json.dumps(entries).encode())
 
     def _still_loaded(self, seen: dict[str, Any], name: str,
                       con: duckdb.DuckDBPyConnection) -> bool:
@@ -486,7 +494,7 @@ class Warehouse:
                 "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
             ).fetchall()[0][0]
             now = datetime.now(UTC)
-            final = staging / "final"
+            final = final_folder(staging)
             final.mkdir()
             moves: list[tuple[str, str]] = []
             # The two big tables are streamed from the staged files in threads (pyarrow
@@ -496,20 +504,20 @@ class Warehouse:
                            "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
             with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
                 streamed = {table: pool.submit(self._stream_final, staging, table, keep,
-                                               final / f"{table}.parquet", report.load_id, now)
+                                               final_file(staging, table), report.load_id, now)
                             for table in STREAMED}
                 try:
                     for table in COMMIT_ORDER:
                         if table == "loads":
                             continue
-                        path = final / f"{table}.parquet"
+                        path = final_file(staging, table)
                         count = streamed[table].result() if table in streamed else None
                         if count is None:
                             count = self._write_final(con, table, path, report.load_id, now)
                         report.added[table] = count
                         if count:
                             moves.append((str(path.relative_to(self.path)),
-                                          f"{table}/part-{report.load_id}.parquet"))
+                                          self.layout.part_relative(table, report.load_id)))
                         fault(f"after-write:{table}")
                 finally:
                     for future in streamed.values():
@@ -526,17 +534,17 @@ class Warehouse:
         if moves:
             # The load's row in `loads` is its commit marker, renamed after its files:
             # kidata's readers show only rows of the loads listed there (kidata/store/snapshot.py).
-            marker = final / "loads.parquet"
+            marker = final_file(staging, "loads")
             self._write_marker(marker, report, now)
             moves.append((str(marker.relative_to(self.path)),
-                          f"loads/part-{report.load_id}.parquet"))
+                          self.layout.part_relative("loads", report.load_id)))
         # Then the enriched files replace the stored ones, one rename each: until then a
         # reader sees the stored row (consistent: it is what the warehouse held), after it
         # the richer one, whose documents this load's files already made visible.
         moves += replaces
         durable.fsync_dir(final)
         fault("before-journal")
-        journal = self.private / "journal" / f"{report.load_id}.json"
+        journal = self.layout.journal(report.load_id)
         durable.write_atomic(journal, json.dumps({
             "load_id": report.load_id, "moves": moves,
             "replaces": [dst for _, dst in replaces]}).encode())
@@ -590,8 +598,8 @@ class Warehouse:
                 continue  # not loaded (kidata/store/reference.py writes them)
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
-            if any(staging.glob(f"{table}-*.parquet")):
-                src = f"SELECT * FROM {views_mod.parquet_source(staging, f'{table}-*.parquet')}"
+            if any(staging.glob(staged_glob(table))):
+                src = f"SELECT * FROM {views_mod.parquet_source(staging, staged_glob(table))}"
             else:
                 cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
                                  f"{views_mod.quote_identifier(f.name)}"

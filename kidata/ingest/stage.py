@@ -55,6 +55,7 @@ from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.ingest.readers import Item, Lines
 from kidata.store import pqwrite
 from kidata.store.durable import fault
+from kidata.store.layout import staged_glob, staged_name
 from kidata.store.pqwrite import GroupedWriter
 from kidata.store.schema import STAGED_LATENCY, TABLES, staged_schema
 
@@ -137,7 +138,7 @@ class Stager:
                 self.blobs[table].clear()
             data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
             fault("stage-write")
-            pq.write_table(data, self.folder / f"{table}-{self.tag}{self.parts:06d}.parquet",
+            pq.write_table(data, self.folder / staged_name(table, f"{self.tag}{self.parts:06d}"),
                            **pqwrite.options(schema, compression="lz4"))
             rows.clear()
             self.counts[table] = 0
@@ -620,7 +621,7 @@ def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
     the files' ranges do not interleave, reading them by range is reading in order. Memory is
     one slice of one file at a time, whatever the size of the load."""
     ranges = []
-    for file in staging.glob(f"{table}-*.parquet"):
+    for file in staging.glob(staged_glob(table)):
         found = _seq_range(file)
         if found is None:
             return None

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kidata.errors import KidataError
+from kidata.store.layout import PARQUET_GLOB, Layout
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -207,8 +208,8 @@ def table_sql(warehouse: Path, table: str) -> str:
     """The ``SELECT`` that reads one table: its Parquet files, or an empty typed relation."""
     from kidata.store.schema import COLUMNS
 
-    folder = warehouse / table
-    if any(folder.glob("*.parquet")):
+    folder = Layout(warehouse).table(table)
+    if any(folder.glob(PARQUET_GLOB)):
         return f"SELECT * FROM {parquet_source(folder)}"
     cols = ", ".join(f"CAST(NULL AS {duckdb_type(c.type)}) AS {quote_identifier(c.name)}"
                      for c in COLUMNS[table])

@@ -111,7 +111,7 @@ def auto(wh: Warehouse) -> CompactReport:
 def _can_exchange(wh: Warehouse) -> bool:
     """Whether the warehouse's file system swaps folders atomically (tried on two empty
     folders), so that a load does not merge files only to find it cannot swap them in."""
-    probe = wh.private / "compact" / f"probe-{secrets.token_hex(4)}"
+    probe = wh.layout.compact / f"probe-{secrets.token_hex(4)}"
     try:
         (probe / "a").mkdir(parents=True)
         (probe / "b").mkdir()
@@ -152,7 +152,7 @@ def swap_table(wh: Warehouse, table: str, write: Callable[[Path], int],
     """Replace a table's folder in one atomic step by a new one holding the file ``write``
     writes (it returns the rows written) and the files ``keep``. Call under the writer lock."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    work = wh.private / "compact" / f"{stamp}-{secrets.token_hex(4)}"
+    work = wh.layout.compact / f"{stamp}-{secrets.token_hex(4)}"
     nxt = work / table
     try:
         nxt.mkdir(parents=True)
@@ -165,7 +165,7 @@ def swap_table(wh: Warehouse, table: str, write: Callable[[Path], int],
                 durable.fsync_file(nxt / path.name)
         durable.fsync_dir(nxt)
         fault(f"compact-before-swap:{table}")
-        durable.exchange(nxt, wh.path / table)  # the one atomic step
+        durable.exchange(nxt, wh.layout.table(table))  # the one atomic step
         durable.fsync_dir(wh.path)
         fault(f"compact-after-swap:{table}")
     finally:

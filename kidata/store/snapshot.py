@@ -27,6 +27,7 @@ from kidata.errors import WarehouseError
 from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived
+from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, REFERENCE
 
 VISIBLE = "_kidata_visible_loads"
@@ -52,7 +53,7 @@ def marker_state(warehouse: Path) -> tuple[str, ...]:
     """The names of the commit-marker files: changes whenever a load commits or the
     ``loads`` table is compacted (cheap: one folder listing)."""
     try:
-        return tuple(sorted(os.listdir(warehouse / "loads")))
+        return tuple(sorted(os.listdir(Layout(warehouse).table("loads"))))
     except FileNotFoundError:
         return ()
 
@@ -61,9 +62,8 @@ def committed(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None
               ) -> list[tuple[str, str | None]]:
     """``(load_id, kidata_version)`` of the loads whose commit marker is in place, read now
     (with DuckDB, on ``con`` or a connection of its own: no pyarrow on a query's start-up)."""
-    folder = warehouse / "loads"
     for _ in range(ATTEMPTS):
-        files = sorted(str(p) for p in folder.glob("*.parquet"))
+        files = [str(p) for p in Layout(warehouse).table_files("loads")]
         if not files:
             return []
         own = con is None

@@ -26,6 +26,7 @@ from kidata.ingest.digest import digest
 from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived, durable, snapshot
+from kidata.store.layout import PRIVATE
 from kidata.store.schema import KEYS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from kidata.warehouse import Warehouse
 
 SHOWN = 5  # examples shown per problem
-PRIVATE = "_kidata"
 q = views_mod.quote_identifier
 
 
@@ -78,7 +78,7 @@ def _writers_paused(wh: Warehouse) -> Iterator[None]:
 
     from kidata.warehouse import LOCK_TIMEOUT
 
-    lock = FileLock(str(wh.private / "lock"), timeout=LOCK_TIMEOUT)
+    lock = FileLock(str(wh.layout.lock), timeout=LOCK_TIMEOUT)
     try:
         lock.acquire()
     except Timeout:
@@ -153,7 +153,7 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
                    "files": 0, "records": 0,
                    "added": json.dumps(added, sort_keys=True), "duplicates": 0,
                    "rejected": added.get("rejects", 0), "warnings": 0}
-            path = wh.path / "loads" / f"part-{load_id}.parquet"
+            path = wh.layout.marker(load_id)
             tmp = path.with_name(f".{path.name}.tmp")
             pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), tmp)
             durable.fsync_file(tmp)
@@ -168,19 +168,19 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
 
 def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
     """Report commits in flight and leftovers; returns the ids of loads not complete yet."""
-    journals = sorted((wh.private / "journal").glob("*.json"))
+    journals = sorted(wh.layout.journals.glob("*.json"))
     for journal in journals:
         report.problems.append(
             f"load {journal.stem} stopped after its commit point and is not complete yet: "
             "plain-Parquet readers may see part of it (kidata's views do not); "
             "`kidata check --repair` or the next load completes it")
-    staging = wh.private / "staging"
+    staging = wh.layout.staging
     if staging.is_dir():
         for entry in sorted(staging.iterdir()):
             if entry.is_dir() and not entry.name.startswith(".new-"):
                 report.notes.append(f"staging folder of load {entry.name} (a load in progress, "
                                     "or a dead one whose files the next writer removes)")
-    compact = wh.private / "compact"
+    compact = wh.layout.compact
     if compact.is_dir():
         for entry in sorted(compact.iterdir()):
             report.notes.append(f"leftovers of compaction {entry.name} (in progress, or "
@@ -197,7 +197,7 @@ def _check_files(wh: Warehouse, report: CheckReport) -> dict[str, list[Path]]:
         if entry.is_dir() and entry.name not in known and not entry.name.startswith("."):
             report.notes.append(f"folder {entry.name}/ is not a kidata table; kidata ignores it")
     for table, schema in TABLES.items():
-        folder = wh.path / table
+        folder = wh.layout.table(table)
         readable[table] = []
         if not folder.is_dir():
             continue
