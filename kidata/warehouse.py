@@ -43,6 +43,7 @@ from kidata.query import views as views_mod
 from kidata.store import derived, durable, reference, snapshot
 from kidata.store.durable import fault
 from kidata.store.layout import (
+    LOCK_TIMEOUT,
     NEW_STAGING_PREFIX,
     PRIVATE,
     TEMP_GLOB,
@@ -55,7 +56,6 @@ from kidata.store.layout import (
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 10_000
-LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
 # tables are written without a database sort (kidata.ingest.stage.stream_final), so this stays
 # small.
@@ -140,8 +140,19 @@ class Warehouse:
         except OSError as exc:
             raise WarehouseError(f"cannot write to the warehouse {self.path}: {exc}") from None
 
+    @property
+    def last_recovery(self) -> list[str]:
+        """What the last :meth:`writer_lock` finished or removed of dead writers, one line
+        each."""
+        return self._last_recovery
+
+    def forget_connection(self) -> None:
+        """Open a fresh DuckDB connection on the next query: files under the warehouse
+        changed in a way the cached one would not notice (compaction, repair)."""
+        self._con_state = None
+
     @contextlib.contextmanager
-    def _writer_lock(self):
+    def writer_lock(self):
         """Hold the writer lock (one commit or compaction at a time), after finishing what
         dead writers left (:meth:`_recover`)."""
         self._ensure()
@@ -268,7 +279,7 @@ class Warehouse:
         load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
         report = LoadReport(load_id=load_id)
         for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
-            report._warn(message)
+            report.add_warning(message)
         try:
             staging, owner = self._new_staging(load_id)
         except OSError as exc:
@@ -283,7 +294,7 @@ class Warehouse:
                     return report
                 if phase is not None:
                     phase("commit")
-                with self._writer_lock():
+                with self.writer_lock():
                     if read is None:
                         # Every file unchanged since it was loaded: nothing staged, nothing
                         # to commit (and no pyarrow to import: a re-load is start-up only).
@@ -318,7 +329,7 @@ class Warehouse:
         try:
             done = compaction.auto(self)
         except (OSError, duckdb.Error, WarehouseError) as exc:
-            report._warn(f"load {report.load_id} is committed, but merging the tables' small "
+            report.add_warning(f"load {report.load_id} is committed, but merging the tables' small "
                          f"files failed ({exc}); run kidata compact")
             return
         report.compacted = {t: n for t, n in done.tables.items() if n[0] != n[1]}
@@ -486,7 +497,7 @@ class Warehouse:
                 "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq"
             ).fetchall()
             for file, position, reason in conflicts:
-                report._reject(Reject(file, position, "run.metadata.name", reason))
+                report.add_reject(Reject(file, position, "run.metadata.name", reason))
             if strict and conflicts:
                 return
             report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
@@ -565,7 +576,7 @@ class Warehouse:
                     f"load {report.load_id} passed its commit point but could not finish "
                     f"({exc}; then: {again}); the next kidata command that writes to "
                     f"{self.path} will complete it") from exc
-            report._warn(f"the commit of load {report.load_id} was interrupted ({exc}) and "
+            report.add_warning(f"the commit of load {report.load_id} was interrupted ({exc}) and "
                          "has been completed")
         if any(dst.startswith("loads/") for _, dst in moves):
             report.added["loads"] = 1

@@ -26,7 +26,7 @@ from kidata.ingest import fast as fast_mod
 from kidata.ingest.fast import FastPath
 from kidata.ingest.flatten import Flattener
 from kidata.ingest.readers import Lines
-from kidata.ingest.stage import Stager, stage_fast, stage_record
+from kidata.ingest.stage import StagingWriter, stage_fast, stage_record
 from kidata.warehouse import LoadReport
 
 DATA = Path(__file__).parent / "data"
@@ -183,7 +183,7 @@ def _stage_lines(lines: list[bytes], fast_on: bool) -> tuple:
     """Stage ``lines`` as the loading process does, the fast path on or off; returns what was
     staged (JSON texts as str: Arrow stores str and UTF-8 bytes alike), the report and what
     the flattener learned."""
-    stager = Stager(Path("/nonexistent"), batch=10**9)
+    stager = StagingWriter(Path("/nonexistent"), batch=10**9)
     flattener = Flattener()
     fast = FastPath(stager, flattener, on=fast_on)
     report = LoadReport(load_id="")

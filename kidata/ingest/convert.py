@@ -118,9 +118,9 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
     out.mkdir(parents=True, exist_ok=True)
     report = ConvertReport()
     for message in skipped:
-        report._warn(message)
+        report.add_warning(message)
     for error in unreadable:
-        report._reject(error)
+        report.add_reject(error)
     flattener = Flattener()
     known: dict[str, dict[str, Any]] = {}   # digest -> document seen in this conversion
     written: dict[str, tuple[str, str]] = {}  # file name -> (content hash, where first seen)
@@ -129,15 +129,15 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
         for item in read_file(path, format, settings=settings, mapping=mapping):
             report.records += 1
             if isinstance(item, RecordError):
-                report._reject(item)
+                report.add_reject(item)
                 continue
             try:
                 flat = flattener.flatten(item)
             except RecordError as err:
-                report._reject(err)
+                report.add_reject(err)
                 continue
             for message in flat.warnings:
-                report._warn(message)
+                report.add_warning(message)
             for doc in item.docs.values():
                 if isinstance(doc, dict) and doc.get("kind") != "BenchmarkRun":
                     known.setdefault(digest(doc), doc)
@@ -159,7 +159,7 @@ def convert(paths: Iterable[str], output: str | os.PathLike[str], to: str = "ker
                 if first_hash == content:
                     report.duplicates += 1
                 else:
-                    report._reject(RecordError(
+                    report.add_reject(RecordError(
                         item.file, item.position, "run.metadata.name",
                         f"conflict: {name[:-4]} appears earlier in this conversion "
                         f"({first_where}) with different numbers"))

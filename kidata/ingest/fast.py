@@ -29,7 +29,13 @@ import orjson
 from kidata.errors import RecordError
 from kidata.ingest.flatten import QUANTILE_ORDER, Flattener
 from kidata.ingest.readers import Item, Lines, Overlong, raw_text
-from kidata.ingest.readers.kernelindex import _error, _json_error, _overlong, long_digits, to_item
+from kidata.ingest.readers.kernelindex import (
+    json_error_message,
+    long_digits,
+    overlong_error,
+    record_error,
+    to_item,
+)
 from kidata.ingest.validate import API_VERSION, DIGEST_RE, UNITS, Checker
 
 _INF = float("inf")
@@ -40,7 +46,7 @@ _RUN_COLUMNS = ["run_id", "source", "external_id", "kernel", "pass", "implementa
                 "protocol_id", "workload_id", "implementation_id", "observed_at", "status",
                 "version", "title", "labels", "content_hash", "source_file", "_seq",
                 "_position", "_latency_median", "_latency_p20",
-                "_latency_p80"]  # "document": in Stager.blobs
+                "_latency_p80"]  # "document": in StagingWriter.blobs
 _MEASUREMENT_COLUMNS = ["run_id", "metric", "statistic", "unit", "value", "resolution",
                         "_seq", "_position"]
 
@@ -58,7 +64,7 @@ def scan(batch: Lines) -> Iterator[tuple[str, bytes | None, RecordError | None]]
     file = batch.file
     for number, line in batch.numbered():
         if isinstance(line, Overlong):
-            yield f"line {number}", None, _overlong(file, number, line)
+            yield f"line {number}", None, overlong_error(file, number, line)
             continue
         if line and not line.isspace():  # not blank: bytes.strip() would leave something
             yield f"line {number}", line, None
@@ -71,7 +77,7 @@ def parse(line: bytes, file: str, position: str, title: str | None
     try:
         value = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
-        return _error(file, position, _json_error(exc), stripped)
+        return record_error(file, position, json_error_message(exc), stripped)
     return to_item(value, file, position, raw_text(stripped), title, stripped)
 
 
@@ -157,7 +163,7 @@ class FastPath:
         found = self._environments.get(key)
         if found is None:
             try:
-                env_id, gpu, row = self.flattener._environment(Checker(file, position), doc)
+                env_id, gpu, row = self.flattener.environment(Checker(file, position), doc)
             except RecordError:
                 return None
             if not gpu.known:
@@ -174,7 +180,7 @@ class FastPath:
         found = self._protocols.get(key)
         if found is None:
             try:
-                found = self.flattener._protocol(Checker(file, position), doc)
+                found = self.flattener.protocol(Checker(file, position), doc)
             except RecordError:
                 return None
             if len(self._protocols) >= _MAX_MEMO:

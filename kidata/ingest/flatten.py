@@ -100,7 +100,7 @@ class Flattener:
             self._done.clear()
         self._done[(role, key)] = value
 
-    def _environment(self, c: Checker, env_doc: Any) -> tuple[str, Gpu, dict]:
+    def environment(self, c: Checker, env_doc: Any) -> tuple[str, Gpu, dict]:
         key, found = self._memo("environment", env_doc) if isinstance(env_doc, dict) \
             else (None, None)
         if found is None:
@@ -127,7 +127,7 @@ class Flattener:
             self._remember("environment", key, found)
         return found[0], found[1], dict(found[2])
 
-    def _protocol(self, c: Checker, protocol_doc: Any) -> tuple[str, dict]:
+    def protocol(self, c: Checker, protocol_doc: Any) -> tuple[str, dict]:
         key, found = self._memo("protocol", protocol_doc) if isinstance(protocol_doc, dict) \
             else (None, None)
         if found is None:
@@ -162,11 +162,11 @@ class Flattener:
         env_id = protocol_id = workload_id = impl_id = None
         gpu: Gpu | None = None
         if env_doc is not None:
-            env_id, gpu, row = self._environment(c, env_doc)
+            env_id, gpu, row = self.environment(c, env_doc)
             self.env_gpu[env_id] = gpu
             out.environments.append(row)
         if protocol_doc is not None:
-            protocol_id, row = self._protocol(c, protocol_doc)
+            protocol_id, row = self.protocol(c, protocol_doc)
             out.protocols.append(row)
         workload_name = None
         if workload_doc is not None:

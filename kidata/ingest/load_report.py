@@ -53,12 +53,12 @@ class Tally:
     def ok(self) -> bool:
         return self.rejected == 0
 
-    def _reject(self, reject: Any) -> None:
+    def add_reject(self, reject: Any) -> None:
         self.rejected += 1
         if len(self.rejects) < MAX_REPORTED:
             self.rejects.append(reject)
 
-    def _warn(self, message: str) -> None:
+    def add_warning(self, message: str) -> None:
         self.warned += 1
         if len(self.warnings) < MAX_REPORTED:
             self.warnings.append(message)

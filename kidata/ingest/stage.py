@@ -75,7 +75,7 @@ _MAX_SEEN = 200_000
 _BLOBS = {"runs": "document"}
 
 
-class Stager:
+class StagingWriter:
     """Buffers rows per table and writes them to staging Parquet files in batches.
 
     A row is a tuple of its values in the order of :attr:`names` (the staged schema without
@@ -189,7 +189,7 @@ def workers() -> int:
     return 0 if cores < 2 else min(cores, 4)
 
 
-def stage_record(stager: Stager, flattener: Flattener, report: LoadReport,
+def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport,
                  item: Item | RecordError, name: str, seq: int,
                  counts: dict[str, list[int]]) -> None:
     """Check and flatten one record and stage its rows, or stage its reject. Raises
@@ -217,7 +217,7 @@ def stage_record(stager: Stager, flattener: Flattener, report: LoadReport,
     tally[1] += len(flat.runs)
     tally[3] += len(flat.warnings)
     for message in flat.warnings:
-        report._warn(message)
+        report.add_warning(message)
     if flat.runs:  # one run per record: its latency quantiles, for latest_runs
         latency = {m["statistic"]: m["value"] for m in flat.measurements
                    if m["metric"] == "latency"}
@@ -249,9 +249,9 @@ def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, posit
     return True
 
 
-def _reject(stager: Stager, report: LoadReport, err: RecordError, raw: str | None,
+def _reject(stager: StagingWriter, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
-    report._reject(Reject(err.file, err.position, err.field, err.reason))
+    report.add_reject(Reject(err.file, err.position, err.field, err.reason))
     # Each process stages at most the cap, its first in input order: among them are the
     # load's first `cap` rejects, which the commit keeps (Warehouse._select_final).
     if stager.rejects_staged >= stager.max_rejects:
@@ -276,12 +276,12 @@ class _Events(LoadReport):
     events: list[tuple[int, str, Any]] = field(default_factory=list)
     counts: dict[str, list[int]] = field(default_factory=dict)
 
-    def _reject(self, reject: Reject) -> None:
+    def add_reject(self, reject: Reject) -> None:
         self.rejected += 1
         if self.rejected <= 1000:
             self.events.append((self.seq, "reject", reject))
 
-    def _warn(self, message: str) -> None:
+    def add_warning(self, message: str) -> None:
         self.warned += 1
         if self.warned <= 1000:
             self.events.append((self.seq, "warn", message))
@@ -294,7 +294,7 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     flattener = Flattener(defer_unknown_environments=True)
     for env_id, gpu in known:
         flattener.know_environment(env_id, gpu)
-    stager = Stager(Path(staging), batch)
+    stager = StagingWriter(Path(staging), batch)
     _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
 
 
@@ -397,7 +397,7 @@ class _Worker:
 
 def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Events:
     flattener: Flattener = _worker["flattener"]
-    stager: Stager = _worker["stager"]
+    stager: StagingWriter = _worker["stager"]
     fast: FastPath = _worker["fast"]
     stager.tag = f"j{job:07d}-"
     out = _Events(load_id="")
@@ -437,7 +437,7 @@ class Stage:
         self.known = known
         self.report = report
         self.progress = progress
-        self.stager = Stager(staging, batch)
+        self.stager = StagingWriter(staging, batch)
         self.flattener = Flattener()
         for env_id, gpu in known:
             self.flattener.know_environment(env_id, gpu)
@@ -575,9 +575,9 @@ class Stage:
                 mine[i] += n
         for seq, kind, payload in result.events:
             if kind == "reject":
-                report._reject(payload)
+                report.add_reject(payload)
             elif kind == "warn":
-                report._warn(payload)
+                report.add_warning(payload)
             elif kind == "env":
                 self.flattener.env_gpu[payload[0]] = payload[1]
             else:  # defer: every record before it has been merged

@@ -77,9 +77,9 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
         raise UsageError(f"cannot compact {', '.join(unknown)}: no such table loads write; "
                          f"tables that can be compacted: {', '.join(compactable())}")
     wh.require()
-    with wh._writer_lock():
+    with wh.writer_lock():
         report = _merge_tables(wh, {t: _split(wh, t, small_bytes) for t in chosen}, 2)
-    wh._con_state = None
+    wh.forget_connection()
     return report
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 PRIVATE = "_kidata"
 LOCK = "lock"
+# How long a writer (load, compaction, check) waits for the writer lock, in seconds.
+LOCK_TIMEOUT = 600.0
 JOURNAL = "journal"
 STAGING = "staging"
 FILES = "files"

@@ -26,7 +26,7 @@ from kidata.ingest.digest import digest
 from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived, durable, snapshot
-from kidata.store.layout import PRIVATE
+from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE
 from kidata.store.schema import KEYS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
 
@@ -59,8 +59,8 @@ def check(wh: Warehouse, repair: bool = False) -> CheckReport:
     wh.require()
     report = CheckReport(str(wh.path))
     if repair:
-        with wh._writer_lock():
-            report.repaired = list(wh._last_recovery)
+        with wh.writer_lock():
+            report.repaired = list(wh.last_recovery)
             report.repaired += _write_missing_markers(wh)
             report.repaired += _rewrite_derived(wh)
     with _writers_paused(wh):
@@ -75,8 +75,6 @@ def _writers_paused(wh: Warehouse) -> Iterator[None]:
     renames files between the listing and the reading. A warehouse whose lock cannot be taken
     (a read-only copy) is checked as it is."""
     from filelock import FileLock, Timeout
-
-    from kidata.warehouse import LOCK_TIMEOUT
 
     lock = FileLock(str(wh.layout.lock), timeout=LOCK_TIMEOUT)
     try:
@@ -177,7 +175,7 @@ def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
     staging = wh.layout.staging
     if staging.is_dir():
         for entry in sorted(staging.iterdir()):
-            if entry.is_dir() and not entry.name.startswith(".new-"):
+            if entry.is_dir() and not entry.name.startswith(NEW_STAGING_PREFIX):
                 report.notes.append(f"staging folder of load {entry.name} (a load in progress, "
                                     "or a dead one whose files the next writer removes)")
     compact = wh.layout.compact
@@ -363,7 +361,7 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
                                                 ).to_arrow_reader(8192), create_empty=True))
     finally:
         con.close()
-    wh._con_state = None
+    wh.forget_connection()
     return [f"rewrote latest_runs from the loads' runs: {rows:,} rows ({len(missing):,} were "
             f"missing, {len(extra):,} were not given by the runs)"]
 

@@ -164,7 +164,7 @@ def _type(value: Any) -> str:
             bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _json_error(exc: orjson.JSONDecodeError) -> str:
+def json_error_message(exc: orjson.JSONDecodeError) -> str:
     """Say what is wrong with a JSON text in words a user can act on."""
     where = f"line {exc.lineno} column {exc.colno}"
     doc = exc.doc if isinstance(exc.doc, str) else ""
@@ -185,15 +185,15 @@ def _json_error(exc: orjson.JSONDecodeError) -> str:
     return f"invalid JSON: {exc}"
 
 
-def _error(file: str, position: str, message: str, raw: bytes | None) -> RecordError:
+def record_error(file: str, position: str, message: str, raw: bytes | None) -> RecordError:
     """A record-level error that keeps the record's text for ``rejects.raw``."""
     err = RecordError(file, position, None, message)
     err.raw = raw_text(raw)  # type: ignore[attr-defined]
     return err
 
 
-def _overlong(file: str, number: int, line: Overlong) -> RecordError:
-    return _error(file, f"line {number}",
+def overlong_error(file: str, number: int, line: Overlong) -> RecordError:
+    return record_error(file, f"line {number}",
                   f"record of {line.size:,} bytes is longer than the "
                   f"{MAX_RECORD_BYTES // (1024 * 1024)} MiB limit; not read (its first 64 KiB "
                   "are kept in rejects.raw)", line.head)
@@ -207,7 +207,7 @@ def read(stream: IO[bytes], file: str, batch_lines: int | None = None
     title: str | None = None
     for number, line in lines:
         if isinstance(line, Overlong):
-            yield _overlong(file, number, line)
+            yield overlong_error(file, number, line)
             if batch_lines:
                 yield from _blocks(stream, number + 1, file, None, batch_lines)
             else:
@@ -280,7 +280,7 @@ def _json_lines(lines: Iterable[tuple[int, bytes | Overlong]], file: str,
     for number, line in lines:
         position = f"line {number}"
         if isinstance(line, Overlong):
-            yield _overlong(file, number, line)
+            yield overlong_error(file, number, line)
             continue
         stripped = line.strip()
         if not stripped:
@@ -288,7 +288,7 @@ def _json_lines(lines: Iterable[tuple[int, bytes | Overlong]], file: str,
         try:
             value = orjson.loads(stripped)
         except orjson.JSONDecodeError as exc:
-            yield _error(file, position, _json_error(exc), stripped)
+            yield record_error(file, position, json_error_message(exc), stripped)
             continue
         yield to_item(value, file, position, raw_text(stripped), title, stripped)
 
@@ -314,8 +314,8 @@ def _whole(first: bytes, lines: Iterator[tuple[int, bytes | Overlong]], file: st
             # JSON Lines whose first record is bad: keep the good records after it.
             yield from _json_lines(numbered, file, title)
             return
-        yield _error(file, "document" if first_number == 1 else f"line {first_number}",
-                     _json_error(exc), text)
+        yield record_error(file, "document" if first_number == 1 else f"line {first_number}",
+                     json_error_message(exc), text)
         return
     if isinstance(value, list):
         # The elements' integers as written (orjson made floats of the widest), for the
