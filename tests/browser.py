@@ -1,7 +1,7 @@
 """Open an HTML file in headless Chromium as a person would, over the DevTools protocol: what it
 logged as errors, what it requested from the network, which charts it drew, and a screenshot.
 
-Used by tests/test_report_browser.py; also a developer's screenshot step:
+Used by tests/query/test_report_browser.py; also a developer's screenshot step:
 
     kidata report -o report.html
     .venv/bin/python tests/browser.py report.html report.png   # then look at report.png

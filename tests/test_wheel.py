@@ -8,6 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+# The slow lane (builds the wheel and installs it in a fresh environment); `pytest -m "not
+# slow"` skips it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parent.parent
 SEEDS = Path(__file__).parent / "data" / "seeds"
 

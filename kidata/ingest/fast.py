@@ -9,7 +9,7 @@ a published claim, an unknown GPU, ...) goes, unchanged and before anything of i
 the general path (:func:`kidata.ingest.stage.stage_record`:
 :class:`~kidata.ingest.flatten.Flattener` with :class:`~kidata.ingest.validate.Checker`), which
 stays the authority: it produces every reject message and every row of anything unusual. The
-two give the same rows for every record the fast path takes (``tests/test_fast_path.py``
+two give the same rows for every record the fast path takes (``tests/ingest/test_fast_path.py``
 compares them on every fixture and on mutated bundles).
 
 ``KIDATA_SLOW_PATH=1`` (any value but empty or ``0``) turns the fast path off, in the loading

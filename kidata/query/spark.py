@@ -14,7 +14,7 @@ When a warehouse outgrows one machine, point Spark at its folders::
 :func:`register` makes every table folder a temporary view of the same name and then runs each
 ``sql/*.sql`` body *unchanged* as ``CREATE OR REPLACE TEMP VIEW <name> AS <body>``, in
 dependency order. The view files are written in standard SQL so that DuckDB and Spark give the
-same rows; ``tests/test_spark.py`` checks every view against DuckDB on the sample data.
+same rows; ``tests/query/test_spark.py`` checks every view against DuckDB on the sample data.
 
 Spark reads the files once, when a table is registered: call :func:`register` again after a
 load to see the new files. PySpark is optional (``pip install 'kidata[spark]'``, and Java 17+).
