@@ -89,11 +89,11 @@ MappingOpt = Annotated[Path | None, typer.Option(
 
 def _read_options(settings: list[str] | None, mapping: Path | None
                   ) -> tuple[dict[str, str] | None, str | None]:
-    from kidata.readers.builder import Settings
+    from kidata.ingest.readers.builder import Settings
 
     parsed = Settings.parse(settings)
     if mapping is not None:
-        from kidata.mapping import load_mapping
+        from kidata.ingest.mapping import load_mapping
 
         load_mapping(str(mapping))  # a bad mapping is a usage error, before any file is read
     return (parsed or None), (str(mapping) if mapping is not None else None)
@@ -198,7 +198,7 @@ def sql(
 ) -> None:
     """Run a SQL query (read-only unless --write) and print the result or write it to a
     file."""
-    from kidata import output
+    from kidata.query import output
 
     if (query is None) == (file is None):
         raise typer.BadParameter("give the query as an argument ('-' for standard input) or "
@@ -212,7 +212,7 @@ def sql(
     elif query == "-":
         query = sys.stdin.read()
     if output_path is not None:
-        from kidata import export as export_mod
+        from kidata.query import export as export_mod
 
         fmt = export_mod.format_for(output_path, None if format == "table" else format)
         wh = _wh(warehouse)
@@ -241,7 +241,7 @@ def views(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """List the views with their one-line purpose."""
-    from kidata import views as views_mod
+    from kidata.query import views as views_mod
 
     if as_sql:
         wh = _wh(warehouse)
@@ -270,7 +270,7 @@ def export(
 ) -> None:
     """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
     DuckDB database file."""
-    from kidata import export as export_mod
+    from kidata.query import export as export_mod
 
     if duckdb is not None:
         if name is not None or output_path is not None:
@@ -288,9 +288,9 @@ def export(
             raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
                                      "their documents); use: kidata export runs --format "
                                      "kernelindex -o FILE", param_hint="--format")
-        from kidata import records
+        from kidata.query import bundles
 
-        count = records.export(_wh(warehouse), output_path)
+        count = bundles.export(_wh(warehouse), output_path)
         typer.echo(f"wrote {count:,} runs as kernelindex bundles to {output_path}")
         return
     fmt = export_mod.format_for(output_path, format)
@@ -336,7 +336,7 @@ def report(
 ) -> None:
     """Write a self-contained HTML report with charts: speedups, latency against size,
     history and regressions, efficiency, the audit and what is loaded."""
-    from kidata.present import Filters, write_report
+    from kidata.query.present import Filters, write_report
 
     filters = Filters(kernel or [], gpu or [], implementation or [],
                       _moment(since, "--since"), _moment(until, "--until"))
@@ -365,7 +365,7 @@ def convert(
     mapping: MappingOpt = None,
 ) -> None:
     """Convert records of any source kidata reads into kernelindex bundle files."""
-    from kidata import convert as convert_mod
+    from kidata.ingest import convert as convert_mod
 
     settings, mapping_path = _read_options(set_, mapping)
     report = convert_mod.convert(paths, output, to=to, format=format, settings=settings,
@@ -389,7 +389,7 @@ def convert(
 def formats() -> None:
     """List the input formats kidata reads, with what each supplies and what it lacks (and
     the --set option that supplies it)."""
-    from kidata.readers.field import describe
+    from kidata.ingest.readers.field import describe
 
     for line in describe():
         typer.echo(line)
@@ -408,7 +408,7 @@ def info(
     if format == "json":
         import orjson
 
-        from kidata.output import plain
+        from kidata.query.output import plain
 
         typer.echo(orjson.dumps(plain(data), option=orjson.OPT_INDENT_2).decode())
         return
@@ -431,7 +431,7 @@ def info(
 
 
 def _format_option(format: str) -> None:
-    from kidata import output
+    from kidata.query import output
 
     if format not in output.FORMATS:
         raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
@@ -448,7 +448,7 @@ def audit(
 ) -> None:
     """Recompute every published derived number (e.g. trainkernel's ratio) from its inputs and
     show those that disagree beyond rounding; exit 1 if any does."""
-    from kidata import analysis, output
+    from kidata.query import analysis, output
 
     _format_option(format)
     result = analysis.audit(_wh(warehouse), everything=all_claims)
@@ -474,7 +474,7 @@ def regressions(
     """Show results slower than the previous result of their series, beyond noise (run-to-run
     noise, else p20 above the previous p80) and by more than the threshold, and not a shift
     shared with the implementations measured beside them; exit 1 if there are any."""
-    from kidata import analysis, output
+    from kidata.query import analysis, output
 
     _format_option(format)
     rows = analysis.regressions(_wh(warehouse), threshold)
@@ -507,7 +507,7 @@ def compare(
     over every key both have, with noise-aware verdicts. Exit 1 if any key is slower beyond
     noise and the threshold (a CI gate), 0 if none, 2 on a usage error, 3 when nothing could be
     compared (no shared key, or the query failed)."""
-    from kidata import analysis, output
+    from kidata.query import analysis, output
 
     _format_option(format)
     try:
@@ -551,7 +551,7 @@ def rejects(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """List rejected records: file, position, field and what was wrong."""
-    from kidata import output
+    from kidata.query import output
 
     if format not in output.FORMATS:
         raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
@@ -574,7 +574,7 @@ def check(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Verify the warehouse: schemas, identities, references, commit markers, digests."""
-    from kidata.check import summary
+    from kidata.store.verify import summary
 
     report = _wh(warehouse).check(repair=repair)
     for line in report.repaired:

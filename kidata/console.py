@@ -26,7 +26,7 @@ class LoadProgress:
     """
 
     def __init__(self, paths: list[str], stream: IO[str], delay: float = DELAY):
-        from kidata.readers import expand_paths
+        from kidata.ingest.readers import expand_paths
 
         try:
             files = expand_paths(paths)

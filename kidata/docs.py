@@ -1,7 +1,7 @@
 """Generated reference docs, kept current by tests.
 
 ``python -m kidata.docs`` rewrites ``docs/tables.md`` (from the Arrow schemas in
-:mod:`kidata.schema`) and the other generated references; ``tests/test_docs.py`` fails when a
+:mod:`kidata.store.schema`) and the other generated references; ``tests/test_docs.py`` fails when a
 committed file differs from what this module generates.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kidata.schema import KEYS, TABLES, description
+from kidata.store.schema import KEYS, TABLES, description
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def tables_markdown() -> str:
     """The table dictionary: every table, its key and its columns with types and meanings."""
     out = ["# Table reference", "",
-           "Generated from `kidata/schema.py` by `python -m kidata.docs`; do not edit by hand.",
+           "Generated from `kidata/store/schema.py` by `python -m kidata.docs`; do not edit by "
+           "hand.",
            "Each table is a folder of Parquet files under the warehouse (`<warehouse>/<table>/`).",
            ""]
     for name, schema in TABLES.items():
@@ -38,7 +39,7 @@ def _cell(text: str) -> str:
 
 def views_markdown() -> str:
     """The view reference, from the header comment of every ``sql/*.sql`` file."""
-    from kidata.views import load_views
+    from kidata.query.views import load_views
 
     found = dict(sorted(load_views().items()))
     out = ["# View reference", "",
@@ -69,7 +70,7 @@ def _product(coefficient: float, factors: tuple[str, ...]) -> str:
 
 def efficiency_markdown() -> str:
     """The byte models behind the ``efficiency`` view, from ``kidata/data/byte_models.toml``."""
-    from kidata.reference import byte_models
+    from kidata.store.reference import byte_models
 
     sizes, models = byte_models()
     out = ["# Byte models of the efficiency view", "",

@@ -1,13 +1,7 @@
 """Write the warehouse: staged, deduplicated, atomic loads into folders of Parquet files.
 
-Layout (one folder of Parquet files per table, readable by any engine)::
-
-    <warehouse>/runs/part-<load_id>.parquet
-    <warehouse>/measurements/part-<load_id>.parquet
-    ...
-    <warehouse>/_kidata/lock             writer lock (one commit at a time)
-    <warehouse>/_kidata/journal/*.json   commits whose files are being moved into place
-    <warehouse>/_kidata/staging/<load>/  files of loads in progress
+Layout: one folder of Parquet files per table, readable by any engine, and kidata's private
+``_kidata/`` folder; every path is named in :mod:`kidata.store.layout`.
 
 A load reads and validates its inputs into staging files (memory bounded by the batch size),
 then, holding the writer lock, deduplicates them against the warehouse with DuckDB, writes one
@@ -34,9 +28,6 @@ from typing import Any
 import duckdb
 from filelock import FileLock, Timeout
 
-from kidata import derived, durable, engine, reference, snapshot
-from kidata import views as views_mod
-from kidata.durable import fault
 from kidata.errors import (
     NoSuchLoad,
     NoSuchView,
@@ -45,15 +36,29 @@ from kidata.errors import (
     RecordError,
     WarehouseError,
 )
-from kidata.readers import expand_paths, read_file
-from kidata.report import LoadReport, Reject, max_kept_rejects
-from kidata.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
+from kidata.ingest.readers import expand_paths, read_file
+from kidata.query import engine
+from kidata.query import views as views_mod
+from kidata.store import derived, durable, reference, snapshot
+from kidata.store.durable import fault
+from kidata.store.layout import (
+    LOCK_TIMEOUT,
+    NEW_STAGING_PREFIX,
+    PRIVATE,
+    TEMP_GLOB,
+    Layout,
+    final_file,
+    final_folder,
+    owner_lock,
+    staged_glob,
+)
+from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 DEFAULT_BATCH = 10_000
-PRIVATE = "_kidata"
-LOCK_TIMEOUT = 600.0
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
-# tables are written without a database sort (kidata.stage.stream_final), so this stays small.
+# tables are written without a database sort (kidata.ingest.stage.stream_final), so this stays
+# small.
 COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 # ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
 # is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
@@ -96,11 +101,16 @@ class Warehouse:
     # -- layout -------------------------------------------------------------------------------
 
     @property
+    def layout(self) -> Layout:
+        """Every path under this warehouse (:mod:`kidata.store.layout`)."""
+        return Layout(self.path)
+
+    @property
     def private(self) -> Path:
-        return self.path / PRIVATE
+        return self.layout.private
 
     def table_files(self, table: str) -> list[Path]:
-        return sorted((self.path / table).glob("*.parquet"))
+        return self.layout.table_files(table)
 
     def require(self) -> None:
         """Raise :class:`NotAWarehouse` unless :attr:`path` is a warehouse: a folder holding
@@ -125,17 +135,28 @@ class Warehouse:
         if self.path.exists() and not self.path.is_dir():
             raise WarehouseError(f"{self.path} exists and is not a folder")
         try:
-            for sub in (PRIVATE, f"{PRIVATE}/journal", f"{PRIVATE}/staging", *COLUMNS):
+            for sub in (*self.layout.created(), *COLUMNS):
                 (self.path / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(f"cannot write to the warehouse {self.path}: {exc}") from None
 
+    @property
+    def last_recovery(self) -> list[str]:
+        """What the last :meth:`writer_lock` finished or removed of dead writers, one line
+        each."""
+        return self._last_recovery
+
+    def forget_connection(self) -> None:
+        """Open a fresh DuckDB connection on the next query: files under the warehouse
+        changed in a way the cached one would not notice (compaction, repair)."""
+        self._con_state = None
+
     @contextlib.contextmanager
-    def _writer_lock(self):
+    def writer_lock(self):
         """Hold the writer lock (one commit or compaction at a time), after finishing what
         dead writers left (:meth:`_recover`)."""
         self._ensure()
-        lock = FileLock(str(self.private / "lock"), timeout=LOCK_TIMEOUT)
+        lock = FileLock(str(self.layout.lock), timeout=LOCK_TIMEOUT)
         try:
             lock.acquire()
         except Timeout:
@@ -154,14 +175,14 @@ class Warehouse:
         journal was written; remove staging and compaction folders of dead processes. Called
         with the writer lock held; returns one line per thing done."""
         done = [self._roll_forward(journal)
-                for journal in sorted((self.private / "journal").glob("*.json"))]
-        for tmp in (self.private / "journal").glob("*.tmp"):
+                for journal in sorted(self.layout.journals.glob("*.json"))]
+        for tmp in self.layout.journals.glob("*.tmp"):
             tmp.unlink(missing_ok=True)  # a journal that was never complete: never decided
-        for staging in (self.private / "staging").iterdir():
+        for staging in self.layout.staging.iterdir():
             # Live loads create and delete their own folders meanwhile (they hold no writer
             # lock while staging): a folder may vanish at any step here.
             try:
-                if staging.name.startswith(".new-"):
+                if staging.name.startswith(NEW_STAGING_PREFIX):
                     # Being created (its owner lock is taken before it gets its name); left
                     # behind only by a crash in that instant.
                     if time.time() - staging.stat().st_mtime > STALE_NEW_STAGING:
@@ -169,7 +190,7 @@ class Warehouse:
                     continue
                 if not staging.is_dir():
                     continue
-                owner = FileLock(str(staging / "owner.lock"), timeout=0)
+                owner = FileLock(str(owner_lock(staging)), timeout=0)
                 with owner:
                     shutil.rmtree(staging, ignore_errors=True)
             except Timeout:
@@ -180,11 +201,11 @@ class Warehouse:
         # Atomic writes in table folders (reference tables, repaired markers) happen under the
         # writer lock: a temporary file there is the leftover of a killed writer.
         for table in COLUMNS:
-            folder = self.path / table
-            for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+            folder = self.layout.table(table)
+            for tmp in folder.glob(TEMP_GLOB) if folder.is_dir() else ():
                 tmp.unlink(missing_ok=True)
                 done.append(f"removed {table}/{tmp.name}, left by an interrupted write")
-        compact = self.private / "compact"
+        compact = self.layout.compact
         if compact.is_dir():  # compaction holds the writer lock throughout: these are dead
             for leftover in compact.iterdir():
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -225,10 +246,10 @@ class Warehouse:
     def _new_staging(self, load_id: str) -> tuple[Path, FileLock]:
         """A staging folder owned by this process. The owner lock is taken before the folder
         gets its final name, so :meth:`_recover` never sees a live load's folder unlocked."""
-        root = self.private / "staging"
-        fresh = root / f".new-{load_id}"
+        root = self.layout.staging
+        fresh = root / f"{NEW_STAGING_PREFIX}{load_id}"
         fresh.mkdir()
-        owner = FileLock(str(fresh / "owner.lock"), timeout=0)
+        owner = FileLock(str(owner_lock(fresh)), timeout=0)
         owner.acquire()
         staging = root / load_id
         os.rename(fresh, staging)
@@ -258,7 +279,7 @@ class Warehouse:
         load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
         report = LoadReport(load_id=load_id)
         for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
-            report._warn(message)
+            report.add_warning(message)
         try:
             staging, owner = self._new_staging(load_id)
         except OSError as exc:
@@ -273,7 +294,7 @@ class Warehouse:
                     return report
                 if phase is not None:
                     phase("commit")
-                with self._writer_lock():
+                with self.writer_lock():
                     if read is None:
                         # Every file unchanged since it was loaded: nothing staged, nothing
                         # to commit (and no pyarrow to import: a re-load is start-up only).
@@ -295,20 +316,20 @@ class Warehouse:
             meta.close()
             owner.release()
             # A load that passed its commit point keeps its files until they are in place.
-            if not (self.private / "journal" / f"{load_id}.json").exists():
+            if not self.layout.journal(load_id).exists():
                 shutil.rmtree(staging, ignore_errors=True)
             self._con_state = None
         return report
 
     def _auto_compact(self, report: LoadReport) -> None:
         """After a commit, under the writer lock: merge the small files of tables that have
-        many (:func:`kidata.compact.auto`). The load is committed whatever happens here."""
-        from kidata import compact
+        many (:func:`kidata.store.compaction.auto`). The load is committed whatever happens here."""
+        from kidata.store import compaction
 
         try:
-            done = compact.auto(self)
+            done = compaction.auto(self)
         except (OSError, duckdb.Error, WarehouseError) as exc:
-            report._warn(f"load {report.load_id} is committed, but merging the tables' small "
+            report.add_warning(f"load {report.load_id} is committed, but merging the tables' small "
                          f"files failed ({exc}); run kidata compact")
             return
         report.compacted = {t: n for t, n in done.tables.items() if n[0] != n[1]}
@@ -321,20 +342,20 @@ class Warehouse:
         """Stage the records of ``files`` (and ``unreadable``: folders that could not be
         listed, as rejects); returns what was read of each file (for
         :meth:`_remember_files`), or None when every file was skipped as already loaded."""
-        # Checking and flattening happen in kidata.stage (in worker processes for large
+        # Checking and flattening happen in kidata.ingest.stage (in worker processes for large
         # inputs); the result is the same as one pass over the input in order. It is set up
         # when the first file must be read.
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
         if settings or mapping:  # the same file read with other context is another input
-            from kidata.readers.builder import Settings
+            from kidata.ingest.readers.builder import Settings
 
             label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
                                                                if mapping else "")
         try:
             if unreadable:
-                from kidata.stage import Stage
+                from kidata.ingest.stage import Stage
 
                 stage = Stage(staging, batch, self._existing_environments(meta), report,
                               progress)
@@ -356,7 +377,7 @@ class Warehouse:
                     report.unchanged.append(name)
                     continue
                 if stage is None:
-                    from kidata.stage import Stage
+                    from kidata.ingest.stage import Stage
 
                     stage = Stage(staging, batch, self._existing_environments(meta), report,
                                   progress)
@@ -382,7 +403,7 @@ class Warehouse:
     def _loaded_files(self, con: duckdb.DuckDBPyConnection) -> dict[tuple, dict[str, Any]]:
         """Files that committed loads read in full with no reject, conflict or warning, by
         (name, size, sha256, format), from ``_kidata/files/<load_id>.json``."""
-        folder = self.private / "files"
+        folder = self.layout.files
         manifests = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if not manifests:
             return {}
@@ -412,7 +433,7 @@ class Warehouse:
         A load that added nothing at all (every run a duplicate) commits no marker; its
         manifest is kept all the same, each entry marked ``load_added_nothing``, so that
         re-loading such a file is not a full read every time."""
-        marker = self.path / "loads" / f"part-{report.load_id}.parquet"
+        marker = self.layout.marker(report.load_id)
         added_nothing = not any(report.added.values())
         if not files or not (marker.exists() or added_nothing):
             return
@@ -424,7 +445,7 @@ class Warehouse:
         if not clean:
             return
         added: dict[str, int] = {}
-        runs = self.path / "runs" / f"part-{report.load_id}.parquet"
+        runs = self.layout.part("runs", report.load_id)
         if runs.exists():
             # ParquetFile.read, unlike read_table, does not import pandas; counted in Arrow (a
             # million names as Python strings would cost 100 MB).
@@ -438,9 +459,9 @@ class Warehouse:
                                        "format", "records", "runs")}
                    | {"runs_added": added.get(f["source_file"], 0)}
                    | ({"load_added_nothing": True} if added_nothing else {}) for f in clean]
-        folder = self.private / "files"
-        folder.mkdir(exist_ok=True)
-        durable.write_atomic(folder / f"{report.load_id}.json", json.dumps(entries).encode())
+        self.layout.files.mkdir(exist_ok=True)
+        durable.write_atomic(self.layout.files_manifest(report.load_id),
+                             json.dumps(entries).encode())
 
     def _still_loaded(self, seen: dict[str, Any], name: str,
                       con: duckdb.DuckDBPyConnection) -> bool:
@@ -476,7 +497,7 @@ class Warehouse:
                 "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq"
             ).fetchall()
             for file, position, reason in conflicts:
-                report._reject(Reject(file, position, "run.metadata.name", reason))
+                report.add_reject(Reject(file, position, "run.metadata.name", reason))
             if strict and conflicts:
                 return
             report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
@@ -484,7 +505,7 @@ class Warehouse:
                 "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
             ).fetchall()[0][0]
             now = datetime.now(UTC)
-            final = staging / "final"
+            final = final_folder(staging)
             final.mkdir()
             moves: list[tuple[str, str]] = []
             # The two big tables are streamed from the staged files in threads (pyarrow
@@ -494,20 +515,20 @@ class Warehouse:
                            "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
             with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
                 streamed = {table: pool.submit(self._stream_final, staging, table, keep,
-                                               final / f"{table}.parquet", report.load_id, now)
+                                               final_file(staging, table), report.load_id, now)
                             for table in STREAMED}
                 try:
                     for table in COMMIT_ORDER:
                         if table == "loads":
                             continue
-                        path = final / f"{table}.parquet"
+                        path = final_file(staging, table)
                         count = streamed[table].result() if table in streamed else None
                         if count is None:
                             count = self._write_final(con, table, path, report.load_id, now)
                         report.added[table] = count
                         if count:
                             moves.append((str(path.relative_to(self.path)),
-                                          f"{table}/part-{report.load_id}.parquet"))
+                                          self.layout.part_relative(table, report.load_id)))
                         fault(f"after-write:{table}")
                 finally:
                     for future in streamed.values():
@@ -523,18 +544,18 @@ class Warehouse:
             return
         if moves:
             # The load's row in `loads` is its commit marker, renamed after its files:
-            # kidata's readers show only rows of the loads listed there (kidata/snapshot.py).
-            marker = final / "loads.parquet"
+            # kidata's readers show only rows of the loads listed there (kidata/store/snapshot.py).
+            marker = final_file(staging, "loads")
             self._write_marker(marker, report, now)
             moves.append((str(marker.relative_to(self.path)),
-                          f"loads/part-{report.load_id}.parquet"))
+                          self.layout.part_relative("loads", report.load_id)))
         # Then the enriched files replace the stored ones, one rename each: until then a
         # reader sees the stored row (consistent: it is what the warehouse held), after it
         # the richer one, whose documents this load's files already made visible.
         moves += replaces
         durable.fsync_dir(final)
         fault("before-journal")
-        journal = self.private / "journal" / f"{report.load_id}.json"
+        journal = self.layout.journal(report.load_id)
         durable.write_atomic(journal, json.dumps({
             "load_id": report.load_id, "moves": moves,
             "replaces": [dst for _, dst in replaces]}).encode())
@@ -555,7 +576,7 @@ class Warehouse:
                     f"load {report.load_id} passed its commit point but could not finish "
                     f"({exc}; then: {again}); the next kidata command that writes to "
                     f"{self.path} will complete it") from exc
-            report._warn(f"the commit of load {report.load_id} was interrupted ({exc}) and "
+            report.add_warning(f"the commit of load {report.load_id} was interrupted ({exc}) and "
                          "has been completed")
         if any(dst.startswith("loads/") for _, dst in moves):
             report.added["loads"] = 1
@@ -567,7 +588,7 @@ class Warehouse:
         import pyarrow.parquet as pq
 
         from kidata import __version__
-        from kidata.schema import TABLES
+        from kidata.store.schema import TABLES
 
         added = {t: n for t, n in sorted(report.added.items()) if n}
         row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
@@ -581,15 +602,15 @@ class Warehouse:
 
     def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
         """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
-        from kidata.schema import staged_schema
+        from kidata.store.schema import staged_schema
 
         for table in COLUMNS:
             if table in REFERENCE:
-                continue  # not loaded (kidata/reference.py writes them)
+                continue  # not loaded (kidata/store/reference.py writes them)
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
-            if any(staging.glob(f"{table}-*.parquet")):
-                src = f"SELECT * FROM {views_mod.parquet_source(staging, f'{table}-*.parquet')}"
+            if any(staging.glob(staged_glob(table))):
+                src = f"SELECT * FROM {views_mod.parquet_source(staging, staged_glob(table))}"
             else:
                 cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
                                  f"{views_mod.quote_identifier(f.name)}"
@@ -741,8 +762,8 @@ class Warehouse:
         replaced by the new record's (keeping their ``load_id`` and ``loaded_at``: the row is
         still the run its first load added). Appends ``(new file, stored file)`` to
         ``replaces``; returns the rows replaced."""
-        from kidata.pqwrite import write_reader
-        from kidata.schema import TABLES
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
 
         con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s "
                     "WHERE s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
@@ -838,8 +859,8 @@ class Warehouse:
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime) -> int:
-        from kidata.pqwrite import write_reader
-        from kidata.schema import TABLES
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
 
         if table == "latest_runs":  # derived, not staged
             return self._write_latest_runs(con, path, load_id)
@@ -856,9 +877,9 @@ class Warehouse:
         """Write the final file of a big table (``STREAMED``) straight from the staged files:
         the rows of :meth:`_select_final`, in its order, without sorting them in DuckDB
         (memory stays flat at any load size). None when the staged files cannot be read in
-        order (see :func:`kidata.stage.stream_final`); the caller then asks DuckDB."""
-        from kidata.schema import TABLES
-        from kidata.stage import stream_final
+        order (see :func:`kidata.ingest.stage.stream_final`); the caller then asks DuckDB."""
+        from kidata.ingest.stage import stream_final
+        from kidata.store.schema import TABLES
 
         order = [k for k in KEYS[table] if table != "runs"]
         constants = {"load_id": load_id, "loaded_at": now}
@@ -870,13 +891,13 @@ class Warehouse:
 
     @staticmethod
     def _write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) -> int:
-        """Write this load's ``latest_runs`` rows (see kidata/derived.py).
+        """Write this load's ``latest_runs`` rows (see kidata/store/derived.py).
 
         They come from the staged rows of the runs this load adds, which carry their latency
         median, p20 and p80 (``schema.STAGED_LATENCY``), so no join with the measurements is
         needed to find them; only the chosen runs' measurements are read, for their evidence
-        (:func:`kidata.derived.latest_statistics_sql`). It gives the rows of
-        :func:`kidata.derived.latest_runs_sql` over the final tables (``kidata check``
+        (:func:`kidata.store.derived.latest_statistics_sql`). It gives the rows of
+        :func:`kidata.store.derived.latest_runs_sql` over the final tables (``kidata check``
         compares the two)."""
         key = ", ".join(derived.KEY)
 
@@ -923,8 +944,8 @@ class Warehouse:
                 ON s.run_id = a.run_id
             ORDER BY {", ".join(f"a.{k} NULLS LAST" for k in derived.KEY)}
         """
-        from kidata.pqwrite import write_reader
-        from kidata.schema import TABLES
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
 
         reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)
         return write_reader(path, TABLES["latest_runs"], reader,
@@ -946,7 +967,7 @@ class Warehouse:
         """The cached connection with every table and ``views`` (None: all) defined.
 
         A query defines only the views it names and the views those read
-        (:func:`kidata.views.needed`): defining all of them costs ~0.1 s, the better part
+        (:func:`kidata.query.views.needed`): defining all of them costs ~0.1 s, the better part
         of a one-query process."""
         wanted = list(views_mod.load_views()) if views is None else views
         for attempt in range(SWAP_RETRIES):
@@ -1010,11 +1031,12 @@ class Warehouse:
             read_only: bool = False) -> duckdb.DuckDBPyRelation:
         """Run SQL over the tables and views; returns a DuckDB relation (``.pl()``,
         ``.arrow()``, ``.fetchall()``). Errors become :class:`QueryError` with DuckDB's text.
-        With ``read_only``, statements that could write are refused (:mod:`kidata.readonly`)."""
+        With ``read_only``, statements that could write are refused
+        (:mod:`kidata.query.readonly`)."""
         views = views_mod.needed(query)
         con = self._ready(views)
         if read_only:
-            from kidata import readonly
+            from kidata.query import readonly
 
             readonly.check(con, query)
         for attempt in range(SWAP_RETRIES):
@@ -1067,20 +1089,20 @@ class Warehouse:
             return []
 
     def check(self, repair: bool = False):
-        """Verify the warehouse on disk; see :func:`kidata.check.check`."""
-        from kidata.check import check
+        """Verify the warehouse on disk; see :func:`kidata.store.verify.check`."""
+        from kidata.store.verify import check
 
         return check(self, repair=repair)
 
     def compact(self, tables: list[str] | None = None):
-        """Merge each table's small files; see :func:`kidata.compact.compact`."""
-        from kidata.compact import compact
+        """Merge each table's small files; see :func:`kidata.store.compaction.compact`."""
+        from kidata.store.compaction import compact
 
         return compact(self, tables)
 
     def records(self):
-        """The warehouse's runs as kernelindex bundles; see :func:`kidata.records.bundles`."""
-        from kidata.records import bundles
+        """The warehouse's runs as kernelindex bundles; see :func:`kidata.query.bundles.bundles`."""
+        from kidata.query.bundles import bundles
 
         return bundles(self)
 

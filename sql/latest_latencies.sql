@@ -34,7 +34,7 @@
 --   keys, not the runs; the family is resolved here because a protocol document may arrive in
 --   a later load than its runs. The run's numbers and evidence come from its latest_runs row,
 --   which a commit works out with the latencies view's own rule (run_statistics, in µs) from
---   that run's measurements (kidata/derived.py), so statistics are not worked out for every
+--   that run's measurements (kidata/store/derived.py), so statistics are not worked out for every
 --   run; the gpus catalog is joined here, as it may change after the load. Roles: an implementation_roles row of the run's kernel replaces
 --   the '*' rows of the same role; within a key and role, the lowest preference plays it.
 WITH heads AS (

@@ -1,7 +1,7 @@
 """Open an HTML file in headless Chromium as a person would, over the DevTools protocol: what it
 logged as errors, what it requested from the network, which charts it drew, and a screenshot.
 
-Used by tests/test_report_browser.py; also a developer's screenshot step:
+Used by tests/query/test_report_browser.py; also a developer's screenshot step:
 
     kidata report -o report.html
     .venv/bin/python tests/browser.py report.html report.png   # then look at report.png
@@ -87,7 +87,10 @@ def check_page(html_file: Path, screenshot: Path | None = None, width: int = 140
     executable = chromium()
     if executable is None:
         raise FileNotFoundError("chromium is not installed (apt-get install chromium)")
-    with tempfile.TemporaryDirectory(prefix="kidata-chromium-") as profile:
+    # Chromium's helper processes (crashpad) can still write into the profile for a moment after
+    # the browser exits; a cleanup that races them must not fail the test.
+    with tempfile.TemporaryDirectory(prefix="kidata-chromium-",
+                                     ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen([executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                                     "about:blank"], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True)

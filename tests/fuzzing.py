@@ -12,7 +12,7 @@ What must hold (:func:`check_round`): the load raises nothing (a traceback is a 
 every good record is in the warehouse exactly as written; every mutated record is rejected
 or, if loaded, stored exactly as written (its run document, and its protocol and environment
 documents up to metadata); every reject names a file and a position. Used by
-``tests/test_fuzz.py`` (fixed seed, small budget) and ``benchmarks/fuzz.py`` (longer runs).
+``tests/ingest/test_fuzz.py`` (fixed seed, small budget) and ``benchmarks/fuzz.py`` (longer runs).
 """
 
 from __future__ import annotations

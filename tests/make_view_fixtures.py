@@ -201,7 +201,7 @@ def single() -> list[dict]:
 
 def statistics() -> list[dict]:
     """Evidence, fair summaries, roles, run-to-run noise and harness shifts
-    (tests/test_views_statistics.py says what each row is for)."""
+    (tests/query/test_views_statistics.py says what each row is for)."""
     out = []
     # Evidence per side, softmax forward on the A100, family views_stats (ns).
     f = "views_stats"

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# The slow lane (runs the benchmark runner); `pytest -m "not slow"` skips it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 import kidata
-from kidata import schema, views
+from kidata.query import views
+from kidata.store import schema
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
@@ -114,3 +115,20 @@ def test_views_named_only_in_a_string_are_defined_too():
         "latest_latencies", "verdict_rule", "speedups"]
     assert views.needed("select 1") == []
     assert views.needed("select * from query_table('trends')") is None
+
+
+def test_the_documented_module_paths_still_work():
+    """The README documents ``kidata.analysis.audit/regressions/compare`` and
+    ``kidata.spark.register``; since the move into kidata/query/ they are re-exports of the same
+    objects (not copies), and ``kidata.Warehouse`` is the store's facade."""
+    import kidata.analysis
+    import kidata.query.analysis
+    import kidata.query.spark
+    import kidata.spark
+    import kidata.warehouse
+
+    for name in ("audit", "regressions", "compare", "Audit", "Comparison", "DEFAULT_THRESHOLD"):
+        assert getattr(kidata.analysis, name) is getattr(kidata.query.analysis, name), name
+    for name in ("register", "SparkViewError"):
+        assert getattr(kidata.spark, name) is getattr(kidata.query.spark, name), name
+    assert kidata.Warehouse is kidata.warehouse.Warehouse

@@ -8,6 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+# The slow lane (builds the wheel and installs it in a fresh environment); `pytest -m "not
+# slow"` skips it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parent.parent
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
@@ -37,7 +43,7 @@ def test_wheel_loads_and_queries(tmp_path: Path):
         return done.stdout
 
     where = subprocess.run(
-        [sys.executable, "-c", "import kidata.views as v; print(v.sql_dir())"], cwd=work,
+        [sys.executable, "-c", "import kidata.query.views as v; print(v.sql_dir())"], cwd=work,
         env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert where == str(site / "kidata" / "sql")
     assert "26 runs added" in kidata("load", str(SEEDS))

@@ -1,0 +1,383 @@
+"""Flatten validated kernelindex records into table rows (one dict per row).
+
+One code path for every source: readers turn their input into kernelindex documents, this
+module checks them (:mod:`kidata.ingest.validate`) and maps them onto the tables of
+:mod:`kidata.store.schema`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from kidata.ingest.catalog import Gpu, gpu_from_hardware, lookup_gpu
+from kidata.ingest.digest import canonical_json, digest
+from kidata.ingest.readers import Item
+from kidata.ingest.validate import COUNT_STATISTICS, UNITS, ZERO_STATISTICS, Checker
+
+QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")
+
+
+@dataclass
+class Flat:
+    """The rows one record contributes, by table."""
+
+    runs: list[dict] = field(default_factory=list)
+    measurements: list[dict] = field(default_factory=list)
+    environments: list[dict] = field(default_factory=list)
+    protocols: list[dict] = field(default_factory=list)
+    workloads: list[dict] = field(default_factory=list)
+    workload_parameters: list[dict] = field(default_factory=list)
+    implementations: list[dict] = field(default_factory=list)
+    published: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _parameter(workload_id: str, name: str, value: Any) -> dict:
+    """One ``workload_parameters`` row: numbers in ``value`` (so SQL can compute with them
+    portably, without JSON functions), everything else as text."""
+    number = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range stays text
+            return {"workload_id": workload_id, "name": name, "value": None, "text": str(value)}
+    text = None if number is not None else value if isinstance(value, str) else _json(value)
+    return {"workload_id": workload_id, "name": name, "value": number, "text": text}
+
+
+class NeedsEnvironment(Exception):
+    """Raised instead of flattening a run whose environment is neither in its record nor known
+    yet, when the flattener was asked to defer such runs (``defer_unknown_environments``): a
+    load's worker process hands the record back to the process that has seen every record
+    before it, so the result is the same as reading the input in one pass."""
+
+
+class Flattener:
+    """Turns :class:`~kidata.ingest.readers.Item` into :class:`Flat` rows.
+
+    Remembers the environments and protocols it has seen (and those already in the warehouse,
+    via :meth:`know_environment`/:meth:`know_protocol`) so that a bare run can name its GPU.
+    This memory is the only state that changes a result; everything else is a pure function of
+    the record (the caches below only save work).
+    """
+
+    def __init__(self, defer_unknown_environments: bool = False) -> None:
+        self.defer_unknown_environments = defer_unknown_environments
+        self.env_gpu: dict[str, Gpu] = {}
+        self._digests: dict[bytes, str] = {}
+        self._done: dict[tuple[str, bytes], Any] = {}
+
+    def know_environment(self, environment_id: str, gpu_key: str) -> None:
+        self.env_gpu[environment_id] = lookup_gpu(gpu_key)
+
+    def _digest(self, doc: dict) -> str:
+        # Documents repeat across records: cache digests by their raw bytes.
+        key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        found = self._digests.get(key)
+        if found is None:
+            found = self._digests[key] = digest(doc)
+            if len(self._digests) > 100_000:
+                self._digests.clear()
+        return found
+
+    def _memo(self, role: str, doc: dict) -> tuple[bytes, Any]:
+        # Records repeat the same few documents: remember what checking and flattening one
+        # gave, by its bytes (as parsed: equal bytes are equal documents, and not sorting
+        # them is cheaper), so each distinct document is checked and hashed about once.
+        key = orjson.dumps(doc)
+        return key, self._done.get((role, key))
+
+    def _remember(self, role: str, key: bytes, value: Any) -> None:
+        if len(self._done) > 100_000:
+            self._done.clear()
+        self._done[(role, key)] = value
+
+    def environment(self, c: Checker, env_doc: Any) -> tuple[str, Gpu, dict]:
+        key, found = self._memo("environment", env_doc) if isinstance(env_doc, dict) \
+            else (None, None)
+        if found is None:
+            c.document(env_doc, "environment", "ExecutionEnvironment")
+            hardware = c.obj(env_doc, "spec.hardware", "environment.")
+            c.text(env_doc, "spec.hardware.product", "environment.")
+            vendor, form_factor, architecture = (
+                c.string(env_doc, f"spec.hardware.{k}", "environment.")
+                for k in ("vendor", "formFactor", "architecture"))
+            env_id = self._digest(env_doc)
+            gpu = gpu_from_hardware(hardware)
+            found = (env_id, gpu, {
+                "environment_id": env_id,
+                "name": c.get(env_doc, "metadata.name"),
+                "title": c.string(env_doc, "metadata.title", "environment."),
+                "gpu": gpu.key,
+                "vendor": vendor,
+                "product": hardware.get("product"),
+                "form_factor": form_factor,
+                "architecture": architecture,
+                "software": _json(c.get(env_doc, "spec.software")),
+                "document": canonical_json(env_doc),
+            })
+            self._remember("environment", key, found)
+        return found[0], found[1], dict(found[2])
+
+    def protocol(self, c: Checker, protocol_doc: Any) -> tuple[str, dict]:
+        key, found = self._memo("protocol", protocol_doc) if isinstance(protocol_doc, dict) \
+            else (None, None)
+        if found is None:
+            c.document(protocol_doc, "protocol", "BenchmarkProtocol")
+            protocol_id = self._digest(protocol_doc)
+            family = c.text(protocol_doc, "spec.comparability.family", "protocol.",
+                            required=False) or protocol_id
+            found = (protocol_id, {
+                "protocol_id": protocol_id,
+                "name": c.get(protocol_doc, "metadata.name"),
+                "title": c.string(protocol_doc, "metadata.title", "protocol."),
+                "family": family,
+                "harness": c.string(protocol_doc, "spec.harness.name", "protocol."),
+                "repository": c.string(protocol_doc, "spec.harness.repository", "protocol."),
+                "timer": c.string(protocol_doc, "spec.measurement.timer", "protocol."),
+                "primary_statistic": c.string(protocol_doc, "spec.measurement.primaryStatistic",
+                                              "protocol."),
+                "notes": c.string(protocol_doc, "spec.comparability.notes", "protocol."),
+                "document": canonical_json(protocol_doc),
+            })
+            self._remember("protocol", key, found)
+        return found[0], dict(found[1])
+
+    def flatten(self, item: Item) -> Flat:
+        c = Checker(item.file, item.position)
+        out = Flat(warnings=list(item.warnings))
+        docs = item.docs
+        env_doc = docs.get("environment")
+        protocol_doc = docs.get("protocol")
+        workload_doc = docs.get("workload")
+        impl_doc = docs.get("implementation")
+        env_id = protocol_id = workload_id = impl_id = None
+        gpu: Gpu | None = None
+        if env_doc is not None:
+            env_id, gpu, row = self.environment(c, env_doc)
+            self.env_gpu[env_id] = gpu
+            out.environments.append(row)
+        if protocol_doc is not None:
+            protocol_id, row = self.protocol(c, protocol_doc)
+            out.protocols.append(row)
+        workload_name = None
+        if workload_doc is not None:
+            c.document(workload_doc, "workload", "Workload")
+            workload_id = self._digest(workload_doc)
+            workload_name = c.text(workload_doc, "spec.name", "workload.", required=False) \
+                or c.get(workload_doc, "metadata.name")
+            params = c.get(workload_doc, "spec.parameters")
+            if params is not None and not isinstance(params, dict):
+                raise c.fail("workload.spec.parameters", "expected an object")
+            out.workloads.append({
+                "workload_id": workload_id,
+                "name": workload_name,
+                "kernel": c.string(workload_doc, "spec.kernel", "workload."),
+                "parameters": _json(params),
+                "shape": _json(c.get(workload_doc, "spec.shape")),
+                # As loaded, not canonical: the order of its parameters is the source's (and
+                # that of `parameters`), which an export must give back.
+                "document": orjson.dumps(workload_doc).decode(),
+            })
+            out.workload_parameters = [_parameter(workload_id, name, value)
+                                       for name, value in sorted((params or {}).items())]
+        impl_name = None
+        if impl_doc is not None:
+            c.document(impl_doc, "implementation", "Implementation")
+            impl_id = self._digest(impl_doc)
+            impl_name = c.text(impl_doc, "spec.name", "implementation.", required=False)
+            out.implementations.append({
+                "implementation_id": impl_id,
+                "name": impl_name,
+                "kernel": c.string(impl_doc, "spec.kernel", "implementation."),
+                "title": c.string(impl_doc, "metadata.title", "implementation."),
+                "document": canonical_json(impl_doc),
+            })
+
+        run = docs.get("run")
+        if run is None:
+            return out
+        c.document(run, "run", "BenchmarkRun")
+        run_id = c.get(run, "metadata.name")
+        env_id = c.declared_digest(run, "environmentDigest", env_doc, "environment", env_id)
+        protocol_id = c.declared_digest(run, "protocolDigest", protocol_doc, "protocol",
+                                        protocol_id)
+        workload_id = c.declared_digest(run, "workloadDigest", workload_doc, "workload",
+                                        workload_id)
+        impl_id = c.declared_digest(run, "implementationDigest", impl_doc, "implementation",
+                                    impl_id)
+
+        labels: dict[str, str] = c.get(run, "metadata.labels") or {}
+        native = c.obj(run, "spec.sourceNative", "run.", required=False) or {}
+        external_id = native.get("externalId")
+        parts = external_id.split("/") if isinstance(external_id, str) else []
+        six = len(parts) == 6  # {kernel}/{pass}/{implementation}/{gpu}/{workload}/{time}
+
+        benchmark = native.get("benchmark")
+        if isinstance(benchmark, str) and benchmark.count("/") == 1 and all(benchmark.split("/")):
+            kernel, pass_ = benchmark.split("/")
+        elif labels.get("kernel") and labels.get("pass"):
+            kernel, pass_ = labels["kernel"], labels["pass"]
+        else:
+            raise c.fail("run.spec.sourceNative.benchmark",
+                         f"expected 'kernel/pass' such as 'rms_norm/forward', got {benchmark!r}")
+        implementation = impl_name or labels.get("implementation") or (parts[2] if six else None)
+        if not implementation:
+            raise c.fail("run.metadata.labels.implementation",
+                         "cannot tell the implementation: expected an Implementation document, "
+                         "a label 'implementation', or a 6-part sourceNative.externalId")
+        workload = labels.get("workload") or workload_name or (parts[4] if six else None)
+        if not workload:
+            raise c.fail("run.metadata.labels.workload",
+                         "cannot tell the workload: expected a Workload document, a label "
+                         "'workload', or a 6-part sourceNative.externalId")
+        gpu_name = labels.get("gpu_name")
+        if gpu is None and env_id is not None:
+            gpu = self.env_gpu.get(env_id)
+            if gpu is None and self.defer_unknown_environments:
+                raise NeedsEnvironment(env_id)
+        if gpu is None:
+            hint = gpu_name or (parts[3] if six else None)
+            if not hint:
+                raise c.fail("run.spec.environmentDigest",
+                             f"environment {env_id} is not in this record, this load or the "
+                             "warehouse, and no label 'gpu_name' names the GPU")
+            gpu = lookup_gpu(hint)
+        if gpu_name is None and env_doc is not None:
+            hw = env_doc["spec"]["hardware"]
+            gpu_name = f"{hw.get('product', '')} {hw.get('formFactor', '')}".strip()
+        if not gpu.known:
+            out.warnings.append(f"{item.file}, {item.position}: unknown GPU "
+                                f"{gpu_name or gpu.product!r}; loaded under derived key "
+                                f"{gpu.key!r} (add it to kidata/data/gpus.toml)")
+
+        measurements, metric = self._measurements(c, run, run_id)
+        out.measurements = measurements
+        numbers = sorted((m["metric"], m["statistic"], m["unit"], m["value"]) for m in measurements)
+        content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
+        version = labels.get("version") or next(
+            (v for k, v in sorted(labels.items()) if k.endswith("version")), None)
+        out.runs.append({
+            "run_id": run_id,
+            "source": native.get("source") if isinstance(native.get("source"), str) else None,
+            "external_id": external_id if isinstance(external_id, str) else None,
+            "kernel": kernel,
+            "pass": pass_,
+            "implementation": implementation,
+            "variant": labels.get("variant"),
+            "workload": workload,
+            "gpu": gpu.key,
+            "gpu_name": gpu_name,
+            "metric": metric,
+            "environment_id": env_id,
+            "protocol_id": protocol_id,
+            "workload_id": workload_id,
+            "implementation_id": impl_id,
+            "observed_at": c.timestamp(run, "spec.observedAt", "run."),
+            "status": c.text(run, "spec.status", "run.", required=False) or "unknown",
+            "version": version,
+            "title": c.string(run, "metadata.title", "run."),
+            "labels": _json(labels) if labels else None,
+            "content_hash": content_hash,
+            "document": orjson.dumps(run).decode(),
+        })
+        if workload_id is not None and workload_doc is None:
+            # Only the digest is known: keep a row so every run's workload is listed.
+            out.workloads.append({"workload_id": workload_id, "name": workload,
+                                  "kernel": kernel, "parameters": None, "shape": None,
+                                  "document": None})
+        claims = native.get("published") or []
+        if isinstance(claims, bool | int | float):  # a true or non-zero scalar: not iterable
+            raise c.fail("run.spec.sourceNative.published",
+                         f"expected a list of objects, got {claims!r}")
+        for i, claim in enumerate(claims):
+            prefix = f"run.spec.sourceNative.published[{i}]."
+            if not isinstance(claim, dict):
+                raise c.fail(prefix[:-1], "expected an object")
+            out.published.append({
+                "run_id": run_id,
+                "baseline_run_id": c.text(claim, "baselineRun", prefix, required=False),
+                "quantity": c.text(claim, "quantity", prefix),
+                "definition": c.text(claim, "definition", prefix, required=False),
+                "value": c.positive(claim, "value", prefix),
+                "resolution": c.positive(claim, "resolution", prefix, required=False),
+            })
+        return out
+
+    def _measurements(self, c: Checker, run: dict, run_id: str) -> tuple[list[dict], str]:
+        rows: dict[tuple[str, str], dict] = {}
+        resolution = c.get(run, "spec.timing.resolutionNs")
+        if resolution is not None:
+            resolution = c.positive_value(resolution, "run.spec.timing.resolutionNs")
+        median = c.get(run, "spec.timing.latencyNs.median")
+        if median is not None:
+            value = c.positive_value(median, "run.spec.timing.latencyNs.median")
+            rows[("latency", "median")] = {"run_id": run_id, "metric": "latency",
+                                           "statistic": "median", "unit": "ns",
+                                           "value": value, "resolution": resolution}
+        items = c.get(run, "spec.measurements")
+        if items is not None and not isinstance(items, list):
+            raise c.fail("run.spec.measurements", "expected a list")
+        for i, m in enumerate(items or []):
+            prefix = f"run.spec.measurements[{i}]."
+            if not isinstance(m, dict):
+                raise c.fail(prefix[:-1], "expected an object")
+            metric = c.text(m, "metric", prefix)
+            statistic = c.text(m, "statistic", prefix)
+            unit = c.text(m, "unit", prefix)
+            if metric not in UNITS:
+                raise c.fail(f"{prefix}metric",
+                             f"unknown metric {metric!r}; expected one of {', '.join(UNITS)}")
+            target, factors = UNITS[metric]
+            if statistic in COUNT_STATISTICS:
+                target, factors = "count", {"count": 1.0}
+            if unit not in factors:
+                raise c.fail(f"{prefix}unit", f"unknown unit {unit!r} for {metric}"
+                                              f"{' ' + statistic if target == 'count' else ''}"
+                                              f"; expected one of {', '.join(factors)}")
+            if statistic in ZERO_STATISTICS and m.get("value") == 0 \
+                    and not isinstance(m.get("value"), bool):
+                value = 0.0
+            else:
+                value = c.positive(m, "value", prefix) * factors[unit]
+            res = c.positive(m, "resolution", prefix, required=False)
+            key = (metric, statistic)
+            if key in rows and rows[key]["value"] != value:
+                raise c.fail(f"{prefix}value",
+                             f"{metric} {statistic} given twice with different values "
+                             f"({rows[key]['value']} and {value})")
+            rows[key] = {"run_id": run_id, "metric": metric, "statistic": statistic,
+                         "unit": target, "value": value,
+                         "resolution": res * factors[unit] if res is not None
+                         else (resolution if metric == "latency" and target != "count"
+                               else None)}
+        # A source without a median (KernelBench, old nvbench: mean and stddev only) names its
+        # primary statistic in spec.timing.primaryStatistic (docs/formats.md).
+        primary_statistic = c.get(run, "spec.timing.primaryStatistic")
+        metrics = sorted({m for m, s in rows if s == "median"}) or sorted(
+            {m for m, s in rows if s == primary_statistic and s not in COUNT_STATISTICS})
+        if not metrics:
+            raise c.fail("run.spec.timing.latencyNs.median",
+                         "expected a median: spec.timing.latencyNs.median or a measurement "
+                         "with statistic 'median' (or the statistic named by "
+                         "spec.timing.primaryStatistic)")
+        for metric in {m for m, _ in rows}:
+            present = [(s, rows[(metric, s)]["value"]) for s in QUANTILE_ORDER
+                       if (metric, s) in rows]
+            for (s1, v1), (s2, v2) in zip(present, present[1:], strict=False):
+                if v1 > v2:
+                    raise c.fail("run.spec.measurements",
+                                 f"quantiles out of order for {metric}: {s1} = {v1:g} is above "
+                                 f"{s2} = {v2:g}; expected "
+                                 + ("p20 <= median <= p80" if {s1, s2} <= {"p20", "median", "p80"}
+                                    else "min <= p20 <= p25 <= median <= p75 <= p80 <= max"))
+        primary = "latency" if "latency" in metrics else metrics[0]
+        return list(rows.values()), primary

@@ -1,0 +1,99 @@
+"""What a load reports: counts, rejects and warnings (:class:`LoadReport`).
+
+Kept apart from :mod:`kidata.warehouse` so that the load's worker processes, which fill
+reports, do not import DuckDB (16 MB of memory in each).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+# Rejects and warnings listed in a report (the counts, and the rejects table, keep them all).
+MAX_REPORTED = 1000
+# Rejected records a load keeps in the rejects table (the first, in input order); the rest are
+# counted (loads.rejected, loads.rejects_not_kept) so that millions of bad lines cannot
+# exhaust the commit's memory or the disk.
+DEFAULT_MAX_REJECTS = 100_000
+
+
+def max_kept_rejects() -> int:
+    """Rejects one load keeps: ``KIDATA_MAX_REJECTS`` if set (at least 1), else 100,000."""
+    try:
+        return max(1, int(os.environ.get("KIDATA_MAX_REJECTS") or DEFAULT_MAX_REJECTS))
+    except ValueError:
+        return DEFAULT_MAX_REJECTS
+
+
+@dataclass
+class Reject:
+    file: str
+    position: str
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}, {self.position}"
+        if self.field:
+            where += f", field {self.field}"
+        return f"{where}: {self.reason}"
+
+
+class Tally:
+    """Counts rejects and warnings, keeping the first ``MAX_REPORTED`` of each (for reports
+    whose dataclass declares ``rejected``, ``rejects``, ``warned`` and ``warnings``)."""
+
+    rejected: int
+    rejects: list
+    warned: int
+    warnings: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.rejected == 0
+
+    def add_reject(self, reject: Any) -> None:
+        self.rejected += 1
+        if len(self.rejects) < MAX_REPORTED:
+            self.rejects.append(reject)
+
+    def add_warning(self, message: str) -> None:
+        self.warned += 1
+        if len(self.warnings) < MAX_REPORTED:
+            self.warnings.append(message)
+
+
+@dataclass
+class LoadReport(Tally):
+    """What a load did. ``rejects`` and ``warnings`` keep the first 1,000 of each; the counts
+    and the ``rejects`` table keep them all."""
+
+    load_id: str
+    files: int = 0
+    records: int = 0
+    added: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    rejected: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+    warned: int = 0
+    warnings: list[str] = field(default_factory=list)
+    committed: bool = False
+    # Records staged by the fast path (kidata/ingest/fast.py); the other ``records`` took the
+    # general path (the checker and flattener), which also makes every reject.
+    fast_path: int = 0
+    # Stored rows replaced by a richer version from this load's duplicates: runs whose record
+    # here carries more of its documents, workloads known only by digest until now.
+    enriched: int = 0
+    # Files not read again: byte-identical to a file this warehouse already loaded in full
+    # without rejects or warnings (their records and runs are counted as duplicates).
+    unchanged: list[str] = field(default_factory=list)
+    # Tables whose small files the load merged after its commit: files before and after
+    # (kidata.store.compaction.auto).
+    compacted: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Rejected records beyond max_kept_rejects(): counted, not kept in the rejects table.
+    rejects_not_kept: int = 0
+
+    @property
+    def runs_added(self) -> int:
+        return self.added.get("runs", 0)

@@ -1,0 +1,451 @@
+"""One measured row of any harness -> one kernelindex bundle (run, protocol, environment,
+workload).
+
+Every reader of the field's formats (FlashInfer, nvbench, KernelBench, Triton perf_report,
+PyTorch v3, dynamo, google-benchmark, github-action-benchmark) and every declarative mapping
+(:mod:`kidata.ingest.mapping`) fills a :class:`Measured` and calls :meth:`Builder.item`, so they all
+get the same checks, identity, digests and measurement model (``docs/formats.md``):
+
+- statistics are ``spec.measurements`` rows in the metric's warehouse unit (latency in ns,
+  converted exactly from the source's text), named ``median``, ``p20``, ``p80``, ``p25``,
+  ``p75``, ``mean``, ``stddev``, ``min``, ``max``; the sample count is a ``samples`` row with unit
+  ``count``; raw samples are summarised and kept in ``sourceNative.samples``;
+- the primary statistic is the median where the source has one, else the mean; it is named in
+  the run (``spec.timing.primaryStatistic``) and the protocol
+  (``spec.measurement.primaryStatistic``);
+- context the file lacks (GPU, time, unit, implementation...) comes from ``--set key=value``
+  (:class:`Settings`); a row that still lacks something required is rejected with a message
+  naming the option that supplies it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kidata.errors import RecordError, UsageError
+from kidata.ingest.catalog import lookup_gpu, slugify
+from kidata.ingest.digest import digest
+from kidata.ingest.documents import document, environment_document
+from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
+from kidata.ingest.readers import Item
+
+# The keys `--set` accepts, with what each supplies (shown by `kidata formats`).
+SETTINGS = {
+    "gpu": "the GPU the file was measured on (any name the GPU catalog knows, e.g. 'H100 SXM')",
+    "observed_at": "when it was measured (ISO 8601, e.g. 2025-01-31T12:00:00Z)",
+    "unit": "the unit of the file's numbers (ms, us, ns, s, TFLOPS, GB/s, TB/s, MB)",
+    "implementation": "the implementation measured (e.g. triton, eager, inductor)",
+    "kernel": "the kernel's name (default: from the file or its name)",
+    "pass": "the timed pass (default: forward)",
+    "variant": "a variant of the implementation (e.g. a schedule)",
+    "dtype": "the dtype of the workload (bf16, fp16, ...)",
+    "version": "the version of the implementation or harness",
+    "statistic": "what the file's numbers are (median, mean, min, ...)",
+    "x_columns": "Triton perf_report: the x columns, comma-separated (default: the leading "
+                 "columns of whole numbers)",
+}
+
+# Metric names and units as the warehouse stores them (kidata/ingest/validate.py UNITS), with the
+# spellings sources use. Latency is converted exactly to ns here (Decimal), the rest as given.
+LATENCY_NS = {"ns": Decimal(1), "us": Decimal(10) ** 3, "µs": Decimal(10) ** 3,
+              "ms": Decimal(10) ** 6, "s": Decimal(10) ** 9, "sec": Decimal(10) ** 9,
+              "ns/iter": Decimal(1), "us/iter": Decimal(10) ** 3, "ms/iter": Decimal(10) ** 6}
+UNIT_SPELLINGS = {
+    # unit as written -> (metric, unit as stored in measurements)
+    **{u: ("latency", "ns") for u in LATENCY_NS},
+    "tflops": ("throughput", "TFLOP/s"), "tflop/s": ("throughput", "TFLOP/s"),
+    "gflops": ("throughput", "GFLOP/s"), "gflop/s": ("throughput", "GFLOP/s"),
+    "gb/s": ("bandwidth", "GB/s"), "tb/s": ("bandwidth", "TB/s"),
+    "bytes/s": ("bandwidth", "B/s"), "b/s": ("bandwidth", "B/s"),
+    "mb": ("memory", "MB"), "mib": ("memory", "MiB"), "gb": ("memory", "GB"),
+    "count": ("instructions", "count"),
+    "x": ("speedup", "x"),
+}
+STATISTICS = ("median", "p20", "p80", "p25", "p75", "mean", "stddev", "min", "max")
+ZERO_ALLOWED = {"stddev"}
+
+
+def unit_of(text: str) -> tuple[str, str] | None:
+    """``(metric, stored unit)`` of a unit as a source writes it, or None when unknown."""
+    return UNIT_SPELLINGS.get(text.strip().lower().replace("µs", "us") if text.strip() != "µs"
+                              else "µs")
+
+
+class Settings(dict):
+    """``--set key=value`` options: context every record of a load lacks."""
+
+    @classmethod
+    def parse(cls, pairs: list[str] | None) -> Settings:
+        out = cls()
+        for pair in pairs or []:
+            key, sep, value = pair.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise UsageError(f"--set expects key=value, got {pair!r}")
+            if key not in SETTINGS:
+                raise UsageError(f"--set: unknown key {key!r}; known keys are: "
+                                 f"{', '.join(SETTINGS)}")
+            if not value.strip():
+                raise UsageError(f"--set {key}: expected a value")
+            out[key] = value.strip()
+        if "observed_at" in out:
+            parse_time(out["observed_at"], "--set observed_at")
+        if "unit" in out and unit_of(out["unit"]) is None:
+            raise UsageError(f"--set unit: unknown unit {out['unit']!r}; expected one of "
+                             f"{', '.join(sorted(UNIT_SPELLINGS))}")
+        return out
+
+    def label(self) -> str:
+        """A stable text for the load's file memory: the same file read with other settings is
+        another input."""
+        return ";".join(f"{k}={v}" for k, v in sorted(self.items()))
+
+
+def parse_time(text: str, where: str) -> datetime:
+    """An ISO 8601 time (a date alone is midnight); without a zone it is read as UTC."""
+    try:
+        ts = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{where}: expected an ISO 8601 time such as 2025-01-31T12:00:00Z, "
+                         f"got {text!r}") from None
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Harness:
+    """What a source's BenchmarkProtocol says: one per harness, pass and primary statistic."""
+
+    source: str          # sourceNative.source and the prefix of run names, e.g. "flashinfer"
+    name: str            # the harness, e.g. "flashinfer_benchmark.py"
+    repository: str
+    family: str          # comparability family: runs compare only within one
+    notes: str           # how it measures, what the numbers mean
+    timer: str | None = None
+
+
+@dataclass
+class Measured:
+    """One measured row, in the source's own units, before any check.
+
+    ``stats`` maps a statistic (:data:`STATISTICS`) to its value in ``unit``, as text or a
+    number (text keeps the exact decimal for the ns conversion). ``identity`` names what tells
+    this row apart from the others of the same key in one file (a repetition, a commit).
+    """
+
+    kernel: str | None
+    implementation: str | None
+    workload: dict[str, Any]
+    unit: str | None
+    stats: dict[str, Any] = field(default_factory=dict)
+    pass_: str | None = None
+    variant: str | None = None
+    slug: str | None = None
+    gpu: str | None = None
+    observed_at: str | datetime | None = None
+    version: str | None = None
+    samples: int | None = None
+    raw_samples: list[float] | None = None
+    # Rounding step of the values, in ``unit``: one for all, or {statistic: step}.
+    resolution: Any = None
+    extra: list[tuple[str, str, Any]] = field(default_factory=list)  # (unit, statistic, value)
+    identity: list[str] = field(default_factory=list)
+    native: dict[str, Any] = field(default_factory=dict)
+    published: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    title: str | None = None
+    timer: str | None = None        # overrides the harness's timer (one protocol per timer)
+
+
+def _number(value: Any, field_name: str, fail) -> Decimal:
+    if isinstance(value, bool):
+        raise fail(field_name, f"expected a number, got {value!r}")
+    try:
+        number = Decimal(value.strip()) if isinstance(value, str) else Decimal(repr(value)) \
+            if isinstance(value, float) else Decimal(value)
+    except (InvalidOperation, TypeError, ValueError):
+        raise fail(field_name, f"expected a number, got {value!r}") from None
+    if not number.is_finite():
+        raise fail(field_name, f"expected a finite number, got {value!r} (a harness writes "
+                               "nan or inf when a case produced no result)")
+    # Beyond any measurement (and a 10^999999999 would take ages to turn into an integer).
+    if number and not -30 <= number.adjusted() <= 30:
+        raise fail(field_name, f"expected a number between 1e-30 and 1e30, got {value!r}")
+    return number
+
+
+def _plain(number: Decimal) -> int | float:
+    """An exact Decimal as JSON: an int when whole, else a float rounded to 6 decimals."""
+    if number == number.to_integral_value() and abs(number) < 2 ** 53:
+        return int(number)  # exact as a float too, and within JSON's 64-bit integers
+    return round(float(number), 6)
+
+
+def summarise(samples: list[float]) -> dict[str, float]:
+    """median, mean, min, max and (with two or more samples) the sample stddev."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    mid = n // 2
+    median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    mean = sum(ordered) / n
+    out = {"median": median, "mean": mean, "min": ordered[0], "max": ordered[-1]}
+    if n > 1:
+        out["stddev"] = math.sqrt(sum((x - mean) ** 2 for x in ordered) / (n - 1))
+    return out
+
+
+def workload_slug(params: Mapping[str, Any]) -> str:
+    """A readable workload name from its parameters, in the source's order:
+    ``{"batch_size": 1, "dtype": "bf16"}`` -> ``batch-size1-dtype-bf16``."""
+    parts = []
+    for name, value in params.items():
+        key = slugify(name)
+        if isinstance(value, bool):
+            parts.append(key if value else f"no-{key}")
+        elif isinstance(value, int | float):
+            text = repr(value).replace("-", "neg").replace(".", "p").replace("+", "")
+            parts.append(f"{key}{text}")
+        elif value is None:
+            continue
+        else:
+            parts.append(f"{key}-{slugify(str(value)) or 'empty'}")
+    return "-".join(p for p in parts if p) or "default"
+
+
+def typed(text: str) -> Any:
+    """A parameter from text: int, float, bool (``True``/``False``/``true``/``false``) or the
+    text itself."""
+    t = text.strip()
+    if t in ("True", "true"):
+        return True
+    if t in ("False", "false"):
+        return False
+    try:
+        number = int(t)
+    except ValueError:
+        pass
+    else:  # an integer beyond 64 bits stays text (JSON tools and Parquet take 64 bits)
+        return number if -(2 ** 63) <= number < 2 ** 63 else t
+    try:
+        value = float(t)
+    except ValueError:
+        return t
+    if not math.isfinite(value):
+        return t
+    return int(value) if value.is_integer() and ("e" not in t.lower()) and "." in t else value
+
+
+class Builder:
+    """Builds the items of one file; shared documents are built once and digested once."""
+
+    def __init__(self, harness: Harness, file: str, settings: Mapping[str, str] | None = None):
+        self.harness = harness
+        self.file = file
+        self.settings = dict(settings or {})
+        self._cache: dict[tuple, tuple[dict, str]] = {}
+
+    def _doc(self, key: tuple, build) -> tuple[dict, str]:
+        found = self._cache.get(key)
+        if found is None:
+            doc = build()
+            found = self._cache[key] = (doc, digest(doc))
+        return found
+
+    def protocol(self, pass_: str, primary: str, timer: str | None = None
+                 ) -> tuple[dict, str]:
+        h = self.harness
+        timer = timer or h.timer
+
+        def build() -> dict:
+            measurement: dict[str, Any] = {"primaryStatistic": primary}
+            if timer:
+                measurement["timer"] = timer
+            return document(
+                "BenchmarkProtocol",
+                f"{h.source}-{slugify(pass_)}-{primary}" + (f"-{slugify(timer)}" if timer
+                                                            and timer != h.timer else ""),
+                f"{h.name} · {pass_} · {primary}" + (f" · {timer}" if timer else ""),
+                {"harness": {"name": h.name, "repository": h.repository},
+                 "measurement": measurement,
+                 "comparability": {"family": h.family, "notes": h.notes}})
+        return self._doc(("protocol", pass_, primary, timer), build)
+
+    def item(self, m: Measured, position: str, raw: str | None = None) -> Item:
+        """The bundle of one measured row; raises :class:`RecordError` naming the field (or the
+        ``--set`` option) when something required is missing or is not a measurement."""
+        file, s = self.file, self.settings
+
+        def fail(field_name: str | None, message: str) -> RecordError:
+            return RecordError(file, position, field_name, message)
+
+        # What the record says wins; --set supplies what it lacks (readers that derive a value
+        # from the file's name let --set override that guess themselves).
+        kernel = m.kernel or s.get("kernel")
+        implementation = m.implementation or s.get("implementation")
+        pass_ = m.pass_ or s.get("pass") or "forward"
+        variant = m.variant or s.get("variant")
+        gpu_name = m.gpu or s.get("gpu")
+        unit_text = m.unit or s.get("unit")
+        version = m.version or s.get("version")
+        for value, key in ((kernel, "kernel"), (implementation, "implementation"),
+                           (gpu_name, "gpu"), (unit_text, "unit")):
+            if not value or not str(value).strip():
+                raise fail(key, f"the file does not say the {key}; supply it with "
+                                f"--set {key}=...")
+        found_unit = unit_of(unit_text)
+        if found_unit is None:
+            raise fail("unit", f"unknown unit {unit_text!r}; expected one of "
+                               f"{', '.join(sorted(UNIT_SPELLINGS))} (--set unit=... "
+                               "overrides the file's)")
+        metric, stored_unit = found_unit
+        observed = m.observed_at or s.get("observed_at")
+        if isinstance(observed, str):
+            try:
+                observed = parse_time(observed, "observed_at")
+            except UsageError as exc:
+                raise fail("observed_at", str(exc)) from None
+
+        # Statistics, exact, in the stored unit; failures (0, negative, nan) are not numbers.
+        stats = dict(m.stats)
+        if "statistic" in s and list(stats) == ["median"]:
+            stats = {s["statistic"]: stats["median"]}
+        if m.raw_samples:
+            for k, v in summarise(m.raw_samples).items():
+                stats.setdefault(k, v)
+        measurements: list[dict[str, Any]] = []
+        native_values: dict[str, Any] = {}
+        values: dict[str, int | float] = {}
+        for statistic, value in stats.items():
+            if value is None:
+                continue
+            number = _number(value, statistic, fail)
+            if number < 0 or (number == 0 and statistic not in ZERO_ALLOWED):
+                raise fail(statistic, f"{value!r} is not a {metric} (the harness writes 0 or "
+                                      "a negative number when a case failed or was not "
+                                      "measured)")
+            native_values[statistic] = int(number) if number == number.to_integral_value() \
+                and abs(number) < 2 ** 53 else float(number)
+            if metric == "latency":
+                number = number * LATENCY_NS[unit_text.strip().lower()
+                                             if unit_text.strip() != "µs" else "µs"]
+            values[statistic] = _plain(number)
+            measurements.append({"metric": metric, "statistic": statistic,
+                                 "unit": stored_unit, "value": values[statistic]})
+        if not measurements:
+            raise fail(None, "no measured value in this record")
+        primary = "median" if "median" in values else "mean" if "mean" in values \
+            else next(iter(values))
+        if m.samples is not None or m.raw_samples:
+            count = m.samples if m.samples is not None else len(m.raw_samples or [])
+            measurements.append({"metric": metric, "statistic": "samples", "unit": "count",
+                                 "value": int(count)})
+        if m.resolution is not None:
+            steps = m.resolution if isinstance(m.resolution, dict) \
+                else {k: m.resolution for k in values}
+            for row in measurements:
+                step = steps.get(row["statistic"])
+                if step is None or row["statistic"] == "samples":
+                    continue
+                res = _number(step, "resolution", fail)
+                if metric == "latency":
+                    res = res * LATENCY_NS[unit_text.strip().lower()]
+                if res > 0:
+                    row["resolution"] = _plain(res)
+        for extra_unit, statistic, value in m.extra:
+            if value is None:
+                continue
+            found = unit_of(extra_unit)
+            if found is None:
+                raise fail(extra_unit, f"unknown unit {extra_unit!r}")
+            number = _number(value, f"{found[0]}.{statistic}", fail)
+            if number <= 0:
+                continue  # e.g. FlashInfer's tflops 0: "not computed", not a throughput
+            measurements.append({"metric": found[0], "statistic": statistic,
+                                 "unit": found[1], "value": _plain(number)})
+
+        # Workload: parameters numeric where they are numbers, dtypes in one spelling.
+        params: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
+        for name, value in m.workload.items():
+            if value is None or value == "":
+                continue
+            if isinstance(value, str) and is_dtype_parameter(name):
+                canonical = normalise_dtype(value)
+                if canonical != value:
+                    spelled[name] = value
+                value = canonical
+            params[name] = value
+        if s.get("dtype") and "dtype" not in params:
+            params["dtype"] = normalise_dtype(s["dtype"])
+        slug = m.slug or workload_slug(params)
+        h = self.harness
+
+        gpu = lookup_gpu(gpu_name)  # an unknown GPU is warned about by kidata.ingest.flatten
+        env, env_digest = self._doc(("env", gpu.key, gpu_name), lambda: environment_document(
+            gpu, f"{h.source}-{gpu.key}", f"{h.name} host · {gpu_name}"))
+        protocol, protocol_digest = self.protocol(pass_, primary, m.timer)
+        workload, workload_digest = self._doc(
+            ("workload", kernel, slug, repr(sorted(params.items(), key=lambda kv: kv[0]))),
+            lambda: document("Workload", f"{h.source}-{slugify(kernel)}-{slug}"[:200],
+                             f"{kernel} · {slug}",
+                             {"kernel": kernel, "name": slug, "parameters": params}))
+
+        # Identity: what tells runs of this source apart. A time when known; else the version
+        # and a fingerprint of the numbers, so a re-load adds nothing and a newer file with
+        # new numbers for the same case adds a run rather than a conflict.
+        when = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z") \
+            if isinstance(observed, datetime) else None
+        parts = [kernel, pass_, implementation + (f"@{variant}" if variant else ""),
+                 gpu.key, slug]
+        if metric != "latency":
+            parts.append(metric)
+        parts.extend(str(p) for p in m.identity)
+        if when:
+            parts.append(when)
+        else:
+            if version:
+                parts.append(f"v{version}")
+            numbers = repr(sorted((r["metric"], r["statistic"], r["value"])
+                                  for r in measurements))
+            parts.append("n" + hashlib.sha256(numbers.encode()).hexdigest()[:10])
+        external_id = "|".join(parts)
+        readable = slugify("-".join([h.source, kernel, pass_, implementation, gpu.key]))
+        run_name = f"{readable[:150]}-{hashlib.sha256(external_id.encode()).hexdigest()[:16]}"
+
+        native: dict[str, Any] = {"source": h.source, "benchmark": f"{kernel}/{pass_}",
+                                  "externalId": external_id, "unit": unit_text,
+                                  "values": native_values}
+        if spelled:
+            native["dtypeSpellings"] = spelled
+        if m.raw_samples:
+            native["samples"] = m.raw_samples
+        if m.published:
+            native["published"] = m.published
+        native.update(m.native)
+        spec: dict[str, Any] = {"status": "passed"}
+        if when:
+            spec["observedAt"] = when
+        timing: dict[str, Any] = {"primaryStatistic": primary}
+        if metric == "latency" and "median" in values:
+            timing["latencyNs"] = {"median": values["median"]}
+        spec["timing"] = timing
+        spec["measurements"] = measurements
+        spec["sourceNative"] = native
+        spec["protocolDigest"] = protocol_digest
+        spec["workloadDigest"] = workload_digest
+        spec["environmentDigest"] = env_digest
+        labels = {"kernel": kernel, "pass": pass_, "implementation": implementation,
+                  "workload": slug, "gpu_name": gpu_name, **m.labels}
+        if variant:
+            labels["variant"] = variant
+        if version:
+            labels["version"] = version
+        title = m.title or f"{kernel} · {implementation} · {slug}"
+        run = document("BenchmarkRun", run_name, title, spec, labels)
+        return Item(file, position, {"run": run, "protocol": protocol, "environment": env,
+                                     "workload": workload}, raw, title=implementation)

@@ -1,0 +1,579 @@
+"""Liger-Kernel's benchmark CSV (``benchmark/data/all_benchmark_data.csv``).
+
+Every data row becomes one run as kernelindex documents (run, protocol, environment, workload,
+implementation), so :mod:`kidata.ingest.flatten` is the one path to table rows. ``speed`` rows are
+latency runs (ms from ``triton.testing.do_bench``, stored as integer ns), ``memory`` rows are
+memory runs (MB). The mapping, with examples, is in ``docs/liger.md``; seeds 000 and 001 are
+two rows mapped by it.
+
+Positions are ``row N``: N counts data rows (the first row after the header is row 1), not
+file lines, because a quoted field may span lines. Errors name the CSV column as the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import tomllib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from functools import cache
+from importlib import resources
+from typing import IO, Any
+
+from kidata.errors import RecordError
+from kidata.ingest.catalog import Gpu, display_name, lookup_gpu, slugify
+from kidata.ingest.digest import digest
+from kidata.ingest.documents import document
+from kidata.ingest.readers import (
+    INT_RANGE,
+    MAX_DEPTH,
+    MAX_RECORD_BYTES,
+    Item,
+    nesting_depth,
+    raw_text,
+)
+
+RAW_LIMIT = 65536  # what rejects.raw keeps of a record (kidata.ingest.readers.raw_text)
+
+SOURCE = "liger-kernel-bench"
+REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
+FAMILY = "liger_kernel_bench"
+UNSPECIFIED = "unspecified"
+COLUMNS = (
+    "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
+    "x_name", "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80",
+    "extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version",
+)
+# The CSV's quantile columns, in the order sourceNative.metrics lists them.
+QUANTILES = (("20", "y_value_20", "p20"), ("50", "y_value_50", "median"),
+             ("80", "y_value_80", "p80"))
+# Speed units and their factor to ns (exact, so rounding happens once).
+SPEED_UNITS = {"ms": Decimal(10) ** 6, "us": Decimal(10) ** 3, "ns": Decimal(1),
+               "s": Decimal(10) ** 9}
+MEMORY_UNITS = ("MB", "MiB", "GB", "GiB", "KB", "B", "bytes")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+INT_RE = re.compile(r"^[+-]?\d+$")
+
+_COMMON_NOTES = (
+    "The upstream CSV records no CUDA, driver, or torch version; the Liger release rides each "
+    "run's labels."
+)
+# What each kernel_operation_mode times (benchmark/scripts/utils.py upstream).
+_TIMED = {
+    "forward": "the module forward pass",
+    "backward": "the backward pass of the module output given a random upstream gradient",
+    "full": "the module forward pass followed by the backward pass of its output given a "
+            "random upstream gradient",
+    "no-grad-forward": "the module forward pass under torch.no_grad()",
+    "unspecified": "what the benchmark script runs when given no operation mode (the CSV row "
+                   "names none)",
+}
+
+
+def _what(mode: str) -> str:
+    return _TIMED.get(mode, f"the benchmark script's {mode!r} operation mode")
+
+
+@cache
+def speed_protocol(mode: str) -> dict[str, Any]:
+    """The BenchmarkProtocol of ``speed`` rows of one mode (forward/backward: as in the seeds)."""
+    return document(
+        "BenchmarkProtocol", f"liger-bench-do-bench-{slugify(mode)}",
+        f"Liger benchmark harness · {mode} pass",
+        {
+            "harness": {"name": "Liger-Kernel benchmark scripts", "repository": REPOSITORY},
+            "measurement": {"timer": "cuda_events", "primaryStatistic": "median"},
+            "comparability": {
+                "notes": f"Timed: {_what(mode)}, via triton.testing.do_bench with quantiles "
+                         f"0.5/0.2/0.8 (median with p20/p80 spread). {_COMMON_NOTES} Comparable "
+                         "only within one kernel, workload, timed pass, and GPU.",
+                "family": FAMILY,
+            },
+        },
+    )
+
+
+@cache
+def memory_protocol(mode: str) -> dict[str, Any]:
+    """The BenchmarkProtocol of ``memory`` rows of one mode."""
+    return document(
+        "BenchmarkProtocol", f"liger-bench-peak-memory-{slugify(mode)}",
+        f"Liger benchmark harness · peak memory · {mode} pass",
+        {
+            "harness": {"name": "Liger-Kernel benchmark scripts", "repository": REPOSITORY},
+            "measurement": {"instrument": "torch.cuda.max_memory_allocated",
+                            "primaryStatistic": "median"},
+            "comparability": {
+                "notes": f"Measured: peak GPU memory allocated while running {_what(mode)} "
+                         "(torch.cuda.max_memory_allocated after reset_peak_memory_stats, "
+                         "bytes / 2^20, written as MB), over repeated runs with quantiles "
+                         f"0.5/0.2/0.8 (median with p20/p80 spread). {_COMMON_NOTES} "
+                         "Comparable only within one kernel, workload, measured pass, and GPU.",
+                "family": FAMILY,
+            },
+        },
+    )
+
+
+# -- workload slugs ---------------------------------------------------------------------------
+
+
+@cache
+def slug_table() -> dict[str, dict[str, Any]]:
+    """The abbreviation table of ``kidata/data/workloads.toml``."""
+    text = resources.files("kidata.data").joinpath("workloads.toml").read_text("utf-8")
+    data = tomllib.loads(text)
+    return {k: data.get(k, {}) for k in ("words", "values", "omit")}
+
+
+def _number(value: int | float) -> str:
+    text = repr(value)
+    if text.startswith("-"):
+        text = "neg" + text[1:]
+    return text.replace(".", "p").replace("e-", "em").replace("e+", "e")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, int | float):
+        return _number(value)
+    if isinstance(value, str):
+        return slug_table()["values"].get(value) or slugify(value) or "empty"
+    return slugify(json.dumps(value, sort_keys=True)) or "empty"
+
+
+def _segment(name: str, value: Any) -> str:
+    words = slug_table()["words"]
+    word = words[name] if name in words else slugify(name)
+    if isinstance(value, bool):
+        return word if value else f"no{word}"
+    if isinstance(value, list):
+        text = "x".join(_scalar(v) for v in value) or "empty"
+    else:
+        text = _scalar(value)
+    if not word:
+        return text
+    if value is None or isinstance(value, str | list | dict) or not text[0].isdigit() \
+            or word[-1].isdigit():
+        return f"{word}-{text}"
+    return f"{word}{text}"
+
+
+def _omitted(name: str, value: Any) -> bool:
+    omit = slug_table()["omit"]
+    return name in omit and type(omit[name]) is type(value) and omit[name] == value
+
+
+def workload_parameters(x_name: str, x_value: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """All named parameters of a row: the swept x value under its x_name, then every config key
+    (a config key named like x_name is the swept one, so the x value wins)."""
+    params = {x_name: x_value}
+    params.update((k, v) for k, v in config.items() if k != x_name)
+    return params
+
+
+def workload_slug(x_name: str, x_value: Any, config: dict[str, Any]) -> str:
+    """The readable workload name: one rule for every kernel (see ``docs/liger.md``).
+
+    >>> workload_slug("H", 4096, {"M": 2048, "dtype": "torch.bfloat16", "eps": 1e-06})
+    'hidden4096-rows2048-bf16'
+    """
+    params = workload_parameters(x_name, x_value, config)
+    parts = [_segment(k, v) for k, v in params.items() if k == x_name or not _omitted(k, v)]
+    return "-".join(p for p in parts if p)
+
+
+# -- row parsing -------------------------------------------------------------------------------
+
+
+def parse_x(text: str) -> int | float | str:
+    """An x value: an integer, a finite float, or else the text itself (a model name)."""
+    text = text.strip()
+    if INT_RE.match(text):
+        try:
+            return int(text)
+        except ValueError:  # beyond Python's digit limit for int(): keep the text
+            return text
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
+
+
+def parse_timestamp(text: str) -> datetime:
+    """The CSV timestamp (``2024-09-03 15:39:30``, written by the benchmark host without a
+    zone) read as UTC; a timestamp with a zone is converted to UTC."""
+    ts = datetime.fromisoformat(text.strip())
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+def ns_from(text: str, factor: Decimal) -> int:
+    """A speed value in integer ns: exact decimal product, halves rounded away from zero."""
+    return int((Decimal(text.strip()) * factor).to_integral_value(ROUND_HALF_UP))
+
+
+class _Row:
+    """Field access for one CSV row, failing with the column name as the field."""
+
+    def __init__(self, values: list[str], index: dict[str, int], file: str, position: str):
+        self.values = values
+        self.index = index
+        self.file = file
+        self.position = position
+
+    def fail(self, column: str | None, message: str) -> RecordError:
+        return RecordError(self.file, self.position, column, message)
+
+    def get(self, column: str) -> str:
+        return self.values[self.index[column]]
+
+    def text(self, column: str) -> str:
+        value = self.get(column).strip()
+        if not value:
+            raise self.fail(column, "expected a value, got an empty field")
+        return value
+
+    def name(self, column: str) -> str:
+        value = self.text(column)
+        if not NAME_RE.match(value):
+            raise self.fail(column, f"expected a name of letters, digits, '_', '-' or '.' "
+                                    f"(it becomes part of the run id), got {value!r}")
+        return value
+
+    def positive(self, column: str) -> tuple[float, str]:
+        text = self.get(column).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            raise self.fail(column, f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise self.fail(column, f"expected a finite number > 0, got {text!r}"
+                                    + (" (upstream writes nan when a benchmark produced no "
+                                       "result)" if text.lower() == "nan" else ""))
+        return value, text
+
+
+class _Docs:
+    """Builds each shared document once per file and remembers its digest."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, tuple[dict, str]] = {}
+
+    def get(self, key: tuple, build) -> tuple[dict, str]:
+        found = self.cache.get(key)
+        if found is None:
+            doc = build()
+            found = self.cache[key] = (doc, digest(doc))
+        return found
+
+
+def _environment(gpu_name: str, gpu: Gpu) -> dict[str, Any]:
+    hardware: dict[str, Any]
+    if gpu.known:
+        hardware = {"vendor": gpu.vendor, "product": gpu.product, "formFactor": gpu.form_factor}
+        if gpu.architecture:
+            hardware["architecture"] = gpu.architecture
+    else:
+        first = gpu_name.split()[0].lower() if gpu_name.split() else ""
+        hardware = {"vendor": first if first in ("nvidia", "amd", "intel") else "unknown",
+                    "product": gpu_name}
+    short = gpu_name[len("NVIDIA "):] if gpu_name.upper().startswith("NVIDIA ") else gpu_name
+    return document("ExecutionEnvironment", f"liger-bench-{slugify(gpu_name)}",
+                    f"Liger benchmark host · {short}", {"hardware": hardware, "software": {}})
+
+
+def _error(file: str, position: str, field: str | None, message: str,
+           raw: str | None) -> RecordError:
+    """A row (or header) error that keeps the row's text for ``rejects.raw``."""
+    err = RecordError(file, position, field, message)
+    err.raw = raw  # type: ignore[attr-defined]
+    return err
+
+
+def _reject_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+class _Unkeepable(ValueError):
+    """A number in the config that kidata could not keep as written."""
+
+
+def _int_in_range(text: str) -> int:
+    value = int(text)
+    if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise _Unkeepable(f"integer {text} is beyond 64 bits (kidata keeps integers from "
+                          f"{INT_RANGE[0]} to {INT_RANGE[1]})")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Unkeepable(f"the number {text} is too large for a 64-bit float; expected a "
+                          "finite number")
+    return value
+
+
+class _Lines:
+    """The file's lines as text for :mod:`csv`, read one at a time so that a line that is not
+    UTF-8, or longer than the record limit, spoils only its own row: the problem is kept in
+    :attr:`problem` for the row that consumed the line. The text of the lines a row consumed
+    (a quoted field may span several) is its raw record (:meth:`take_raw`), kept in
+    ``rejects.raw`` when the row is rejected."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.number = 0
+        self.problem: str | None = None
+        self._taken: list[str] = []
+        self._taken_size = 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self.stream.readline(MAX_RECORD_BYTES + 1)
+        if not line:
+            raise StopIteration
+        self.number += 1
+        if self.number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+        if len(line) > MAX_RECORD_BYTES and not line.endswith(b"\n"):
+            while True:
+                more = self.stream.readline(1 << 20)
+                if not more or more.endswith(b"\n"):
+                    break
+            self.problem = self.problem or (f"line {self.number} is longer than "
+                                            f"{MAX_RECORD_BYTES // (1024 * 1024)} MiB; not read")
+            self._take(line[:RAW_LIMIT].decode("utf-8", errors="replace"))
+            return "\n"
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.problem = self.problem or (f"not UTF-8 text (line {self.number}, byte "
+                                            f"{exc.start}: {exc.reason})")
+            text = line.decode("utf-8", errors="replace")
+        self._take(text)
+        return text
+
+    def _take(self, text: str) -> None:
+        if self._taken_size < RAW_LIMIT:  # rejects.raw keeps 64 KiB: no need for more
+            self._taken.append(text)
+            self._taken_size += len(text)
+
+    def take_raw(self) -> str | None:
+        """The text of the lines read since the last call (line ends of the last removed)."""
+        taken, self._taken, self._taken_size = self._taken, [], 0
+        return raw_text("".join(taken).removesuffix("\n").removesuffix("\r"))
+
+    def take_problem(self) -> str | None:
+        problem, self.problem = self.problem, None
+        return problem
+
+
+def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
+    lines = _Lines(stream)
+    reader = csv.reader(lines, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        yield _error(file, "header", None, f"malformed CSV header: {exc}", lines.take_raw())
+        return
+    problem = lines.take_problem()
+    header_raw = lines.take_raw()
+    if problem:
+        yield _error(file, "header", None, f"cannot read the CSV header: {problem}",
+                     header_raw)
+        return
+    if header is None:
+        yield RecordError(file, "header", None, "empty file: expected a CSV header line "
+                                                "starting 'kernel_name,'")
+        return
+    index: dict[str, int] = {}
+    for i, name in enumerate(header):
+        index.setdefault(name.strip(), i)
+    missing = [c for c in COLUMNS if c not in index]
+    if missing:
+        yield _error(file, "header", missing[0],
+                          f"missing column{'s' if len(missing) > 1 else ''} "
+                          f"{', '.join(missing)}; expected the Liger-Kernel benchmark CSV "
+                          f"columns {', '.join(COLUMNS)}", header_raw)
+        return
+    docs = _Docs()
+    number = 0
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            lines.take_problem()
+            number += 1
+            yield _error(file, f"row {number}", None, f"malformed CSV: {exc}",
+                         lines.take_raw())
+            continue
+        problem = lines.take_problem()
+        raw = lines.take_raw()
+        if problem:
+            number += 1
+            yield _error(file, f"row {number}", None, problem, raw)
+            continue
+        if not values or (len(values) == 1 and not values[0].strip()):
+            continue  # a blank line is not a row
+        number += 1
+        position = f"row {number}"
+        try:
+            yield _item(values, index, header, file, position, raw, docs)
+        except RecordError as err:
+            err.raw = raw  # type: ignore[attr-defined]
+            yield err
+
+
+def _item(values: list[str], index: dict[str, int], header: list[str], file: str,
+          position: str, raw: str | None, docs: _Docs) -> Item:
+    row = _Row(values, index, file, position)
+    if len(values) < len(header):
+        first_missing = next(c for c in COLUMNS if index[c] >= len(values)) \
+            if any(index[c] >= len(values) for c in COLUMNS) else None
+        raise row.fail(first_missing, f"short row: {len(values)} fields, the header has "
+                                      f"{len(header)}")
+    if len(values) > len(header):
+        raise row.fail(None, f"long row: {len(values)} fields, the header has {len(header)} "
+                             "(an unquoted comma?)")
+    kernel = row.name("kernel_name")
+    provider = row.name("kernel_provider")
+    # Upstream writes an empty mode when a script runs without one: kept, as "unspecified".
+    mode = row.name("kernel_operation_mode") if row.get("kernel_operation_mode").strip() \
+        else UNSPECIFIED
+    metric_name = row.text("metric_name")
+    unit = row.text("metric_unit")
+    if metric_name == "speed":
+        if unit not in SPEED_UNITS:
+            raise row.fail("metric_unit", f"expected a time unit for speed "
+                                          f"({', '.join(SPEED_UNITS)}), got {unit!r}")
+    elif metric_name == "memory":
+        if unit not in MEMORY_UNITS:
+            raise row.fail("metric_unit", f"expected a memory unit ({', '.join(MEMORY_UNITS)})"
+                                          f", got {unit!r}")
+    else:
+        raise row.fail("metric_name", f"expected 'speed' or 'memory', got {metric_name!r}")
+    x_name = row.text("x_name")
+    x_label = row.get("x_label").strip()
+    x_value = parse_x(row.text("x_value"))
+    if isinstance(x_value, int) and not INT_RANGE[0] <= x_value <= INT_RANGE[1]:
+        raise row.fail("x_value", f"integer {x_value} is beyond 64 bits (kidata keeps "
+                                  f"integers from {INT_RANGE[0]} to {INT_RANGE[1]})")
+    # Checked in the CSV's column order (y_value_50 first), so errors name the first bad one.
+    numbers = {q: row.positive(f"y_value_{q}") for q in ("50", "20", "80")}
+    if not numbers["20"][0] <= numbers["50"][0] <= numbers["80"][0]:
+        raise row.fail("y_value_50", f"quantiles out of order: expected y_value_20 <= "
+                                     f"y_value_50 <= y_value_80, got {numbers['20'][1]}, "
+                                     f"{numbers['50'][1]}, {numbers['80'][1]}")
+    config_text = row.get("extra_benchmark_config_str").strip()
+    try:
+        config = json.loads(config_text, parse_constant=_reject_json_constant,
+                            parse_int=_int_in_range, parse_float=_finite_float) \
+            if config_text else {}
+    except _Unkeepable as exc:
+        raise row.fail("extra_benchmark_config_str", str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise row.fail("extra_benchmark_config_str",
+                       f"expected a JSON object, got invalid JSON: {exc}") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise row.fail("extra_benchmark_config_str",
+                       f"expected a JSON object, got {type(config).__name__}")
+    # The config becomes a Workload document's spec.parameters: three levels below its top.
+    if nesting_depth(config) > MAX_DEPTH - 3:
+        raise row.fail("extra_benchmark_config_str",
+                       f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores documents up "
+                       f"to {MAX_DEPTH} levels deep")
+    gpu_name = row.text("gpu_name")
+    gpu_slug = slugify(gpu_name)
+    if not gpu_slug:
+        raise row.fail("gpu_name", f"expected a GPU name with letters or digits, got {gpu_name!r}")
+    stamp = row.text("timestamp")
+    try:
+        observed = parse_timestamp(stamp)
+    except OverflowError:
+        raise row.fail("timestamp", f"time {stamp!r} is outside years 1-9999 once converted "
+                                    "to UTC") from None
+    except ValueError:
+        raise row.fail("timestamp", f"expected a time such as 2024-09-03 15:39:30, "
+                                    f"got {stamp!r}") from None
+    version = row.get("liger_version").strip()
+
+    params = workload_parameters(x_name, x_value, config)
+    slug = workload_slug(x_name, x_value, config)
+    kernel_title = display_name("kernels", kernel)
+    gpu = lookup_gpu(gpu_name)
+    env, env_digest = docs.get(("env", gpu_name), lambda: _environment(gpu_name, gpu))
+    if metric_name == "speed":
+        protocol, protocol_digest = docs.get(("speed", mode), lambda: (speed_protocol(mode)))
+    else:
+        protocol, protocol_digest = docs.get(("memory", mode), lambda: memory_protocol(mode))
+    workload, workload_digest = docs.get(
+        ("workload", kernel, json.dumps(params, sort_keys=True), x_label),
+        lambda: document("Workload", f"liger-{kernel}-{slug}".replace("_", "-"),
+                         f"{kernel_title} · {slug}",
+                         {"kernel": kernel, "name": slug, "parameters": params},
+                         {"x_name": x_name, "x_label": x_label} if x_label
+                         else {"x_name": x_name}))
+    impl_title = display_name("implementations", provider)
+    implementation, implementation_digest = docs.get(
+        ("implementation", kernel, provider),
+        lambda: document("Implementation", f"liger-impl-{kernel}-{provider}".replace("_", "-"),
+                         f"{impl_title} · {kernel_title}", {"kernel": kernel, "name": provider}))
+
+    time_slug = observed.strftime("%Y-%m-%d-%H-%M-%S")
+    parts = [kernel, mode, provider, gpu_slug, slug, time_slug]
+    title = f"{kernel_title} · {provider} · {mode}"
+    if metric_name == "memory":
+        parts.append("memory")
+        title += " · memory"
+    external_id = "/".join(parts)
+    run_name = "liger-" + "-".join(parts).replace("_", "-")
+    prefix = unit.lower()
+    native = {
+        "source": SOURCE,
+        "metrics": {f"{prefix}_{q}": numbers[q][0] for q, _, _ in QUANTILES},
+        "benchmark": f"{kernel}/{mode}",
+        "externalId": external_id,
+    }
+    spec: dict[str, Any] = {"status": "passed"}
+    if metric_name == "speed":
+        factor = SPEED_UNITS[unit]
+        ns = {q: ns_from(numbers[q][1], factor) for q, _, _ in QUANTILES}
+        for q, _, _ in QUANTILES:  # in ns, a run's latency must fit kidata's integers
+            if ns[q] > INT_RANGE[1]:
+                raise row.fail(f"y_value_{q}", f"{numbers[q][1]} {unit} is {ns[q]:,} ns, "
+                                               "beyond 64 bits; expected a plausible latency")
+        spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
+        spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        spec["measurements"] = [
+            {"unit": "ns", "value": ns[q], "metric": "latency", "statistic": stat}
+            for q, _, stat in QUANTILES if stat != "median"]
+    else:
+        spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        spec["measurements"] = [
+            {"unit": unit, "value": numbers[q][0], "metric": "memory", "statistic": stat}
+            for q, _, stat in sorted(QUANTILES, key=lambda t: t[2] != "median")]
+    spec["sourceNative"] = native
+    spec["protocolDigest"] = protocol_digest
+    spec["workloadDigest"] = workload_digest
+    spec["environmentDigest"] = env_digest
+    spec["implementationDigest"] = implementation_digest
+    run = document("BenchmarkRun", run_name, title, spec,
+                   {"liger_version": version} if version else None)
+    return Item(file, position, {"run": run, "protocol": protocol, "environment": env,
+                                 "workload": workload, "implementation": implementation},
+                raw, title=impl_title)

@@ -1,0 +1,230 @@
+"""trainkernel's published results table (seed 003).
+
+Each ``held_out`` row becomes two runs on its GPU and workload, ``trainkernel`` and
+``inductor``; the row's published ``ratio`` (trainkernel_us / inductor_us, a latency ratio)
+rides on the trainkernel run as a published claim (table ``published``), never as a
+measurement. Each ``h100_calibration`` row becomes a ``trainkernel`` run on the H100 with its
+schedule as the variant. Latencies are µs per training step (forward, loss, backward, SGD
+update), published to 0.01 µs, stored in ns with a 10 ns resolution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import IO, Any
+
+import orjson
+
+from kidata.errors import RecordError
+from kidata.ingest.catalog import lookup_gpu, slugify
+from kidata.ingest.documents import document, environment_document
+from kidata.ingest.readers import Item, raw_text
+
+SOURCE = "trainkernel-results"
+KERNEL = "train_step"
+PASS = "step"
+REPOSITORY = "https://github.com/arpjw/trainkernel"
+US_RESOLUTION = 0.01
+RATIO_RESOLUTION = 0.001
+CALIBRATION_GPU = "H100 SXM 80 GB"
+MAX_BYTES = 64 * 1024 * 1024
+
+
+def _protocol(family: str, table: str, notes: str) -> dict[str, Any]:
+    return document(
+        "BenchmarkProtocol", f"trainkernel-{table.replace('_', '-')}",
+        f"trainkernel results · {table}",
+        {
+            "harness": {"name": "trainkernel benchmark", "repository": REPOSITORY},
+            "measurement": {"unit": "microseconds per training step"},
+            "comparability": {"family": family, "notes": notes},
+        },
+    )
+
+
+HELD_OUT_PROTOCOL = _protocol(
+    "trainkernel_held_out", "held_out",
+    "Latency of one complete training step (forward, loss, backward, SGD update) of the "
+    "trainkernel kernel and of torch.compile (Inductor), measured side by side per GPU and "
+    "workload. Comparable only within one GPU and workload.")
+CALIBRATION_PROTOCOL = _protocol(
+    "trainkernel_h100_calibration", "h100_calibration",
+    "Latency of one training step under several trainkernel kernel schedules on the H100, "
+    "from a separate calibration run. Comparable only within this table.")
+
+
+def _number(row: dict, key: str, file: str, position: str) -> float:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError(file, position, key, f"expected a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise RecordError(file, position, key, f"expected a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _is_shape(shape: Any) -> bool:
+    """A shape as kept: a list of integers (of 64 bits: orjson reads wider ones as floats)."""
+    return isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
+                                           for s in shape)
+
+
+def _raw(row: Any) -> str | None:
+    """A row's text for ``rejects.raw``; None for one nested too deep to write again."""
+    try:
+        return raw_text(orjson.dumps(row))
+    except TypeError:
+        return None
+
+
+def _text(row: dict, key: str, file: str, position: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise RecordError(file, position, key, f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _run(run_id: str, title: str, external_id: str, table: str, us: float, labels: dict,
+         protocol: dict, environment: dict, workload: dict, url: str | None,
+         published: list | None = None) -> dict[str, Any]:
+    from kidata.ingest.digest import digest
+
+    native: dict[str, Any] = {
+        "source": SOURCE,
+        "table": table,
+        "metrics": {"latency_us": us},
+        "benchmark": f"{KERNEL}/{PASS}",
+        "externalId": external_id,
+    }
+    if url:
+        native["url"] = url
+    if published:
+        native["published"] = published
+    spec = {
+        "status": "passed",
+        "timing": {
+            "latencyNs": {"median": round(us * 1000, 6)},
+            "primaryStatistic": "median",
+            "resolutionNs": US_RESOLUTION * 1000,
+        },
+        "sourceNative": native,
+        "protocolDigest": digest(protocol),
+        "workloadDigest": digest(workload),
+        "environmentDigest": digest(environment),
+    }
+    return document("BenchmarkRun", run_id, title, spec, labels)
+
+
+def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        yield RecordError(file, "document", None, "trainkernel table larger than 64 MiB")
+        return
+    try:
+        table = orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError as exc:
+        yield RecordError(file, "document", None, f"invalid JSON: {exc}")
+        return
+    if not isinstance(table, dict) or not isinstance(table.get("held_out"), list):
+        yield RecordError(file, "document", "held_out",
+                          "expected a trainkernel results object with a 'held_out' list")
+        return
+    units = table.get("units")
+    if not isinstance(units, str) or "microsecond" not in units:
+        yield RecordError(file, "document", "units",
+                          f"expected microseconds per training step, got {units!r}")
+        return
+    sources = table.get("sources") if isinstance(table.get("sources"), dict) else {}
+    workloads: dict[str, dict] = {}
+    envs: dict[str, dict] = {}
+
+    def workload_doc(name: str, shape: Any) -> dict:
+        if name not in workloads or (shape is not None and "shape" not in workloads[name]["spec"]):
+            spec: dict[str, Any] = {"kernel": KERNEL, "name": name}
+            if shape is not None:
+                spec["shape"] = shape
+            workloads[name] = document("Workload", f"trainkernel-{slugify(name)}", name, spec)
+        return workloads[name]
+
+    def env_doc(gpu_name: str) -> tuple[dict, Any]:
+        gpu = lookup_gpu(gpu_name)
+        if gpu.key not in envs:
+            envs[gpu.key] = environment_document(
+                gpu, f"trainkernel-{gpu.key}", f"trainkernel host · {gpu_name}")
+        return envs[gpu.key], gpu
+
+    # Shapes first, so a calibration row names the same workload document as held_out.
+    for row in table["held_out"]:
+        if isinstance(row, dict) and isinstance(row.get("workload"), str):
+            if _is_shape(row.get("shape")):  # a bad shape is its row's reject, nobody's else
+                workload_doc(row["workload"], row["shape"])
+
+    for index, row in enumerate(table["held_out"]):
+        position = f"held_out[{index}]"
+        raw = _raw(row)
+        try:
+            if not isinstance(row, dict):
+                raise RecordError(file, position, None, "expected an object")
+            gpu_name = _text(row, "gpu", file, position)
+            name = _text(row, "workload", file, position)
+            shape = row.get("shape")
+            if shape is not None and not (
+                isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
+                                                for s in shape)):
+                raise RecordError(file, position, "shape",
+                                  f"expected a list of integers, got {shape!r}")
+            times = {impl: _number(row, f"{impl}_us", file, position)
+                     for impl in ("trainkernel", "inductor")}
+            ratio = _number(row, "ratio", file, position)
+        except RecordError as err:
+            yield err
+            continue
+        env, gpu = env_doc(gpu_name)
+        warnings = [] if gpu.known else [f"{file}, {position}, field gpu: unknown GPU "
+                                         f"{gpu_name!r}; loaded under derived key {gpu.key!r}"]
+        workload = workload_doc(name, shape)
+        url = sources.get(gpu.key.split("-")[0]) if isinstance(sources, dict) else None
+        ids = {impl: f"trainkernel-held-out-{gpu.key}-{slugify(name)}-{impl}" for impl in times}
+        for impl, us in times.items():
+            published = None
+            if impl == "trainkernel":
+                published = [{"quantity": "latency_ratio", "value": ratio,
+                              "resolution": RATIO_RESOLUTION,
+                              "definition": "trainkernel_us / inductor_us",
+                              "baselineRun": ids["inductor"]}]
+            run = _run(ids[impl], f"Training step · {impl} · {name} · {gpu_name}",
+                       f"held_out/{gpu.key}/{name}/{impl}", "held_out", us,
+                       {"implementation": impl, "workload": name, "gpu_name": gpu_name},
+                       HELD_OUT_PROTOCOL, env, workload, url, published)
+            yield Item(file, position, {"run": run, "protocol": HELD_OUT_PROTOCOL,
+                                        "environment": env, "workload": workload}, raw,
+                       warnings=warnings)
+
+    calibration = table.get("h100_calibration")
+    if calibration is None:
+        return
+    if not isinstance(calibration, list):
+        yield RecordError(file, "document", "h100_calibration", "expected a list")
+        return
+    for index, row in enumerate(calibration):
+        position = f"h100_calibration[{index}]"
+        raw = _raw(row)
+        try:
+            if not isinstance(row, dict):
+                raise RecordError(file, position, None, "expected an object")
+            name = _text(row, "workload", file, position)
+            schedule = _text(row, "schedule", file, position)
+            us = _number(row, "latency_us", file, position)
+        except RecordError as err:
+            yield err
+            continue
+        env, gpu = env_doc(CALIBRATION_GPU)
+        workload = workload_doc(name, None)
+        run = _run(f"trainkernel-h100-calibration-{slugify(name)}-{slugify(schedule)}",
+                   f"Training step · trainkernel · {schedule} · {name} · {CALIBRATION_GPU}",
+                   f"h100_calibration/{name}/{schedule}", "h100_calibration", us,
+                   {"implementation": "trainkernel", "variant": schedule, "workload": name,
+                    "gpu_name": CALIBRATION_GPU},
+                   CALIBRATION_PROTOCOL, env, workload, sources.get("h100_calibration"))
+        yield Item(file, position, {"run": run, "protocol": CALIBRATION_PROTOCOL,
+                                    "environment": env, "workload": workload}, raw)

@@ -1,0 +1,685 @@
+"""Stage a load: read, check and flatten input records into staging Parquet files, using
+worker processes when the input is large.
+
+Records are checked and flattened by one function, :func:`stage_record`, in the loading
+process or in a worker. The readers hand out the lines of JSON Lines files unparsed
+(:class:`~kidata.ingest.readers.Lines`); once there are enough of them, they go in batches to a
+pool of worker processes (``KIDATA_WORKERS``, default one per core; ``0`` turns the pool off) that
+parse, check and flatten them and write their own staging files. Everything else is done here.
+In both places a JSON line of the common bundle shape is staged by the fast path
+(:mod:`kidata.ingest.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record by
+:func:`stage_record`; the two give the same rows.
+
+The result is the same as reading the input in one pass, in order:
+
+- each record gets a sequence number in input order (``_seq``: the commit orders and
+  deduplicates by it), reserved when its batch is sent;
+- a flattener's only state that changes a result is the environments it has seen (so that a
+  run without its environment document can name its GPU). A worker knows the warehouse's
+  environments and those of the records it has flattened, all earlier in the input; a run
+  whose environment it does not know is handed back
+  (:class:`~kidata.ingest.flatten.NeedsEnvironment`) and flattened here, after every record
+  before it;
+- results are merged in input order, so the report lists rejects and warnings in input order.
+
+Memory stays bounded: at most ``workers + 1`` batches are in flight and each process stages
+at most a batch of rows before writing them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kidata.errors import RecordError, WarehouseError
+from kidata.ingest import fast as fast_path
+from kidata.ingest.fast import FastPath
+from kidata.ingest.flatten import Flattener, NeedsEnvironment
+from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
+from kidata.ingest.readers import Item, Lines
+from kidata.store import pqwrite
+from kidata.store.durable import fault
+from kidata.store.layout import staged_glob, staged_name
+from kidata.store.pqwrite import GroupedWriter
+from kidata.store.schema import STAGED_LATENCY, TABLES, staged_schema
+
+# Tables whose rows repeat across records (one row per key): the stager drops repeats it has
+# already staged, so a load of a million runs does not stage a million copies of the same
+# environment. The commit's dedupe (first row by _seq per key; for workloads the first with a
+# document) still decides; dropping a row that dedupe would never pick changes nothing.
+_DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",),
+               "workloads": ("workload_id",), "workload_parameters": ("workload_id", "name"),
+               "implementations": ("implementation_id",)}
+_MAX_SEEN = 200_000
+
+
+# Large text columns kept apart from the row tuples and written by concatenating their UTF-8
+# bytes: converting a batch of run documents (~50 MB) one Python object at a time into a
+# growing Arrow buffer cost ten times more.
+_BLOBS = {"runs": "document"}
+
+
+class StagingWriter:
+    """Buffers rows per table and writes them to staging Parquet files in batches.
+
+    A row is a tuple of its values in the order of :attr:`names` (the staged schema without
+    the table's blob column, if any: that one's values are in :attr:`blobs`, a ``str`` or
+    UTF-8 ``bytes`` each)."""
+
+    def __init__(self, folder: Path, batch: int):
+        self.folder = folder
+        self.batch = batch
+        self.schemas = {t: staged_schema(t) for t in TABLES}
+        self.names = {t: [n for n in schema.names if n != _BLOBS.get(t)]
+                      for t, schema in self.schemas.items()}
+        self.structs = {t: pa.struct([schema.field(n) for n in self.names[t]])
+                        for t, schema in self.schemas.items()}
+        # One tuple per row (one append per row rather than one per cell).
+        self.rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
+        self.blobs: dict[str, list] = {t: [] for t in _BLOBS if t in TABLES}
+        self.counts = dict.fromkeys(TABLES, 0)
+        self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
+        self.parts = 0
+        self.tag = ""  # in file names: worker processes stage into the same folder
+        self.max_rejects = max_kept_rejects()
+        self.rejects_staged = 0
+
+    def add(self, table: str, row: dict, seq: int, position: str) -> None:
+        seen = self.seen.get(table)
+        if seen is not None:
+            key = tuple(row.get(k) for k in _DIMENSIONS[table])
+            has_document = row.get("document") is not None or table != "workloads"
+            if key in seen and (seen[key] or not has_document):
+                return  # an earlier staged row is the one the commit would keep
+            if len(seen) >= _MAX_SEEN:
+                seen.clear()
+            seen[key] = has_document
+        row["_seq"] = seq
+        row["_position"] = position
+        self.rows[table].append(tuple([row.get(name) for name in self.names[table]]))
+        blobs = self.blobs.get(table)
+        if blobs is not None:
+            blobs.append(row.get(_BLOBS[table]))
+        self.counts[table] += 1
+
+    def maybe_flush(self) -> None:
+        if self.counts["runs"] >= self.batch or self.counts["rejects"] >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        for table, rows in self.rows.items():
+            if not self.counts[table]:
+                continue
+            schema = self.schemas[table]
+            # The row tuples converted in one pass (as a struct array), not column by column
+            # from a Python transpose.
+            columns = dict(zip(self.names[table],
+                               pa.array(rows, type=self.structs[table]).flatten(),
+                               strict=True))
+            if table in self.blobs:
+                name = _BLOBS[table]
+                columns[name] = _text_array(self.blobs[table], schema.field(name).type)
+                self.blobs[table].clear()
+            data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
+            fault("stage-write")
+            pq.write_table(data, self.folder / staged_name(table, f"{self.tag}{self.parts:06d}"),
+                           **pqwrite.options(schema, compression="lz4"))
+            rows.clear()
+            self.counts[table] = 0
+        self.parts += 1
+
+
+def _text_array(values: list, type_: pa.DataType) -> pa.Array:
+    """A string column from ``str`` or UTF-8 ``bytes`` values, by joining their bytes once
+    (the same array ``pa.array(values, type_)`` gives)."""
+    if type_ == pa.string() and None not in values:
+        try:
+            data = [v if type(v) is bytes else v.encode() for v in values]
+        except (AttributeError, UnicodeEncodeError):
+            data = None
+        if data is not None:
+            offsets = list(itertools.accumulate(map(len, data), initial=0))
+            if offsets[-1] < 2**31:
+                return pa.StringArray.from_buffers(
+                    len(data), pa.array(offsets, type=pa.int32()).buffers()[1],
+                    pa.py_buffer(b"".join(data)))
+    return pa.array(values, type=type_)
+
+
+# Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
+# worker's staging files are few, small enough to keep every worker busy.
+BATCH_LINES = 2048
+# Records read but not yet processed here (records of non-JSON-Lines files).
+MAX_PENDING = 10_000
+# The statistics staged for each run in STAGED_LATENCY, in order.
+QUANTILES = ("median", "p20", "p80")
+FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
+               "workload_parameters", "implementations", "published")
+
+
+def workers() -> int:
+    """Worker processes for large loads: ``KIDATA_WORKERS`` if set, else one per core up to
+    4 (none on a single core, where they would only add overhead). A worker writes its rows
+    after every job (``BATCH_LINES`` lines), so a load's memory is about 110 MB plus 170 MB
+    per worker (mostly Python and pyarrow), whatever the input size; the loading process
+    alone stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time."""
+    value = os.environ.get("KIDATA_WORKERS")
+    if value is not None:
+        try:
+            return max(0, int(value))
+        except ValueError:
+            return 0
+    cores = os.cpu_count() or 1
+    return 0 if cores < 2 else min(cores, 4)
+
+
+def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport,
+                 item: Item | RecordError, name: str, seq: int,
+                 counts: dict[str, list[int]]) -> None:
+    """Check and flatten one record and stage its rows, or stage its reject. Raises
+    :class:`NeedsEnvironment` (before staging anything) when the flattener defers it.
+    ``counts[name]`` tallies the file's records, runs, rejects and warnings."""
+    tally = counts.get(name)
+    if tally is None:
+        tally = counts[name] = [0, 0, 0, 0]
+    if isinstance(item, RecordError):
+        report.records += 1
+        tally[0] += 1
+        tally[2] += 1
+        _reject(stager, report, item, getattr(item, "raw", None), seq)
+        return
+    try:
+        flat = flattener.flatten(item)
+    except RecordError as err:
+        report.records += 1
+        tally[0] += 1
+        tally[2] += 1
+        _reject(stager, report, err, item.raw, seq)
+        return
+    report.records += 1
+    tally[0] += 1
+    tally[1] += len(flat.runs)
+    tally[3] += len(flat.warnings)
+    for message in flat.warnings:
+        report.add_warning(message)
+    if flat.runs:  # one run per record: its latency quantiles, for latest_runs
+        latency = {m["statistic"]: m["value"] for m in flat.measurements
+                   if m["metric"] == "latency"}
+        for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
+            flat.runs[0][column] = latency.get(statistic)
+    for table in FLAT_TABLES:
+        for row in getattr(flat, table):
+            if table != "measurements":
+                row["source_file"] = name
+            stager.add(table, row, seq, item.position)
+    stager.maybe_flush()
+
+
+def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, position: str,
+               name: str, seq: int, counts: dict[str, list[int]]) -> bool:
+    """Stage one JSON line by the fast path (:mod:`kidata.ingest.fast`), counting it as
+    :func:`stage_record` would; False (nothing staged or counted) when the line must take the
+    general path."""
+    if not fast.stage(line, file, position, name, seq):
+        return False
+    tally = counts.get(name)
+    if tally is None:
+        tally = counts[name] = [0, 0, 0, 0]
+    report.records += 1
+    report.fast_path += 1
+    tally[0] += 1
+    tally[1] += 1
+    fast.stager.maybe_flush()
+    return True
+
+
+def _reject(stager: StagingWriter, report: LoadReport, err: RecordError, raw: str | None,
+            seq: int) -> None:
+    report.add_reject(Reject(err.file, err.position, err.field, err.reason))
+    # Each process stages at most the cap, its first in input order: among them are the
+    # load's first `cap` rejects, which the commit keeps (Warehouse._select_final).
+    if stager.rejects_staged >= stager.max_rejects:
+        return
+    stager.rejects_staged += 1
+    stager.add("rejects", {"source_file": err.file, "position": err.position,
+                           "field": err.field, "reason": err.reason, "raw": raw},
+               seq, err.position)
+    stager.maybe_flush()
+
+
+# -- worker side -------------------------------------------------------------------------------
+
+@dataclass
+class _Events(LoadReport):
+    """A worker's report of one batch: what happened, each with its sequence number, in order.
+    ``events`` holds ``(seq, kind, payload)``: ``reject`` (a Reject), ``warn`` (a message),
+    ``env`` (an environment id and its GPU, newly seen) and ``defer`` (a record to flatten in
+    the loading process)."""
+
+    seq: int = 0
+    events: list[tuple[int, str, Any]] = field(default_factory=list)
+    counts: dict[str, list[int]] = field(default_factory=dict)
+
+    def add_reject(self, reject: Reject) -> None:
+        self.rejected += 1
+        if self.rejected <= 1000:
+            self.events.append((self.seq, "reject", reject))
+
+    def add_warning(self, message: str) -> None:
+        self.warned += 1
+        if self.warned <= 1000:
+            self.events.append((self.seq, "warn", message))
+
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None:
+    flattener = Flattener(defer_unknown_environments=True)
+    for env_id, gpu in known:
+        flattener.know_environment(env_id, gpu)
+    stager = StagingWriter(Path(staging), batch)
+    _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
+
+
+def _serve() -> None:
+    """A worker process: read the set-up, then jobs, from stdin (pickled); write each job's
+    result to stdout (pickled), in order."""
+    import signal
+
+    from kidata._imports import refuse_pandas
+
+    refuse_pandas()  # pyarrow would import it for nothing (0.4 s, 50 MB per worker)
+    # Ctrl-C is the loading process's to handle: it stops sending work and closes our input.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but results on the pipe
+    _init_worker(*pickle.load(inp))
+    while True:
+        try:
+            job = pickle.load(inp)
+        except EOFError:
+            return
+        try:
+            result: Any = _work(*job)
+        except BaseException as exc:  # noqa: BLE001 - reported to the loading process
+            # What failed, in one line (a full disk: "[Errno 28] No space left on device"),
+            # and the traceback apart, for --debug.
+            what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            result = ("error", what, traceback.format_exc())
+        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+
+class _Worker:
+    """One worker process (a fresh interpreter running :func:`_serve`). Plain subprocesses
+    rather than multiprocessing, whose spawned children import the caller's main script
+    again: a library user's unguarded script would then load recursively."""
+
+    def __init__(self, setup: tuple):
+        env = dict(os.environ)
+        # The child imports the same kidata as this process: this process's path in order
+        # ('' being the current folder), and not first a `kidata` folder in the current
+        # folder that this process did not import (-P).
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-c", "from kidata.ingest.stage import _serve; _serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.waiting: collections.deque[Future] = collections.deque()
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self._write(setup)
+
+    def _write(self, obj: Any) -> None:
+        try:
+            pickle.dump(obj, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reader reports the dead worker
+
+    def submit(self, *job: Any) -> Future:
+        future: Future = Future()
+        with self.lock:
+            self.waiting.append(future)
+        self._write(job)
+        return future
+
+    def _read(self) -> None:
+        while True:
+            try:
+                result = pickle.load(self.proc.stdout)
+            except (EOFError, OSError, pickle.UnpicklingError):
+                break
+            with self.lock:
+                future = self.waiting.popleft()
+            if isinstance(result, tuple) and result[:1] == ("error",):
+                error = WarehouseError(f"a staging worker failed: {result[1]}")
+                error.detail = result[2]  # type: ignore[attr-defined]
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+        code = self.proc.wait()
+        with self.lock:
+            while self.waiting:
+                self.waiting.popleft().set_exception(WarehouseError(
+                    f"a staging worker process ended unexpectedly (exit code {code})"))
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join()
+        self.proc.stdout.close()
+
+
+def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Events:
+    flattener: Flattener = _worker["flattener"]
+    stager: StagingWriter = _worker["stager"]
+    fast: FastPath = _worker["fast"]
+    stager.tag = f"j{job:07d}-"
+    out = _Events(load_id="")
+    seq = first_seq - 1
+    for lines, name in segments:
+        for position, line, error in fast_path.scan(lines):
+            seq += 1
+            out.seq = seq
+            known = len(flattener.env_gpu)
+            if error is None and stage_fast(fast, out, line, lines.file, position, name,
+                                            seq, out.counts):
+                pass
+            else:
+                item = error if error is not None else fast_path.parse(
+                    line, lines.file, position, lines.title)
+                try:
+                    stage_record(stager, flattener, out, item, name, seq, out.counts)
+                except NeedsEnvironment:
+                    out.events.append((seq, "defer", (item, name)))
+            if len(flattener.env_gpu) != known:
+                for env in list(flattener.env_gpu.items())[known:]:
+                    out.events.append((seq, "env", env))
+    stager.flush()
+    return out
+
+
+# -- loading process ---------------------------------------------------------------------------
+
+class Stage:
+    """Stages the records of one load (see the module docstring). Feed it what
+    :func:`~kidata.ingest.readers.read_file` yields, in order, then call :meth:`finish`."""
+
+    def __init__(self, staging: Path, batch: int, known: list[tuple[str, str]],
+                 report: LoadReport, progress: Callable[[str, int], None] | None = None):
+        self.staging = staging
+        self.batch = batch
+        self.known = known
+        self.report = report
+        self.progress = progress
+        self.stager = StagingWriter(staging, batch)
+        self.flattener = Flattener()
+        for env_id, gpu in known:
+            self.flattener.know_environment(env_id, gpu)
+        self.fast = FastPath(self.stager, self.flattener)
+        self.workers = workers()
+        # JSON Lines come unparsed, for the workers or for the fast path here.
+        self.batch_lines = BATCH_LINES
+        self.pool: list[_Worker] | None = None
+        self.jobs = 0
+        self.seq = 0
+        # In input order: ("job", Future) or ("item", record, file name, seq).
+        self.pending: collections.deque[tuple] = collections.deque()
+        self.in_flight = 0
+        self.segments: list[tuple[Lines, str]] = []
+        self.segment_lines = 0
+        self.name = ""
+        self.counts: dict[str, list[int]] = {}  # per file: records, runs, rejects, warnings
+        self.files: list[tuple[str, tuple[int, str, int, int], str, int]] = []
+
+    def feed(self, unit: Item | RecordError | Lines, name: str) -> None:
+        self.name = name
+        if isinstance(unit, Lines):
+            self.segments.append((unit, name))
+            self.segment_lines += unit.count
+            if self.segment_lines >= BATCH_LINES:
+                self._send()
+        else:
+            self._send()
+            self.seq += 1
+            self.pending.append(("item", unit, name, self.seq))
+        self._drain(block=False)
+
+    def file_done(self, name: str, fingerprint: tuple[int, str, int, int] | None,
+                  fmt: str) -> None:
+        """Note a file read to the end (see :meth:`summaries`)."""
+        if fingerprint is not None:
+            self.files.append((name, fingerprint, fmt, self.seq))
+
+    def finish(self) -> None:
+        """Process everything still pending and write the last staging files."""
+        self._send()
+        self._drain(block=True)
+        self.stager.flush()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """What was read of each file: size, SHA-256, modification time, format and counts
+        (files read once)."""
+        names = [f[0] for f in self.files]
+        out = []
+        for name, (size, sha256, mtime_ns, hashed_at), fmt, _ in self.files:
+            if names.count(name) > 1:
+                continue  # read twice in one load: its counts are not its own
+            records, runs, rejected, warned = self.counts.get(name, [0, 0, 0, 0])
+            out.append({"source_file": name, "size": size, "sha256": sha256,
+                        "mtime_ns": mtime_ns, "hashed_at": hashed_at, "format": fmt,
+                        "records": records, "runs": runs, "rejected": rejected,
+                        "warnings": warned})
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            for worker in self.pool:
+                worker.close()
+            self.pool = None
+
+    def _send(self) -> None:
+        """Send the collected lines to a worker, or, while no pool is worth starting (less
+        than a batch so far), process them here."""
+        if not self.segments:
+            return
+        segments, lines = self.segments, self.segment_lines
+        self.segments, self.segment_lines = [], 0
+        if self.pool is None and (lines < BATCH_LINES or not self.workers):
+            self._drain(block=True)  # without a pool, only records wait: keep their order
+            for batch, name in segments:
+                self._local_lines(batch, name)
+            return
+        if self.pool is None:
+            setup = (str(self.staging), self.batch, self.known)
+            self.pool = [_Worker(setup) for _ in range(self.workers)]
+        self.jobs += 1
+        # The worker with the fewest jobs waiting (each takes its jobs in order, so every
+        # worker sees its records in input order).
+        worker = min(self.pool, key=lambda w: len(w.waiting))
+        future = worker.submit(self.jobs, self.seq + 1, segments)
+        self.seq += lines  # a number for every line; blank lines leave gaps, order is kept
+        self.pending.append(("job", future))
+        self.in_flight += 1
+
+    def _drain(self, block: bool) -> None:
+        while self.pending:
+            head = self.pending[0]
+            if head[0] == "item":
+                self.pending.popleft()
+                _, item, name, seq = head
+                self._local(item, name, seq)
+                continue
+            future: Future = head[1]
+            if not (block or future.done() or self.in_flight > self.workers
+                    or len(self.pending) >= MAX_PENDING):
+                return
+            self.pending.popleft()
+            self.in_flight -= 1
+            self._merge(future.result())
+            if self.progress is not None:
+                self.progress(self.name, self.report.records)
+
+    def _local_lines(self, batch: Lines, name: str) -> None:
+        """The records of unparsed lines, here and in order: by the fast path when it takes
+        them, else as the readers would have yielded them."""
+        report, progress = self.report, self.progress
+        for position, line, error in fast_path.scan(batch):
+            self.seq += 1
+            if error is None and stage_fast(self.fast, report, line, batch.file, position,
+                                            name, self.seq, self.counts):
+                if progress is not None and report.records % 10_000 == 0:
+                    progress(name, report.records)
+                continue
+            item = error if error is not None else fast_path.parse(line, batch.file,
+                                                                   position, batch.title)
+            self._local(item, name, self.seq)
+
+    def _local(self, item: Item | RecordError, name: str, seq: int) -> None:
+        stage_record(self.stager, self.flattener, self.report, item, name, seq, self.counts)
+        if self.progress is not None and self.report.records % 10_000 == 0:
+            self.progress(name, self.report.records)
+
+    def _merge(self, result: _Events) -> None:
+        report = self.report
+        report.records += result.records
+        report.fast_path += result.fast_path
+        for name, tally in result.counts.items():
+            mine = self.counts.setdefault(name, [0, 0, 0, 0])
+            for i, n in enumerate(tally):
+                mine[i] += n
+        for seq, kind, payload in result.events:
+            if kind == "reject":
+                report.add_reject(payload)
+            elif kind == "warn":
+                report.add_warning(payload)
+            elif kind == "env":
+                self.flattener.env_gpu[payload[0]] = payload[1]
+            else:  # defer: every record before it has been merged
+                item, name = payload  # the worker did not count it
+                self._local(item, name, seq)
+        listed_rejects = sum(1 for e in result.events if e[1] == "reject")
+        listed_warnings = sum(1 for e in result.events if e[1] == "warn")
+        report.rejected += result.rejected - listed_rejects
+        report.warned += result.warned - listed_warnings
+
+
+# -- commit side -------------------------------------------------------------------------------
+
+def _seq_range(path: Path) -> tuple[int, int] | None:
+    """The smallest and largest ``_seq`` of a staged file, from its Parquet statistics."""
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.names.index("_seq")
+    lo = hi = None
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    return None if lo is None else (lo, hi)
+
+
+def _number(value: pa.Scalar) -> Any:
+    return value.as_py()
+
+
+def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
+                 order: list[str], constants: dict[str, Any], path: Path,
+                 before_write: Callable[[], None]) -> int | None:
+    """Write the final file of ``table`` without a database sort: the staged rows whose
+    ``_seq`` is in ``keep`` (ascending), ordered by ``_seq`` then ``order``, with the
+    ``constants`` columns added. Returns the rows written, or None (nothing written) when the
+    staged files' record ranges interleave; the caller then sorts with DuckDB.
+
+    Every staged file is in ``_seq`` order (each process stages its records in order), so when
+    the files' ranges do not interleave, reading them by range is reading in order. Memory is
+    one slice of one file at a time, whatever the size of the load."""
+    ranges = []
+    for file in staging.glob(staged_glob(table)):
+        found = _seq_range(file)
+        if found is None:
+            return None
+        ranges.append((*found, file))
+    ranges.sort(key=lambda r: (r[0], r[1]))
+    if any(a[1] >= b[0] for a, b in zip(ranges, ranges[1:], strict=False)):
+        return None
+    # As DuckDB orders (ascending, nulls last), so both writers give the same files.
+    sort_keys = [("_seq", "ascending", "at_end"), *((k, "ascending", "at_end") for k in order)]
+    writer = GroupedWriter(path, schema, before_write=before_write)
+    filled: dict[str, pa.Array] = {}
+
+    def constant(field: pa.Field, n: int) -> pa.Array:
+        """``n`` copies of a constant column's value (converted once, then sliced)."""
+        found = filled.get(field.name)
+        if found is None or len(found) < n:
+            found = filled[field.name] = pa.array([constants[field.name]] * max(n, 8192),
+                                                  type=field.type)
+        return found.slice(0, n)
+
+    def emit(rows: pa.Table, kept: pa.Array | None) -> None:
+        if kept is not None:
+            rows = rows.filter(pc.is_in(rows["_seq"], value_set=kept))
+        if not rows.num_rows:
+            return
+        if order:
+            rows = rows.sort_by(sort_keys)
+        columns = [rows[f.name] if f.name in rows.column_names else constant(f, rows.num_rows)
+                   for f in schema]
+        writer.write(pa.Table.from_arrays(columns, schema=schema))
+
+    with writer:
+        for lo, hi, file in ranges:
+            # The kept numbers of this file's range, found by binary search (filtering the
+            # whole array for each staged file cost seconds at 1M runs); None when every
+            # number of the range is kept (then so is every row: no filtering, which would
+            # copy every run document).
+            start = bisect.bisect_left(keep, lo, key=_number)
+            end = bisect.bisect_right(keep, hi, lo=start, key=_number)
+            kept: pa.Array | None = keep.slice(start, end - start)
+            if pc.count_distinct(kept).as_py() == hi - lo + 1:
+                kept = None
+            carry = None
+            for batch in pq.ParquetFile(file).iter_batches(batch_size=8192):
+                rows = pa.Table.from_batches([batch])
+                if not order:  # in _seq order already, nothing to sort: no rows carried
+                    emit(rows, kept)
+                    continue
+                if carry is not None:
+                    rows = pa.concat_tables([carry, rows])
+                # Rows of one record stay together (they are sorted among themselves).
+                cut = pc.index(rows["_seq"], rows["_seq"][-1]).as_py()
+                emit(rows.slice(0, cut), kept)
+                carry = rows.slice(cut)
+            if carry is not None:
+                emit(carry, kept)
+            # Keep the process's memory flat. (Releasing only every 64 MB read saved ~1 s of
+            # page faults per 300k runs, but cost ~50 MB of peak memory with two tables
+            # streamed at once: the 500 MB bound at 1M runs comes first.)
+            pa.default_memory_pool().release_unused()
+    return writer.rows

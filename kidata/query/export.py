@@ -1,0 +1,166 @@
+"""Export a table or view to a file for analysts: CSV, Parquet, JSON, NDJSON or Excel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kidata.errors import UnknownFormat, UsageError
+from kidata.query.views import quote_identifier, quote_literal
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "ndjson",
+           ".jsonl": "ndjson", ".xlsx": "xlsx", ".arrow": "arrow", ".feather": "arrow"}
+ALLOWED = sorted(set(FORMATS.values()))
+EXCEL_MAX_ROWS = 1_048_576  # including the header row
+EXCEL_MAX_SHEET_NAME = 31
+
+
+def format_for(path: Path, fmt: str | None) -> str:
+    """The export format: ``fmt`` if given, else from the file suffix."""
+    if fmt is not None:
+        if fmt not in ALLOWED:
+            raise UnknownFormat(fmt, ALLOWED)
+        return fmt
+    found = FORMATS.get(path.suffix.lower())
+    if found is None:
+        raise UsageError(f"cannot tell the format of {path.name!r} from its suffix; use "
+                         f"--format (allowed formats are: {', '.join(ALLOWED)})")
+    return found
+
+
+def copy_options(fmt: str) -> str:
+    """The DuckDB ``COPY … TO`` options for a format."""
+    return {
+        "csv": "(FORMAT csv, HEADER true)",
+        "parquet": "(FORMAT parquet, COMPRESSION zstd)",
+        "json": "(FORMAT json, ARRAY true)",
+        "ndjson": "(FORMAT json)",
+    }[fmt]
+
+
+def descriptions(name: str | None) -> dict[str, str]:
+    """What each column of a table or view means (kidata/store/schema.py, the view's header); empty
+    for a query's result."""
+    from kidata.query.views import load_views
+    from kidata.store.schema import COLUMNS
+
+    if name in COLUMNS:
+        return {c.name: c.description for c in COLUMNS[name]}
+    view = load_views().get(name) if name else None
+    return dict(view.columns) if view else {}
+
+
+def query_descriptions(query: str) -> dict[str, str]:
+    """Column descriptions for a query's result, by column name, from the tables and views it
+    names: a name that means one thing in all of them gets ``As in <relation>.<column>: …``
+    (the query may have computed it differently, hence the "as in")."""
+    import re
+
+    from kidata.query.views import load_views
+    from kidata.store.schema import COLUMNS
+
+    words = set(re.findall(r"\w+", query.lower()))
+    meanings: dict[str, set[tuple[str, str]]] = {}
+    for relation in [*COLUMNS, *load_views()]:
+        if relation.lower() in words:
+            for column, meaning in descriptions(relation).items():
+                meanings.setdefault(column, set()).add((relation, meaning))
+    out = {}
+    for column, found in meanings.items():
+        if len({m for _, m in found}) == 1:
+            relation, meaning = sorted(found)[0]
+            out[column] = f"As in {relation}.{column}: {meaning}"
+    return out
+
+
+def export(relation, con, path: Path, fmt: str, sheet: str = "data",
+           name: str | None = None, described: dict[str, str] | None = None) -> int:
+    """Write ``relation`` to ``path`` in ``fmt``; returns the number of rows written. ``name``
+    (a table or view) gives the column descriptions that Parquet carries as field metadata
+    and Excel lists on a ``columns`` sheet; ``described`` gives them for a query's result."""
+    rows = relation.count("*").fetchall()[0][0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if described is None:
+        described = descriptions(name)
+    if fmt == "xlsx":
+        return _excel(relation, path, rows, sheet, described)
+    if fmt in ("parquet", "arrow"):
+        return _arrow(relation, path, described, fmt)
+    relation.create_view("_kidata_export", replace=True)
+    con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(path))} "
+                f"{copy_options(fmt)}")
+    return rows
+
+
+def _excel(relation, path: Path, rows: int, sheet: str, described: dict[str, str]) -> int:
+    if rows + 1 > EXCEL_MAX_ROWS:
+        raise UsageError(f"{rows:,} rows do not fit in one Excel sheet (at most "
+                         f"{EXCEL_MAX_ROWS - 1:,} rows after the header); export CSV or Parquet")
+    from kidata.query import excel
+
+    return excel.write(relation, path, sheet, described)
+
+
+def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
+    """Parquet, or an Arrow IPC file, each field carrying its description (metadata key
+    ``description``, as the warehouse's own files do)."""
+    import pyarrow as pa
+
+    table = relation.to_arrow_table()
+    fields = [f.with_metadata({**(f.metadata or {}), b"description": described[f.name]})
+              if described.get(f.name) else f for f in table.schema]
+    table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path, compression="zstd")
+    else:
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
+    return table.num_rows
+
+
+def duckdb_file(wh, path: Path) -> dict[str, int]:
+    """Write a DuckDB database file holding a copy of every table (the committed rows) and
+    every view, with column comments: an analyst opens it in any DuckDB client, without kidata
+    and without the warehouse. Returns each table's row count."""
+    import duckdb
+
+    from kidata.query.views import load_views
+
+    if path.exists():
+        raise UsageError(f"{path} exists; choose a new file (kidata never overwrites a database)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = wh.connect()
+    from kidata.store.schema import COLUMNS
+
+    counts = {}
+    out = duckdb.connect(str(path))
+    try:
+        for table in COLUMNS:
+            arrow = con.sql(f"SELECT * FROM {quote_identifier(table)}").to_arrow_table()
+            out.register("_kidata_copy", arrow)
+            out.execute(f"CREATE TABLE {quote_identifier(table)} AS SELECT * FROM _kidata_copy")
+            out.unregister("_kidata_copy")
+            counts[table] = arrow.num_rows
+            for column in COLUMNS[table]:
+                out.execute(f"COMMENT ON COLUMN {quote_identifier(table)}."
+                            f"{quote_identifier(column.name)} IS "
+                            f"{quote_literal(column.description)}")
+        for view in load_views().values():  # in dependency order
+            out.execute(f"CREATE VIEW {quote_identifier(view.name)} AS {view.body}")
+            out.execute(f"COMMENT ON VIEW {quote_identifier(view.name)} IS "
+                        f"{quote_literal(view.purpose)}")
+            defined = {r[0] for r in out.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = ?",
+                [view.name]).fetchall()}
+            for column, meaning in view.columns.items():
+                if column in defined:
+                    out.execute(f"COMMENT ON COLUMN {quote_identifier(view.name)}."
+                                f"{quote_identifier(column)} IS {quote_literal(meaning)}")
+        out.execute("CHECKPOINT")
+    except BaseException:
+        out.close()
+        path.unlink(missing_ok=True)
+        raise
+    out.close()
+    return counts

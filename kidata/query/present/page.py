@@ -1,0 +1,240 @@
+"""``kidata report``: one self-contained HTML page (charts inlined as SVG, styles inline, no
+script, font or request at view time; a Content-Security-Policy forbids any), plus each chart
+as PNG or SVG on request."""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kidata import __version__
+from kidata.errors import UsageError
+from kidata.query.present import charts as charts_mod
+from kidata.query.present import data
+from kidata.query.present.data import Filters
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from kidata.warehouse import Warehouse
+
+# Rows of the audit table shown on the page (flagged claims first); the rest are counted.
+MAX_AUDIT_ROWS = 200
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
+max-width:1400px;padding:0 1.5rem 3rem;color:#1b1b1b}
+h1{font-size:1.6rem;margin:1.2rem 0 .2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd}
+nav a{margin-right:1rem}figure{margin:1rem 0 2rem}figure svg{max-width:100%;height:auto}
+figcaption{color:#555;font-size:.85rem;max-width:70rem}
+table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0}
+th,td{border:1px solid #ddd;padding:.2rem .45rem;text-align:left;vertical-align:top}
+td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}
+tr.flagged td{background:#fde8e8}.muted{color:#666}.empty{color:#666;font-style:italic}
+"""
+# Nothing may load from anywhere: the page is mailable and opens from disk, offline.
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+@dataclass
+class ReportResult:
+    """What :func:`write_report` wrote: the page, the chart files, and what it left out."""
+
+    path: Path
+    charts: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    omitted: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def write_report(wh: Warehouse, path: Path, filters: Filters | None = None, *,
+                 png_dir: Path | None = None, svg_dir: Path | None = None) -> ReportResult:
+    """Write the report page to ``path`` (and each chart to ``png_dir``/``svg_dir``)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("kidata report needs matplotlib: pip install 'kidata[report]'") from None
+    start = time.perf_counter()
+    filters = filters or Filters()
+    with charts_mod.style():
+        return _write(wh, path, filters, png_dir, svg_dir, start)
+
+
+def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
+           svg_dir: Path | None, start: float) -> ReportResult:
+    points = data.latency_points(wh, filters)
+    speedups = data.speedups(wh, filters)
+    trends = data.trends(wh, filters)
+    regressions = data.regressions(wh, filters)
+    efficiency = data.efficiency(wh, filters)
+    compute = data.roofline(wh, filters)
+    audit = data.audit(wh, filters)
+    summary = data.summary(wh)
+
+    palette = charts_mod.Palette(charts_mod.series_names(points)
+                                 + charts_mod.series_names(efficiency)
+                                 + charts_mod.series_names(compute)
+                                 + charts_mod.series_names(trends))
+    latency, omitted = charts_mod.latency_charts(points, palette)
+    heat, left = charts_mod.heatmaps(speedups, filters.implementations)
+    omitted += left
+    history, left = charts_mod.history_chart(trends, regressions, palette)
+    omitted += left
+    eff = charts_mod.efficiency_chart(efficiency, palette)
+    roof = charts_mod.roofline_chart(compute, palette)
+
+    sections = [
+        ("summary", "What is loaded", _summary_html(summary, filters)),
+        ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
+                                              "same kernel, pass, workload and GPU.")),
+        ("latency", "Latency against workload size",
+         _charts_html(latency, "No passed latency results.")),
+        ("history", "History and regressions",
+         _charts_html([history] if history else [], "No series with two or more timed results.")
+         + _regressions_html(regressions)),
+        ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
+                                                  "with a byte model (docs/efficiency.md).")
+         + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
+                        "(kidata/data/flop_models.toml).")),
+        ("audit", "Audit of published numbers", _audit_html(audit)),
+    ]
+    if omitted:
+        sections.append(("omitted", "Left out", "<ul>" + "".join(
+            f"<li>{html.escape(o)}</li>" for o in omitted) + "</ul>"))
+    page = _page(sections, filters)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, "utf-8")
+
+    every = [*heat, *latency, *([history] if history else []), *([eff] if eff else []),
+             *([roof] if roof else [])]
+    result = ReportResult(path, [c.name for c in every], omitted=omitted,
+                          warnings=_unknown(wh, filters))
+    for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
+        if folder is None:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        for chart in every:
+            target = folder / f"{chart.name}.{fmt}"
+            chart.save(target, fmt)
+            result.files.append(target)
+    for chart in every:
+        chart.figure.clear()  # figures hold their data until cleared
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _unknown(wh: Warehouse, filters: Filters) -> list[str]:
+    """A warning for each kernel, GPU or implementation asked for that no run has (a typo
+    would otherwise give an empty report without a word)."""
+    out = []
+    for column, asked in (("kernel", filters.kernels), ("gpu", filters.gpus),
+                          ("implementation", filters.implementations)):
+        if not asked:
+            continue
+        known = {r[0] for r in wh.sql(f"SELECT DISTINCT {column} FROM runs").fetchall()}
+        for name in asked:
+            if name not in known:
+                out.append(f"no run has {column} {name!r} (known: "
+                           f"{', '.join(sorted(known)) or 'none'})")
+    return out
+
+
+def _page(sections: list[tuple[str, str, str]], filters: Filters) -> str:
+    now = datetime.now(UTC)
+    nav = "".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title, _ in sections)
+    body = "".join(f'<section id="{key}"><h2>{html.escape(title)}</h2>{content}</section>'
+                   for key, title, content in sections)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_CSP}\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<title>kidata report</title>"
+            f"<style>{_CSS}</style></head><body><h1>kidata report</h1>"
+            f"<p class=\"muted\">Covers {html.escape(filters.describe())}. Written "
+            f"{now:%Y-%m-%d %H:%M} UTC by kidata {html.escape(__version__)}. Latencies in µs; "
+            "speedup = baseline latency / candidate latency.</p>"
+            f"<nav>{nav}</nav>{body}</body></html>\n")
+
+
+def _charts_html(charts: list[charts_mod.Chart], empty: str) -> str:
+    if not charts:
+        return f'<p class="empty">{html.escape(empty)}</p>'
+    out = []
+    for chart in charts:
+        out.append(f'<figure class="chart" id="{html.escape(chart.name)}" '
+                   f'data-chart="{html.escape(chart.name)}">{chart.svg()}'
+                   f"<figcaption>{html.escape(chart.caption)}</figcaption></figure>")
+    return "".join(out)
+
+
+def _fmt(value: Any) -> tuple[str, bool]:
+    """A cell's text and whether it is a number (right-aligned)."""
+    if value is None:
+        return "", False
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), False
+    if isinstance(value, int):
+        return f"{value:,}", True
+    if isinstance(value, float):
+        return (f"{value:.4g}" if value == value else "NaN"), True
+    if isinstance(value, datetime):
+        return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC", False
+    return str(value), False
+
+
+def _table(frame: pl.DataFrame, row_class: str | None = None) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
+    rows = []
+    for row in frame.iter_rows(named=True):
+        cells = []
+        for value in row.values():
+            text, numeric = _fmt(value)
+            cells.append(f'<td class="n">{html.escape(text)}</td>' if numeric
+                         else f"<td>{html.escape(text)}</td>")
+        cls = ' class="flagged"' if row_class and row.get(row_class) else ""
+        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _summary_html(summary: dict[str, Any], filters: Filters) -> str:
+    lo, hi = summary["observed_from"], summary["observed_to"]
+    items = [
+        ("warehouse", summary["warehouse"]),
+        ("runs", f"{summary['tables']['runs']['rows']:,}"),
+        ("sources", ", ".join(f"{k} ({v:,} runs)" for k, v in summary["sources"].items())
+         or "none"),
+        ("GPUs", ", ".join(f"{k} ({v:,} runs)" for k, v in summary["gpus"].items()) or "none"),
+        ("measured", f"{_fmt(lo)[0]} to {_fmt(hi)[0]}" if lo else "no timestamps"),
+        ("rejected records", f"{summary['tables']['rejects']['rows']:,}"),
+        ("this report covers", filters.describe()),
+    ]
+    out = "<table>" + "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td>"
+                              "</tr>" for k, v in items) + "</table>"
+    out += "<h3>Loads</h3>" + _table(summary["loads"])
+    if summary["rejects"].height:
+        out += ("<h3>Rejects per file</h3>" + _table(summary["rejects"])
+                + '<p class="muted">All of them: <code>kidata rejects</code>.</p>')
+    return out
+
+
+def _regressions_html(regressions: pl.DataFrame) -> str:
+    if regressions.is_empty():
+        return '<p class="empty">No regressions beyond noise and 5%.</p>'
+    return (f"<h3>Regressions ({regressions.height:,})</h3>"
+            + _table(regressions.drop("run_id", "family")))
+
+
+def _audit_html(audit: pl.DataFrame) -> str:
+    if audit.is_empty():
+        return '<p class="empty">No published derived numbers to check.</p>'
+    flagged = int(audit["flagged"].fill_null(False).sum())
+    note = (f"<p>{flagged:,} of {audit.height:,} published numbers disagree with their inputs "
+            "beyond rounding (highlighted).</p>")
+    shown = audit.head(MAX_AUDIT_ROWS).drop("observed_at")
+    more = (f'<p class="muted">{audit.height - MAX_AUDIT_ROWS:,} more: '
+            "<code>kidata audit --all</code>.</p>" if audit.height > MAX_AUDIT_ROWS else "")
+    return note + _table(shown, row_class="flagged") + more

@@ -1,0 +1,202 @@
+"""Merge a table's small files into one (``kidata compact``) without changing any query result.
+
+Each load adds one file per table, so a warehouse fed by many small loads ends up with many
+small files, which every query must open. Compaction rewrites them as one file per table:
+on demand, and after a load once a table has :data:`AUTO_AT` small files (:func:`auto`).
+
+The hard part is the swap: a reader listing ``runs/*.parquet`` must see either the old files
+or the new one, never both (duplicates) and never neither (lost rows). Renaming files one by
+one cannot do that, so compaction builds the table's next folder beside it — the merged file
+plus hard links to the files it keeps — and exchanges the two folders in one atomic step
+(``renameat2(RENAME_EXCHANGE)`` on Linux, ``renamex_np(RENAME_SWAP)`` on macOS). A crash at
+any moment leaves either the old folder in place (and the unfinished next folder under
+``_kidata/compact/``, removed by the next writer) or the new one. Compaction holds the writer
+lock throughout, so no load commits meanwhile, and it keeps every row as it was, ``load_id``
+included, so kidata's snapshot filter is unaffected.
+
+Limit: a query that listed the old folder and opens a merged-away file after the swap fails
+with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from kidata.errors import UsageError, WarehouseError
+from kidata.query import engine
+from kidata.query import views as views_mod
+from kidata.store import durable
+from kidata.store.durable import fault
+from kidata.store.pqwrite import write_reader
+from kidata.store.schema import COMMIT_ORDER, TABLES
+
+if TYPE_CHECKING:
+    from kidata.warehouse import Warehouse
+
+# Files at least this large are left as they are.
+SMALL_BYTES = 64 * 1024 * 1024
+ROW_GROUP = 128 * 1024
+# After a load, a table with this many small files has them merged (KIDATA_COMPACT_AT; 0 turns
+# it off). Every query and every load plans over each file (~1-2 ms a file), so without it
+# their cost would grow with the number of past loads rather than with the data.
+AUTO_AT = 32
+
+
+@dataclass
+class CompactReport:
+    """Per table: files before and after; ``rows`` merged in total."""
+
+    tables: dict[str, tuple[int, int]] = field(default_factory=dict)
+    rows: int = 0
+
+    @property
+    def files_removed(self) -> int:
+        return sum(before - after for before, after in self.tables.values())
+
+
+def compactable() -> list[str]:
+    """Tables written by loads (the reference tables are single files already)."""
+    return [t for t in COMMIT_ORDER if t in TABLES]
+
+
+def compact(wh: Warehouse, tables: list[str] | None = None,
+            small_bytes: int = SMALL_BYTES) -> CompactReport:
+    """Merge the small files of each table (default: every table loads write) into one."""
+    chosen = tables or compactable()
+    unknown = [t for t in chosen if t not in compactable()]
+    if unknown:
+        raise UsageError(f"cannot compact {', '.join(unknown)}: no such table loads write; "
+                         f"tables that can be compacted: {', '.join(compactable())}")
+    wh.require()
+    with wh.writer_lock():
+        report = _merge_tables(wh, {t: _split(wh, t, small_bytes) for t in chosen}, 2)
+    wh.forget_connection()
+    return report
+
+
+def auto_at() -> int:
+    """Small files per table from which a load merges them: ``KIDATA_COMPACT_AT`` (``0``:
+    never), else :data:`AUTO_AT`."""
+    value = os.environ.get("KIDATA_COMPACT_AT", "")
+    try:
+        return max(0, int(value)) if value else AUTO_AT
+    except ValueError:
+        raise WarehouseError(f"KIDATA_COMPACT_AT must be a whole number of files, not "
+                             f"{value!r}") from None
+
+
+def auto(wh: Warehouse) -> CompactReport:
+    """Merge the small files of each table that has :func:`auto_at` of them. Called by a
+    load after its commit, under the writer lock it already holds. Each merge rewrites at most
+    ``SMALL_BYTES`` per table, once per ``auto_at()`` loads: a constant cost per load."""
+    at = auto_at()
+    if not at:
+        return CompactReport()
+    at = max(2, at)
+    plan = {t: _split(wh, t, SMALL_BYTES) for t in compactable()}
+    if not any(len(small) >= at for _, small in plan.values()) or not _can_exchange(wh):
+        return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
+    return _merge_tables(wh, plan, at)
+
+
+def _can_exchange(wh: Warehouse) -> bool:
+    """Whether the warehouse's file system swaps folders atomically (tried on two empty
+    folders), so that a load does not merge files only to find it cannot swap them in."""
+    probe = wh.layout.compact / f"probe-{secrets.token_hex(4)}"
+    try:
+        (probe / "a").mkdir(parents=True)
+        (probe / "b").mkdir()
+        durable.exchange(probe / "a", probe / "b")
+        return True
+    except (WarehouseError, OSError):
+        return False
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def _split(wh: Warehouse, table: str, small_bytes: int) -> tuple[list[Path], list[Path]]:
+    """A table's files, and those of them smaller than ``small_bytes``."""
+    files = wh.table_files(table)
+    return files, [f for f in files if f.stat().st_size < small_bytes]
+
+
+def _merge_tables(wh: Warehouse, plan: dict[str, tuple[list[Path], list[Path]]],
+                  at_least: int) -> CompactReport:
+    """Merge the small files of each table in ``plan`` (:func:`_split`) that has ``at_least``
+    of them (under the writer lock)."""
+    report = CompactReport()
+    for table, (files, small) in plan.items():
+        if len(small) < at_least:
+            report.tables[table] = (len(files), len(files))
+            continue
+        report.rows += _compact_table(wh, table, small, [f for f in files if f not in small])
+        report.tables[table] = (len(files), len(files) - len(small) + 1)
+    return report
+
+
+def _compact_table(wh: Warehouse, table: str, small: list[Path], keep: list[Path]) -> int:
+    return swap_table(wh, table, lambda out: _merge(table, small, out), keep)
+
+
+def swap_table(wh: Warehouse, table: str, write: Callable[[Path], int],
+               keep: list[Path] | tuple[Path, ...] = ()) -> int:
+    """Replace a table's folder in one atomic step by a new one holding the file ``write``
+    writes (it returns the rows written) and the files ``keep``. Call under the writer lock."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    work = wh.layout.compact / f"{stamp}-{secrets.token_hex(4)}"
+    nxt = work / table
+    try:
+        nxt.mkdir(parents=True)
+        rows = write(nxt / f"compacted-{work.name}.parquet")
+        for path in keep:
+            try:
+                os.link(path, nxt / path.name)
+            except OSError:  # no hard links on this file system: a copy is as good
+                shutil.copy2(path, nxt / path.name)
+                durable.fsync_file(nxt / path.name)
+        durable.fsync_dir(nxt)
+        fault(f"compact-before-swap:{table}")
+        durable.exchange(nxt, wh.layout.table(table))  # the one atomic step
+        durable.fsync_dir(wh.path)
+        fault(f"compact-after-swap:{table}")
+    finally:
+        # Before the swap: the unfinished next folder; after it: the old generation.
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def _merge(table: str, files: list[Path], out: Path) -> int:
+    """Write the rows of ``files`` (in file order) to ``out`` with the declared schema."""
+    schema = TABLES[table]
+    present: set[str] = set()
+    for path in files:
+        names = pq.ParquetFile(path).schema_arrow.names
+        extra = sorted(set(names) - set(schema.names))
+        if extra:
+            raise WarehouseError(f"{path} has columns kidata does not declare "
+                                 f"({', '.join(extra)}); compaction would drop them")
+        present.update(names)
+    q = views_mod.quote_identifier
+    cols = ", ".join(q(f.name) if f.name in present
+                     else f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+                     for f in schema)
+    listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
+    con = engine.connect({"threads": 2, "memory_limit": "1GB",
+                                 "preserve_insertion_order": True})
+    try:
+        reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
+                         ).to_arrow_reader(ROW_GROUP)
+        # Even an empty table gets its file (the folder must hold one after the swap).
+        rows = write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True)
+    finally:
+        con.close()
+    return rows

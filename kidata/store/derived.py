@@ -1,0 +1,130 @@
+"""Derived tables: facts a commit computes once from the rows it adds, so that queries at
+millions of runs need not recompute them.
+
+``latest_runs`` holds, per load, the latest passed latency run of each (kernel, pass, workload,
+GPU, protocol, implementation, variant) among the runs that load added, with its numbers and how
+many passed latency runs the load added for that key. The ``speedups`` view picks the latest run
+per key across all loads from these rows (a few per key) instead of ranking every run: the
+latest of the loads' latest runs is the latest run, and the loads' counts add up to the count,
+because each run is added by exactly one load. ``protocol_id`` (not the family) is part of the
+key because a protocol's family is only known once its document is loaded, possibly later.
+
+Each row also carries the run's version and its latency evidence (``STATISTICS``: samples,
+resolution, spread, its ends and what it supports), worked out by the ``run_statistics`` view's
+own SQL (:func:`run_statistics_sql`) over the run's measurements, so the ``latest_latencies``
+view reads everything from these few rows and never works out statistics for every run.
+
+The rows depend only on the load's own runs and measurements, so adding a load costs time in
+proportion to its size, never to the warehouse's.
+
+Loads written by kidata 0.1 (before the table existed) have no rows, and loads written by
+kidata 0.2.0-0.2.2 have rows without the ``STATISTICS`` columns; readers compute both kinds'
+rows on the fly with the same SQL (:func:`latest_runs_sql`), in DuckDB
+(:mod:`kidata.store.snapshot`) and in Spark (:mod:`kidata.query.spark`), so answers never
+depend on which version wrote a load.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The key of a latest run within a load (protocol_id and variant may be null; GROUP/PARTITION
+# BY treat nulls as equal, as the speedups view does).
+KEY = ("kernel", "pass", "workload", "gpu", "protocol_id", "implementation", "variant")
+
+# The columns of a latest run's evidence, as the latencies view gives them (added in 0.2.3).
+STATISTICS = ("version", "samples", "resolution_us", "spread", "low_us", "high_us", "evidence")
+
+# The first kidata version whose commits write latest_runs with its STATISTICS columns.
+LATEST_RUNS_SINCE = (0, 2, 3)
+
+
+def run_statistics_sql(measurements: str) -> str:
+    """The ``run_statistics`` view's SQL (sql/run_statistics.sql: the one statement of the
+    spread and evidence rule) over ``measurements``, a table name or parenthesised query."""
+    from kidata.query.views import load_views
+
+    body, n = re.subn(r"\bFROM measurements\b", f"FROM {measurements}",
+                      load_views()["run_statistics"].body)
+    if n != 1:  # the view reads its source once; anything else would need a closer look
+        raise AssertionError(f"run_statistics reads measurements {n} times, expected once")
+    return body
+
+
+def latest_statistics_sql(latest: str, measurements: str) -> str:
+    """The ``STATISTICS`` columns (and ``run_id``) of the runs whose ids are in ``latest``
+    (a table name or parenthesised query with a ``run_id`` column), from ``measurements``:
+    only those runs' rows are read, then ``run_statistics`` and ``latency_statistics`` (µs)
+    apply. ``version`` is not among them (it is a run's column)."""
+    stats = run_statistics_sql(f"(SELECT * FROM {measurements} WHERE metric = 'latency' AND "
+                               f"run_id IN (SELECT run_id FROM {latest}))")
+    return f"""
+        SELECT run_id, samples, resolution / 1000.0 AS resolution_us, spread,
+            low / 1000.0 AS low_us, high / 1000.0 AS high_us, evidence
+        FROM ({stats}) s
+        WHERE metric = 'latency'
+    """
+
+
+def latest_runs_sql(runs: str, measurements: str) -> str:
+    """Standard SQL (DuckDB and Spark) giving the ``latest_runs`` rows of every load in
+    ``runs``: ``runs`` and ``measurements`` are table names or parenthesised queries. The
+    latency columns are defined exactly as in the ``latencies`` view."""
+    key = ", ".join(KEY)
+    return f"""
+        WITH passed AS (
+            SELECT
+                r.load_id, r.kernel, r.pass, r.workload, r.gpu, r.protocol_id,
+                r.implementation, r.variant, r.run_id, r.observed_at, r.version,
+                med.value / 1000.0 AS median_us,
+                p20.value / 1000.0 AS p20_us,
+                p80.value / 1000.0 AS p80_us
+            FROM {runs} r
+            JOIN {measurements} med
+                ON med.run_id = r.run_id AND med.metric = 'latency'
+                AND med.statistic = 'median'
+            LEFT JOIN {measurements} p20
+                ON p20.run_id = r.run_id AND p20.metric = 'latency' AND p20.statistic = 'p20'
+            LEFT JOIN {measurements} p80
+                ON p80.run_id = r.run_id AND p80.metric = 'latency' AND p80.statistic = 'p80'
+            WHERE r.status = 'passed'
+        ),
+        ranked AS (
+            SELECT passed.*,
+                ROW_NUMBER() OVER (PARTITION BY load_id, {key}
+                                   ORDER BY observed_at DESC NULLS LAST, run_id DESC) AS rn,
+                COUNT(*) OVER (PARTITION BY load_id, {key}) AS passed_runs
+            FROM passed
+        ),
+        latest AS (
+            SELECT {key}, run_id, observed_at, median_us, p20_us, p80_us,
+                CAST(passed_runs AS BIGINT) AS passed_runs, load_id, version
+            FROM ranked
+            WHERE rn = 1
+        )
+        SELECT l.*, s.samples, s.resolution_us, s.spread, s.low_us, s.high_us, s.evidence
+        FROM latest l
+        LEFT JOIN ({latest_statistics_sql("latest", measurements)}) s ON s.run_id = l.run_id
+    """
+
+
+def latest_runs_of(loads: str) -> str:
+    """:func:`latest_runs_sql` for the loads whose ids are in table ``loads`` (column
+    ``load_id``), over the tables ``runs`` and ``measurements``."""
+    return latest_runs_sql(
+        f"(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM {loads}))", "measurements")
+
+
+def underived(loads: list[tuple[str, str | None]]) -> list[str]:
+    """The ids, among ``(load_id, kidata_version)`` pairs, of the loads whose ``latest_runs``
+    rows readers must compute (:func:`is_before_latest_runs`)."""
+    return [load_id for load_id, version in loads if is_before_latest_runs(version)]
+
+
+def is_before_latest_runs(kidata_version: str | None) -> bool:
+    """Whether a load whose marker names ``kidata_version`` may lack its ``latest_runs`` rows
+    or their ``STATISTICS``: written by kidata before 0.2.3, or of unknown origin (a marker
+    rewritten by ``kidata check --repair``). Readers compute such loads' rows instead of
+    trusting the table."""
+    parts = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", kidata_version or "")
+    return parts is None or (int(parts[1]), int(parts[2]), int(parts[3] or 0)) < LATEST_RUNS_SINCE

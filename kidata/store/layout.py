@@ -1,0 +1,125 @@
+"""Every path under a warehouse, named in one place.
+
+::
+
+    <warehouse>/<table>/part-<load>.parquet      a load's rows of one table (the committed data)
+    <warehouse>/loads/part-<load>.parquet        the load's commit marker (kidata.store.snapshot)
+    <warehouse>/_kidata/                         kidata's private folder: what makes a warehouse
+    <warehouse>/_kidata/lock                     writer lock (one commit or compaction at a time)
+    <warehouse>/_kidata/journal/<load>.json      commits whose files are being moved into place
+    <warehouse>/_kidata/staging/<load>/          files of a load in progress (owner.lock inside)
+    <warehouse>/_kidata/staging/<load>/final/    the load's final files, before their rename
+    <warehouse>/_kidata/files/<load>.json        the input files a load read in full (skip list)
+    <warehouse>/_kidata/compact/                 compaction's work folders
+
+The names are the on-disk format that warehouses written by earlier versions keep: change none of
+them. Code elsewhere asks a :class:`Layout` for a path instead of joining names itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PRIVATE = "_kidata"
+LOCK = "lock"
+# How long a writer (load, compaction, check) waits for the writer lock, in seconds.
+LOCK_TIMEOUT = 600.0
+JOURNAL = "journal"
+STAGING = "staging"
+FILES = "files"
+COMPACT = "compact"
+OWNER_LOCK = "owner.lock"
+FINAL = "final"
+# A staging folder is created under this prefix and renamed once its owner lock is held.
+NEW_STAGING_PREFIX = ".new-"
+PARQUET_GLOB = "*.parquet"
+# Temporary files of atomic writes in table folders (kidata.store.durable.write_atomic).
+TEMP_GLOB = ".*.tmp"
+
+
+def part_name(load_id: str) -> str:
+    """The file name of one load's rows in a table folder."""
+    return f"part-{load_id}.parquet"
+
+
+def staged_glob(table: str) -> str:
+    """The staged files of ``table`` in a staging folder (written by kidata.ingest.stage)."""
+    return f"{table}-*.parquet"
+
+
+def staged_name(table: str, tag: str) -> str:
+    """One staged file of ``table``; ``tag`` tells the writer and batch apart."""
+    return f"{table}-{tag}.parquet"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The paths of the warehouse at :attr:`root`."""
+
+    root: Path
+
+    @property
+    def private(self) -> Path:
+        return self.root / PRIVATE
+
+    @property
+    def lock(self) -> Path:
+        return self.private / LOCK
+
+    @property
+    def journals(self) -> Path:
+        return self.private / JOURNAL
+
+    def journal(self, load_id: str) -> Path:
+        return self.journals / f"{load_id}.json"
+
+    @property
+    def staging(self) -> Path:
+        return self.private / STAGING
+
+    @property
+    def files(self) -> Path:
+        """Folder of the per-load manifests of input files read in full."""
+        return self.private / FILES
+
+    def files_manifest(self, load_id: str) -> Path:
+        return self.files / f"{load_id}.json"
+
+    @property
+    def compact(self) -> Path:
+        return self.private / COMPACT
+
+    def table(self, table: str) -> Path:
+        return self.root / table
+
+    def part(self, table: str, load_id: str) -> Path:
+        return self.table(table) / part_name(load_id)
+
+    def part_relative(self, table: str, load_id: str) -> str:
+        """:meth:`part` relative to the warehouse, as a commit journal lists it."""
+        return f"{table}/{part_name(load_id)}"
+
+    def marker(self, load_id: str) -> Path:
+        """The load's row in ``loads``: written last, it makes the load visible."""
+        return self.part("loads", load_id)
+
+    def table_files(self, table: str) -> list[Path]:
+        return sorted(self.table(table).glob(PARQUET_GLOB))
+
+    def created(self) -> tuple[str, ...]:
+        """The folders (relative to the root) a warehouse's first load creates, in order."""
+        return (PRIVATE, f"{PRIVATE}/{JOURNAL}", f"{PRIVATE}/{STAGING}")
+
+
+def owner_lock(staging: Path) -> Path:
+    """The lock a load holds on its staging folder while it lives."""
+    return staging / OWNER_LOCK
+
+
+def final_folder(staging: Path) -> Path:
+    return staging / FINAL
+
+
+def final_file(staging: Path, table: str) -> Path:
+    return final_folder(staging) / f"{table}.parquet"

@@ -1,0 +1,347 @@
+"""Reference tables: kidata's data files written into the warehouse as Parquet.
+
+The ``gpus`` table comes from ``kidata/data/gpus.toml`` (the GPU catalog),
+``implementation_roles`` from ``kidata/data/roles.toml`` (or the file named by ``$KIDATA_ROLES``,
+see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``,
+``flop_models`` from ``kidata/data/flop_models.toml``.
+They live in the warehouse beside the loaded tables (``<warehouse>/<table>/reference.parquet``)
+so the views that use them (e.g. ``efficiency``) run unchanged in any engine over the same folder.
+
+:func:`write` refreshes them after every load (under the writer lock); each file is replaced
+atomically, and only when it is stale: missing, unreadable, or without the fingerprint of the
+packaged data in its Parquet metadata (checked with DuckDB alone, so a query's start-up needs
+no pyarrow). A warehouse written before these tables existed, or one that cannot be written,
+still answers queries: :func:`define` serves the packaged data to DuckDB for any table
+whose file is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from kidata.errors import KidataError
+from kidata.ingest.catalog import gpu_catalog
+from kidata.query import engine
+from kidata.store import durable
+from kidata.store.schema import COLUMNS, REFERENCE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+FILE = "reference.parquet"
+# Key of the Parquet key-value metadata entry holding the file's fingerprint (see fingerprint).
+FINGERPRINT_KEY = "kidata.reference"
+BYTE_MODELS_FILE = "kidata/data/byte_models.toml"
+ROLES_FILE = "kidata/data/roles.toml"
+# Environment variable naming a TOML file whose roles replace the packaged ones, entry by entry.
+ROLES_ENV = "KIDATA_ROLES"
+MAX_FACTORS = 3
+
+
+@dataclass(frozen=True)
+class Term:
+    term: str
+    coefficient: float
+    dtype_parameter: str | None
+    dtype: str | None
+    factors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ByteModel:
+    kernel: str
+    pass_: str
+    benchmark: str
+    terms: tuple[Term, ...]
+
+
+def _fail(field: str, message: str) -> KidataError:
+    return KidataError(f"{BYTE_MODELS_FILE}, field {field}: {message}")
+
+
+def _text(table: dict, key: str, where: str, required: bool = True) -> str | None:
+    value = table.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(f"{where}.{key}", f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def parse_byte_models(data: dict) -> tuple[dict[str, int], list[ByteModel]]:
+    """Check the byte-model data and return ``(dtype sizes, models)``; errors name the field."""
+    dtypes = data.get("dtypes")
+    if not isinstance(dtypes, dict) or not dtypes:
+        raise _fail("dtypes", "expected a table of dtype = bytes per element")
+    for name, size in dtypes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise _fail(f"dtypes.{name}", f"expected a positive whole number, got {size!r}")
+    models: list[ByteModel] = []
+    seen: set[tuple[str, str]] = set()
+    for i, entry in enumerate(data.get("model", [])):
+        where = f"model[{i}]"
+        kernel, pass_ = _text(entry, "kernel", where), _text(entry, "pass", where)
+        if (kernel, pass_) in seen:
+            raise _fail(where, f"a second model for {kernel} {pass_}")
+        seen.add((kernel, pass_))
+        raw_terms = entry.get("terms")
+        if not isinstance(raw_terms, list) or not raw_terms:
+            raise _fail(f"{where}.terms", "expected a non-empty list of terms")
+        terms = []
+        for j, t in enumerate(raw_terms):
+            tw = f"{where}.terms[{j}]"
+            coefficient = t.get("coefficient", 1)
+            if isinstance(coefficient, bool) or not isinstance(coefficient, int | float) \
+                    or coefficient <= 0:
+                raise _fail(f"{tw}.coefficient", f"expected a number > 0, got {coefficient!r}")
+            dtype_parameter = _text(t, "dtype_parameter", tw, required=False)
+            dtype = _text(t, "dtype", tw, required=False)
+            if (dtype_parameter is None) == (dtype is None):
+                raise _fail(tw, "expected exactly one of dtype_parameter (a workload parameter "
+                                "naming the dtype) and dtype (a fixed dtype)")
+            if dtype is not None and dtype not in dtypes:
+                raise _fail(f"{tw}.dtype", f"unknown dtype {dtype!r}; add it to [dtypes]")
+            factors = t.get("factors", [])
+            if not isinstance(factors, list) or len(factors) > MAX_FACTORS or not all(
+                    isinstance(f, str) and f for f in factors):
+                raise _fail(f"{tw}.factors", f"expected up to {MAX_FACTORS} parameter names, "
+                                             f"got {factors!r}")
+            term = _text(t, "term", tw)
+            if any(x.term == term for x in terms):
+                raise _fail(f"{tw}.term", f"term {term!r} appears twice in this model")
+            terms.append(Term(term, float(coefficient), dtype_parameter, dtype, tuple(factors)))
+        models.append(ByteModel(kernel, pass_, _text(entry, "benchmark", where), tuple(terms)))
+    return dict(dtypes), models
+
+
+@cache
+def byte_models() -> tuple[dict[str, int], list[ByteModel]]:
+    text = resources.files("kidata.data").joinpath("byte_models.toml").read_text("utf-8")
+    return parse_byte_models(tomllib.loads(text))
+
+
+def _role_list(value: Any, where: str, file: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(v, str) and v.strip() for v in value):
+        raise KidataError(f"{file}, field {where}: expected a non-empty list of implementation "
+                          f"names, got {value!r}")
+    if len(set(value)) != len(value):
+        raise KidataError(f"{file}, field {where}: an implementation is listed twice")
+    return list(value)
+
+
+def parse_roles(data: dict, file: str) -> dict[tuple[str, str], list[str]]:
+    """``{(kernel or '*', role): implementations in order of preference}`` from a roles file's
+    data (shape of ``kidata/data/roles.toml``); errors name the file and field."""
+    out: dict[tuple[str, str], list[str]] = {}
+    unknown = set(data) - {"roles", "kernels"}
+    if unknown:
+        raise KidataError(f"{file}: unknown table(s) {sorted(unknown)}; expected [roles] and "
+                          "[kernels.<kernel>]")
+    roles = data.get("roles", {})
+    if not isinstance(roles, dict):
+        raise KidataError(f"{file}, field roles: expected a table of role = [implementations]")
+    for role, names in roles.items():
+        out[("*", role)] = _role_list(names, f"roles.{role}", file)
+    kernels = data.get("kernels", {})
+    if not isinstance(kernels, dict):
+        raise KidataError(f"{file}, field kernels: expected [kernels.<kernel>] tables")
+    for kernel, table in kernels.items():
+        if not isinstance(table, dict):
+            raise KidataError(f"{file}, field kernels.{kernel}: expected a table of role = "
+                              "[implementations]")
+        for role, names in table.items():
+            out[(kernel, role)] = _role_list(names, f"kernels.{kernel}.{role}", file)
+    return out
+
+
+@cache
+def roles() -> dict[tuple[str, str], list[str]]:
+    """The implementation roles: the packaged ``kidata/data/roles.toml``, with the entries of
+    the file named by ``$KIDATA_ROLES`` (if set) replacing its entries of the same kernel and
+    role."""
+    text = resources.files("kidata.data").joinpath("roles.toml").read_text("utf-8")
+    out = parse_roles(tomllib.loads(text), ROLES_FILE)
+    override = os.environ.get(ROLES_ENV)
+    if override:
+        try:
+            data = tomllib.loads(Path(override).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise KidataError(f"{override} (from ${ROLES_ENV}): cannot read the roles file: "
+                              f"{exc}") from exc
+        out.update(parse_roles(data, override))
+    return out
+
+
+FLOP_FACTORS = 4
+FLOP_MODELS_FILE = "kidata/data/flop_models.toml"
+
+
+def parse_flop_models(data: dict) -> list[dict[str, Any]]:
+    """Check the FLOP-model data and return the ``flop_models`` rows; errors name the field."""
+    def fail(field: str, message: str) -> KidataError:
+        return KidataError(f"{FLOP_MODELS_FILE}, field {field}: {message}")
+
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for i, entry in enumerate(data.get("model", [])):
+        where = f"model[{i}]"
+        kernel, pass_ = entry.get("kernel"), entry.get("pass")
+        for name, value in (("kernel", kernel), ("pass", pass_)):
+            if not isinstance(value, str) or not value:
+                raise fail(f"{where}.{name}", f"expected a non-empty string, got {value!r}")
+        terms = entry.get("terms")
+        if not isinstance(terms, list) or not terms:
+            raise fail(f"{where}.terms", "expected a non-empty list of terms")
+        for j, t in enumerate(terms):
+            tw = f"{where}.terms[{j}]"
+            term, coefficient = t.get("term"), t.get("coefficient", 1)
+            factors = t.get("factors", [])
+            if not isinstance(term, str) or not term:
+                raise fail(f"{tw}.term", f"expected a non-empty string, got {term!r}")
+            if isinstance(coefficient, bool) or not isinstance(coefficient, int | float) \
+                    or coefficient <= 0:
+                raise fail(f"{tw}.coefficient", f"expected a number > 0, got {coefficient!r}")
+            if not isinstance(factors, list) or not 0 < len(factors) <= FLOP_FACTORS or not all(
+                    isinstance(f, str) and f for f in factors):
+                raise fail(f"{tw}.factors", f"expected 1 to {FLOP_FACTORS} parameter names, "
+                                            f"got {factors!r}")
+            if (kernel, pass_, term) in seen:
+                raise fail(f"{tw}.term", f"term {term!r} appears twice for {kernel} {pass_}")
+            seen.add((kernel, pass_, term))
+            padded = list(factors) + [None] * (FLOP_FACTORS - len(factors))
+            out.append({"kernel": kernel, "pass": pass_, "term": term,
+                        "coefficient": float(coefficient),
+                        **{f"factor_{k + 1}": padded[k] for k in range(FLOP_FACTORS)}})
+    return out
+
+
+@cache
+def flop_models() -> list[dict[str, Any]]:
+    text = resources.files("kidata.data").joinpath("flop_models.toml").read_text("utf-8")
+    return parse_flop_models(tomllib.loads(text))
+
+
+@cache
+def rows() -> dict[str, list[dict[str, Any]]]:
+    """The reference tables' rows as built from the packaged data files (and ``$KIDATA_ROLES``)."""
+    gpus = [{"gpu": g.key, "vendor": g.vendor, "family": g.family, "product": g.product,
+             "form_factor": g.form_factor or None, "architecture": g.architecture,
+             "memory_bandwidth_gbps": _float(g.memory_bandwidth_gbps),
+             "bf16_dense_tflops": _float(g.bf16_dense_tflops)}
+            for g in gpu_catalog().values()]
+    sizes, models = byte_models()
+    dtypes = [{"name": name, "bytes": size} for name, size in sizes.items()]
+    terms = []
+    for m in models:
+        for t in m.terms:
+            factors = list(t.factors) + [None] * (MAX_FACTORS - len(t.factors))
+            terms.append({"kernel": m.kernel, "pass": m.pass_, "term": t.term,
+                          "coefficient": t.coefficient, "dtype_parameter": t.dtype_parameter,
+                          "dtype": t.dtype, "factor_1": factors[0], "factor_2": factors[1],
+                          "factor_3": factors[2]})
+    implementation_roles = [
+        {"kernel": kernel, "role": role, "implementation": name, "preference": i}
+        for (kernel, role), names in sorted(roles().items())
+        for i, name in enumerate(names, start=1)]
+    return {"gpus": gpus, "implementation_roles": implementation_roles, "dtypes": dtypes,
+            "byte_models": terms, "flop_models": flop_models()}
+
+
+@cache
+def fingerprint(name: str) -> str:
+    """A digest of what the file of reference table ``name`` holds: its rows and columns.
+    Written into the file's metadata, it tells a query whether the file is current without
+    reading the rows (or importing pyarrow)."""
+    columns = [[c.name, c.type, c.nullable] for c in COLUMNS[name]]
+    text = json.dumps({"columns": columns, "rows": rows()[name]}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@cache
+def tables() -> dict[str, pa.Table]:
+    """The reference tables as built from the packaged data files, as Arrow tables."""
+    import pyarrow as pa
+
+    from kidata.store.schema import TABLES
+
+    return {name: pa.Table.from_pylist(rows()[name], schema=TABLES[name]) for name in REFERENCE}
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _current(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> bool:
+    """Whether the file at ``path`` carries the current fingerprint of table ``name``."""
+    if not path.is_file():
+        return False
+    try:
+        found = con.execute("SELECT decode(value) FROM parquet_kv_metadata($file) "
+                            "WHERE decode(key) = $key",
+                            {"file": str(path), "key": FINGERPRINT_KEY}).fetchall()
+    except duckdb.Error:  # unreadable: rewritten by the next load, served from the package
+        return False
+    return found == [(fingerprint(name),)]
+
+
+def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+    """Reference tables whose file in ``warehouse`` is missing, unreadable, or not written
+    from the packaged data of this kidata (by its fingerprint)."""
+    db = engine.connect() if con is None else con
+    try:
+        return [name for name in REFERENCE if not _current(db, warehouse / name / FILE, name)]
+    finally:
+        if con is None:
+            db.close()
+
+
+def write(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool:
+    """Write the reference tables that are missing or out of date (checked on ``con``, if
+    given); False when the warehouse cannot be written (queries then use the packaged data,
+    see :func:`define`)."""
+    try:
+        names = stale(warehouse, con)
+        if not names:
+            return True
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for name in names:
+            folder = warehouse / name
+            folder.mkdir(parents=True, exist_ok=True)
+            buffer = pa.BufferOutputStream()
+            table = tables()[name]
+            metadata = dict(table.schema.metadata or {})
+            metadata[FINGERPRINT_KEY.encode()] = fingerprint(name).encode()
+            pq.write_table(table.replace_schema_metadata(metadata), buffer)
+            # Its temporary name does not end in .parquet, so no reader's glob ever sees it.
+            durable.write_atomic(folder / FILE, buffer.getvalue().to_pybytes())
+    except OSError:
+        return False
+    return True
+
+
+def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """Define the reference tables' views on ``con``: over their files in ``warehouse``, or,
+    for those whose file is stale (see :func:`stale`), over the packaged data."""
+    from kidata.query import views
+
+    packaged = stale(warehouse, con)
+    for name in REFERENCE:
+        if name in packaged:
+            con.register(f"_kidata_reference_{name}", tables()[name])
+            body = f"SELECT * FROM _kidata_reference_{name}"
+        else:
+            body = views.table_sql(warehouse, name)
+        con.execute(f"CREATE VIEW {name} AS {body}")

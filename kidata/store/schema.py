@@ -1,0 +1,381 @@
+"""The warehouse tables, declared once.
+
+Every table is a folder of Parquet files under the warehouse. The declarations here (column
+name, type, description, nullability) are plain Python, so a query can define its views
+without importing pyarrow (a fifth of a second of every ``kidata sql``'s start-up). The Arrow
+schemas built from them (``TABLES``, built on first use) are used to write the files, to check
+a warehouse (``kidata check``) and to generate ``docs/tables.md``; each Arrow field carries its
+description in the field metadata (key ``description``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Column types, by Arrow name; DUCKDB_TYPES gives each one's DuckDB type.
+STRING, FLOAT64, INT64, TS = "string", "float64", "int64", "timestamp"
+DUCKDB_TYPES = {STRING: "VARCHAR", FLOAT64: "DOUBLE", INT64: "BIGINT",
+                TS: "TIMESTAMP WITH TIME ZONE"}
+
+
+class Column(NamedTuple):
+    name: str
+    type: str  # one of DUCKDB_TYPES' keys
+    description: str
+    nullable: bool = True
+
+
+def _f(name: str, type_: str, description: str, nullable: bool = True) -> Column:
+    return Column(name, type_, description, nullable)
+
+
+_PROVENANCE = [
+    _f("source_file", STRING, "Path of the input file the row was read from.", False),
+    _f("loaded_at", TS, "When the load that added the row committed (UTC).", False),
+    _f("load_id", STRING, "Identifier of the load (commit) that added the row.", False),
+]
+
+RUNS = (
+    _f("run_id", STRING, "Run identity: the kernelindex `metadata.name`.", False),
+    _f("source", STRING, "Producer of the result (`sourceNative.source`), "
+       "e.g. `liger-kernel-bench`, `trainkernel-results`."),
+    _f("external_id", STRING, "The source's own id of the result (`sourceNative.externalId`)."),
+    _f("kernel", STRING, "Kernel benchmarked, e.g. `rms_norm`.", False),
+    _f("pass", STRING, "Timed pass: `forward`, `backward`, `full`, `no-grad-forward` "
+       "(Liger), `step` (a whole training step: forward, loss, backward, update).", False),
+    _f("implementation", STRING, "Implementation key, e.g. `liger`, `torch`, `trainkernel`, "
+       "`inductor`.", False),
+    _f("variant", STRING, "Variant of the implementation (a schedule), or null."),
+    _f("workload", STRING, "Workload name/slug as the source names it, e.g. "
+       "`hidden4096-rows2048-bf16`, `tiny-online`.", False),
+    _f("gpu", STRING, "Canonical GPU key (one per physical card), e.g. `a100-sxm4-80gb`.", False),
+    _f("gpu_name", STRING, "The GPU name as the source wrote it."),
+    _f("metric", STRING, "The run's primary metric: `latency` or `memory`.", False),
+    _f("environment_id", STRING, "`sha256:` digest of the ExecutionEnvironment document."),
+    _f("protocol_id", STRING, "`sha256:` digest of the BenchmarkProtocol document."),
+    _f("workload_id", STRING, "`sha256:` digest of the Workload document."),
+    _f("implementation_id", STRING, "`sha256:` digest of the Implementation document."),
+    _f("observed_at", TS, "When the result was measured (UTC), null when the source does not say."),
+    _f("status", STRING, "Run status as recorded, e.g. `passed`.", False),
+    _f("version", STRING, "Release of the implementation or harness (e.g. the Liger "
+       "version), from the run's labels."),
+    _f("title", STRING, "Human-readable title (`metadata.title`)."),
+    _f("labels", STRING, "All `metadata.labels` as a JSON object."),
+    _f("content_hash", STRING, "Hash of the run's numbers; the same run_id with another "
+       "hash is a conflict.", False),
+    _f("document", STRING, "The BenchmarkRun document as loaded (JSON), for lossless export.", False),
+    *_PROVENANCE,
+)
+
+MEASUREMENTS = (
+    _f("run_id", STRING, "The run this number belongs to.", False),
+    _f("metric", STRING, "`latency` or `memory`.", False),
+    _f("statistic", STRING, "`median`, `p20`, `p80`, … .", False),
+    _f("unit", STRING, "One unit per metric: `ns` for latency, `MB` for memory.", False),
+    _f("value", FLOAT64, "The number, in `unit`.", False),
+    _f("resolution", FLOAT64, "Rounding step of the value as published, in `unit` "
+       "(e.g. 10 ns for latencies published to 0.01 µs); null when unknown."),
+    _f("load_id", STRING, "Identifier of the load (commit) that added the row.", False),
+)
+
+ENVIRONMENTS = (
+    _f("environment_id", STRING, "`sha256:` digest of the document without its metadata.", False),
+    _f("name", STRING, "`metadata.name` of the first document loaded with this digest."),
+    _f("title", STRING, "`metadata.title`."),
+    _f("gpu", STRING, "Canonical GPU key.", False),
+    _f("vendor", STRING, "`spec.hardware.vendor`."),
+    _f("product", STRING, "`spec.hardware.product`."),
+    _f("form_factor", STRING, "`spec.hardware.formFactor`."),
+    _f("architecture", STRING, "`spec.hardware.architecture`, e.g. `sm_90`."),
+    _f("software", STRING, "`spec.software` as JSON."),
+    _f("document", STRING, "The whole document (JSON).", False),
+    *_PROVENANCE,
+)
+
+PROTOCOLS = (
+    _f("protocol_id", STRING, "`sha256:` digest of the document without its metadata.", False),
+    _f("name", STRING, "`metadata.name`."),
+    _f("title", STRING, "`metadata.title`."),
+    _f("family", STRING, "`spec.comparability.family`: results compare only within one family.", False),
+    _f("harness", STRING, "`spec.harness.name`."),
+    _f("repository", STRING, "`spec.harness.repository`."),
+    _f("timer", STRING, "`spec.measurement.timer`."),
+    _f("primary_statistic", STRING, "`spec.measurement.primaryStatistic`."),
+    _f("notes", STRING, "`spec.comparability.notes`."),
+    _f("document", STRING, "The whole document (JSON).", False),
+    *_PROVENANCE,
+)
+
+WORKLOADS = (
+    _f("workload_id", STRING, "`sha256:` digest of the Workload document (the run's "
+       "`workloadDigest` when only the digest is known).", False),
+    _f("name", STRING, "Workload name/slug, as in `runs.workload`.", False),
+    _f("kernel", STRING, "Kernel the workload is for."),
+    _f("parameters", STRING, "Named parameters as a JSON object (null when only the "
+       "digest is known)."),
+    _f("shape", STRING, "Shape as given by the source (JSON list), or null."),
+    _f("document", STRING, "The Workload document as loaded (JSON, keys in the source's "
+       "order), null when not supplied."),
+    *_PROVENANCE,
+)
+
+WORKLOAD_PARAMETERS = (
+    _f("workload_id", STRING, "The workload (`workloads.workload_id`).", False),
+    _f("name", STRING, "Parameter name as the source writes it, e.g. `M`, `H`, "
+       "`dtype`.", False),
+    _f("value", FLOAT64, "The value when it is a number (booleans are not), else null."),
+    _f("text", STRING, "The value when it is not a number: a string as written, "
+       "`true`/`false`, or JSON for lists and objects; null for numbers."),
+    _f("load_id", STRING, "Identifier of the load (commit) that added the row.", False),
+)
+
+IMPLEMENTATIONS = (
+    _f("implementation_id", STRING, "`sha256:` digest of the Implementation document "
+       "(`runs.implementation_id`).", False),
+    _f("name", STRING, "`spec.name`: the implementation key, as in `runs.implementation`."),
+    _f("kernel", STRING, "`spec.kernel`: the kernel it implements."),
+    _f("title", STRING, "`metadata.title`."),
+    _f("document", STRING, "The whole document (JSON).", False),
+    *_PROVENANCE,
+)
+
+# Reference tables: written into the warehouse from kidata's data files (kidata/store/reference.py),
+# not by loads, so that the views that need them run unchanged in any engine.
+GPUS = (
+    _f("gpu", STRING, "Canonical GPU key, as in `runs.gpu`.", False),
+    _f("vendor", STRING, "Vendor, e.g. `nvidia`.", False),
+    _f("family", STRING, "The card's generation and class, e.g. `h100` for the H100 SXM5, "
+       "PCIe and NVL cards, `a100` for both A100s: the `gpu_family` column of the views.",
+       False),
+    _f("product", STRING, "Product name, e.g. `NVIDIA H100`.", False),
+    _f("form_factor", STRING, "Form factor, e.g. `SXM4-80GB`."),
+    _f("architecture", STRING, "Compute architecture, e.g. `sm_90`."),
+    _f("memory_bandwidth_gbps", FLOAT64, "Published peak memory bandwidth (GB/s, "
+       "10^9 bytes/s); null when not in the catalog."),
+    _f("bf16_dense_tflops", FLOAT64, "Published dense BF16 tensor peak (TFLOP/s); null "
+       "when not in the catalog."),
+)
+
+IMPLEMENTATION_ROLES = (
+    _f("kernel", STRING, "Kernel the entry is for, as in `runs.kernel`; `*` for every kernel "
+       "without its own entry for this role.", False),
+    _f("role", STRING, "The role, e.g. `reference` (the eager baseline a kernel is compared "
+       "with) or `compiled` (a compiler's output of the reference).", False),
+    _f("implementation", STRING, "An implementation that may play the role, as in "
+       "`runs.implementation`.", False),
+    _f("preference", INT64, "1 for the first choice; when a key has several implementations "
+       "of one role, the lowest preference plays it.", False),
+)
+
+DTYPES = (
+    _f("name", STRING, "A dtype as sources write it, e.g. `torch.bfloat16`.", False),
+    _f("bytes", INT64, "Bytes per element.", False),
+)
+
+BYTE_MODELS = (
+    _f("kernel", STRING, "Kernel the model is for, as in `runs.kernel`.", False),
+    _f("pass", STRING, "Timed pass, as in `runs.pass`.", False),
+    _f("term", STRING, "What the term counts, e.g. `read X (M x H)`.", False),
+    _f("coefficient", FLOAT64, "How many times the tensor is moved.", False),
+    _f("dtype_parameter", STRING, "Workload parameter naming the element dtype (e.g. "
+       "`dtype`); null when `dtype` is fixed."),
+    _f("dtype", STRING, "Fixed element dtype, when the benchmark does not make it a "
+       "parameter."),
+    _f("factor_1", STRING, "First workload parameter multiplied in; null for none."),
+    _f("factor_2", STRING, "Second workload parameter multiplied in; null for none."),
+    _f("factor_3", STRING, "Third workload parameter multiplied in; null for none."),
+)
+
+FLOP_MODELS = (
+    _f("kernel", STRING, "Kernel the model is for, as in `runs.kernel`.", False),
+    _f("pass", STRING, "Timed pass, as in `runs.pass`.", False),
+    _f("term", STRING, "What the term counts, e.g. `gate, up and down projections`.", False),
+    _f("coefficient", FLOAT64, "FLOPs per product of the factors (2 per multiply-add).", False),
+    _f("factor_1", STRING, "First workload parameter multiplied in; null for none."),
+    _f("factor_2", STRING, "Second workload parameter multiplied in; null for none."),
+    _f("factor_3", STRING, "Third workload parameter multiplied in; null for none."),
+    _f("factor_4", STRING, "Fourth workload parameter multiplied in; null for none."),
+)
+
+PUBLISHED = (
+    _f("run_id", STRING, "The candidate run the published number is about.", False),
+    _f("baseline_run_id", STRING, "The baseline run, for ratios."),
+    _f("quantity", STRING, "What was published, e.g. `latency_ratio`.", False),
+    _f("definition", STRING, "How the source derived it, e.g. "
+       "`trainkernel_us / inductor_us`."),
+    _f("value", FLOAT64, "The published value.", False),
+    _f("resolution", FLOAT64, "Rounding step of the published value (e.g. 0.001)."),
+    *_PROVENANCE,
+)
+
+REJECTS = (
+    _f("source_file", STRING, "File the rejected record came from.", False),
+    _f("position", STRING, "Record position: `line N`, `row N`, `index N`, `document`.", False),
+    _f("field", STRING, "Field or column at fault, when one is."),
+    _f("reason", STRING, "What was wrong and what was expected.", False),
+    _f("raw", STRING, "The raw record text (truncated to 64 KiB)."),
+    _f("loaded_at", TS, "When the load committed (UTC).", False),
+    _f("load_id", STRING, "The load that rejected it.", False),
+)
+
+LATEST_RUNS = (
+    _f("kernel", STRING, "Kernel, as in `runs.kernel`.", False),
+    _f("pass", STRING, "Timed pass, as in `runs.pass`.", False),
+    _f("workload", STRING, "Workload, as in `runs.workload`.", False),
+    _f("gpu", STRING, "Canonical GPU key, as in `runs.gpu`.", False),
+    _f("protocol_id", STRING, "The runs' protocol digest, as in `runs.protocol_id`."),
+    _f("implementation", STRING, "Implementation, as in `runs.implementation`.", False),
+    _f("variant", STRING, "Variant, as in `runs.variant`."),
+    _f("run_id", STRING, "The latest passed latency run of this key among the runs the "
+       "load added: greatest `observed_at` (none last), ties broken by the greatest "
+       "`run_id`.", False),
+    _f("observed_at", TS, "That run's `observed_at`."),
+    _f("median_us", FLOAT64, "That run's median latency (µs).", False),
+    _f("p20_us", FLOAT64, "That run's 20th-percentile latency (µs), null when not "
+       "measured."),
+    _f("p80_us", FLOAT64, "That run's 80th-percentile latency (µs), null when not "
+       "measured."),
+    _f("passed_runs", INT64, "Passed latency runs of this key the load added.", False),
+    _f("load_id", STRING, "The load whose runs these are.", False),
+    # Since 0.2.3 (kidata/store/derived.py STATISTICS): null in rows written before, whose readers
+    # compute them.
+    _f("version", STRING, "That run's `version` (since 0.2.3)."),
+    _f("samples", INT64, "That run's latency samples (`latencies.samples`), null when "
+       "unknown (since 0.2.3)."),
+    _f("resolution_us", FLOAT64, "That run's timer resolution (µs, "
+       "`latencies.resolution_us`), null when unknown (since 0.2.3)."),
+    _f("spread", STRING, "The statistics bounding that run's noise (`latencies.spread`), "
+       "null for none (since 0.2.3)."),
+    _f("low_us", FLOAT64, "Lower end of the spread (µs, `latencies.low_us`) (since 0.2.3)."),
+    _f("high_us", FLOAT64, "Upper end of the spread (µs, `latencies.high_us`) (since 0.2.3)."),
+    _f("evidence", STRING, "What the spread supports (`latencies.evidence`); null only in "
+       "rows written before 0.2.3."),
+)
+
+LOADS = (
+    _f("load_id", STRING, "Identifier of the load (commit); every row a load added "
+       "carries it.", False),
+    _f("loaded_at", TS, "When the load committed (UTC).", False),
+    _f("kidata_version", STRING, "Version of kidata that wrote the load.", False),
+    _f("files", INT64, "Input files read.", False),
+    _f("records", INT64, "Records read (added, duplicate or rejected).", False),
+    _f("added", STRING, "Rows the load added, per table, as a JSON object, e.g. "
+       "`{\"runs\": 2, \"measurements\": 6}`.", False),
+    _f("duplicates", INT64, "Runs skipped because the warehouse already had them.", False),
+    _f("rejected", INT64, "Records rejected (see `rejects`).", False),
+    _f("warnings", INT64, "Warnings reported (e.g. unknown GPUs).", False),
+    _f("rejects_not_kept", INT64, "Rejected records counted in `rejected` but not kept in "
+       "`rejects`: a load keeps its first 100,000 (`KIDATA_MAX_REJECTS`). Null for loads "
+       "written by kidata 0.2.2 or earlier."),
+)
+
+COLUMNS: dict[str, tuple[Column, ...]] = {
+    "runs": RUNS,
+    "measurements": MEASUREMENTS,
+    "environments": ENVIRONMENTS,
+    "protocols": PROTOCOLS,
+    "workloads": WORKLOADS,
+    "workload_parameters": WORKLOAD_PARAMETERS,
+    "implementations": IMPLEMENTATIONS,
+    "published": PUBLISHED,
+    "latest_runs": LATEST_RUNS,
+    "rejects": REJECTS,
+    "loads": LOADS,
+    "gpus": GPUS,
+    "implementation_roles": IMPLEMENTATION_ROLES,
+    "dtypes": DTYPES,
+    "byte_models": BYTE_MODELS,
+    "flop_models": FLOP_MODELS,
+}
+
+# Identity of a row in each table: loading the same key twice adds nothing.
+KEYS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",),
+    "measurements": ("run_id", "metric", "statistic"),
+    "environments": ("environment_id",),
+    "protocols": ("protocol_id",),
+    "workloads": ("workload_id",),
+    "workload_parameters": ("workload_id", "name"),
+    "implementations": ("implementation_id",),
+    "published": ("run_id", "quantity", "baseline_run_id"),
+    "latest_runs": ("load_id", "kernel", "pass", "workload", "gpu", "protocol_id",
+                    "implementation", "variant"),
+    "rejects": ("source_file", "position", "field", "reason", "raw"),
+    "loads": ("load_id",),
+    "gpus": ("gpu",),
+    "implementation_roles": ("kernel", "role", "implementation"),
+    "dtypes": ("name",),
+    "byte_models": ("kernel", "pass", "term"),
+    "flop_models": ("kernel", "pass", "term"),
+}
+
+# Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
+REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models")
+
+# Order in which a commit makes its files visible. Dimension tables and measurements first,
+# runs (the table every view starts from) after them, so a reader never sees a run whose
+# measurements are missing. ``loads`` comes last: its row is the load's commit marker, and
+# kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
+# load's runs, see kidata/store/derived.py) follows runs. See docs/guarantees.md.
+COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters",
+                "implementations", "measurements", "published", "runs", "latest_runs", "rejects",
+                "loads")
+
+
+def description(field: pa.Field) -> str:
+    meta = field.metadata or {}
+    return meta.get(b"description", b"").decode()
+
+
+# Staged only, for the commit to derive latest_runs without joining measurements: a run's
+# latency median, p20 and p80 in ns (null when it has none), as its measurements rows hold them.
+STAGED_LATENCY = ("_latency_median", "_latency_p20", "_latency_p80")
+
+
+def staged_schema(table: str) -> pa.Schema:
+    """A table's rows while a load stages them: without the commit's own columns, with the
+    record's order (``_seq``) and position (``_position``) for dedupe and error messages, and
+    for runs their latency quantiles (``STAGED_LATENCY``)."""
+    import pyarrow as pa
+
+    fields = [f for f in arrow_tables()[table] if f.name not in ("loaded_at", "load_id")]
+    extra = [pa.field(n, pa.float64()) for n in STAGED_LATENCY] if table == "runs" else []
+    return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string()),
+                      *extra])
+
+
+def arrow_type(type_: str) -> pa.DataType:
+    """The Arrow type of a column type."""
+    import pyarrow as pa
+
+    if type_ == TS:
+        return pa.timestamp("us", tz="UTC")
+    return {STRING: pa.string(), FLOAT64: pa.float64(), INT64: pa.int64()}[type_]
+
+
+def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
+    """The Arrow schema of a table's columns, descriptions in the field metadata."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(c.name, arrow_type(c.type), nullable=c.nullable,
+                               metadata={"description": c.description}) for c in columns])
+
+
+_ARROW: dict[str, Any] = {}
+
+
+def arrow_tables() -> dict[str, pa.Schema]:
+    """Every table's Arrow schema (``TABLES``), built on first use."""
+    if not _ARROW:
+        _ARROW.update({table: arrow_schema(cols) for table, cols in COLUMNS.items()})
+    return _ARROW
+
+
+def __getattr__(name: str) -> Any:
+    """``TABLES``, :func:`arrow_tables`: imported by name, it imports pyarrow then."""
+    if name == "TABLES":
+        return arrow_tables()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,473 @@
+"""Verify a warehouse (``kidata check``): what the commit protocol promises, checked on disk.
+
+Each check reads the Parquet files as they are (not kidata's snapshot views), because the
+guarantees are about the files any engine reads. A problem names the table, the file or the
+rows at fault and says what was expected; ``repair`` first completes interrupted commits and
+removes what dead writers left (the same recovery every writer runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kidata.errors import WarehouseError
+from kidata.ingest.digest import digest
+from kidata.query import engine
+from kidata.query import views as views_mod
+from kidata.store import derived, durable, snapshot
+from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE
+from kidata.store.schema import KEYS, TABLES
+from kidata.store.snapshot import filtered_tables, id_table
+
+if TYPE_CHECKING:
+    from kidata.warehouse import Warehouse
+
+SHOWN = 5  # examples shown per problem
+q = views_mod.quote_identifier
+
+
+@dataclass
+class CheckReport:
+    """The outcome of :func:`check`: ``problems`` (the warehouse breaks a guarantee),
+    ``repaired`` (what ``repair`` did first) and ``notes`` (harmless, worth knowing)."""
+
+    warehouse: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    files: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(wh: Warehouse, repair: bool = False) -> CheckReport:
+    """Check schemas, identities, references between tables, commit markers and digests."""
+    wh.require()
+    report = CheckReport(str(wh.path))
+    if repair:
+        with wh.writer_lock():
+            report.repaired = list(wh.last_recovery)
+            report.repaired += _write_missing_markers(wh)
+            report.repaired += _rewrite_derived(wh)
+    with _writers_paused(wh):
+        _check_files_and_rows(wh, report)
+    return report
+
+
+@contextlib.contextmanager
+def _writers_paused(wh: Warehouse) -> Iterator[None]:
+    """Hold the writer lock while the files are read (without running recovery: a check
+    reports an interrupted commit, it does not complete it), so that no commit or compaction
+    renames files between the listing and the reading. A warehouse whose lock cannot be taken
+    (a read-only copy) is checked as it is."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(wh.layout.lock), timeout=LOCK_TIMEOUT)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise WarehouseError(f"{wh.path} is locked by a writer for more than "
+                             f"{LOCK_TIMEOUT:.0f} s; is a load stuck?") from None
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _check_files_and_rows(wh: Warehouse, report: CheckReport) -> None:
+    pending = _check_private(wh, report)
+    readable = _check_files(wh, report)
+    con = engine.connect()
+    try:
+        # Rows of a commit still to be completed are reported once, as that, and left out of
+        # the other checks (its measurements may be in place while its runs are not yet).
+        id_table(con, "_pending", sorted(pending))
+        loaded = set(filtered_tables())
+        for table in TABLES:
+            body = _table_sql(table, readable)
+            if table in loaded and pending:
+                body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
+                        "(SELECT load_id FROM _pending)")
+            con.execute(f"CREATE VIEW {q(table)} AS {body}")
+            report.rows[table] = con.sql(f"SELECT count(*) FROM {q(table)}").fetchall()[0][0]
+        _check_nulls(con, report)
+        _check_identities(con, report)
+        _check_references(con, report)
+        _check_loads(con, report)
+        _check_derived(con, report)
+        _check_digests(con, report)
+    finally:
+        con.close()
+
+
+def _write_missing_markers(wh: Warehouse) -> list[str]:
+    """Give a commit marker to every load whose rows are in place without one (a warehouse
+    written before markers existed, or a marker deleted by hand), so kidata shows them again.
+    Runs under the writer lock after recovery, so no commit is in flight."""
+    from kidata import __version__
+
+    con = engine.connect()
+    done = []
+    try:
+        counts: dict[str, dict[str, int]] = {}
+        stamps: dict[str, object] = {}
+        for table in filtered_tables():
+            if table == "loads" or not wh.table_files(table):
+                continue
+            has_time = "loaded_at" in TABLES[table].names
+            rows = con.sql(f"SELECT load_id, count(*), {'min(loaded_at)' if has_time else 'NULL'}"
+                           f" FROM ({views_mod.table_sql(wh.path, table)}) GROUP BY load_id"
+                           ).fetchall()
+            for load_id, n, stamp in rows:
+                counts.setdefault(load_id, {})[table] = n
+                if stamp is not None:
+                    stamps[load_id] = min(stamp, stamps.get(load_id, stamp))
+        known = {r[0] for r in con.sql(
+            f"SELECT load_id FROM ({views_mod.table_sql(wh.path, 'loads')})").fetchall()}
+        # Loads whose latest_runs rows all carry their evidence (derived.STATISTICS, 0.2.3).
+        evidenced: set[str] = set()
+        latest = views_mod.table_sql(wh.path, "latest_runs")
+        if "evidence" in con.sql(latest).columns:
+            evidenced = {r[0] for r in con.sql(
+                f"SELECT load_id FROM ({latest}) GROUP BY load_id "
+                "HAVING count(evidence) = count(*)").fetchall()}
+        for load_id in sorted(set(counts) - known):
+            added = counts[load_id]
+            row = {"load_id": load_id,
+                   "loaded_at": stamps.get(load_id) or datetime.now(UTC),
+                   # Only a load with latest_runs rows that carry their evidence was written
+                   # by a kidata that derives them as this one does; any other is marked
+                   # unknown, so readers compute its rows.
+                   "kidata_version": __version__ if load_id in evidenced else "unknown",
+                   "files": 0, "records": 0,
+                   "added": json.dumps(added, sort_keys=True), "duplicates": 0,
+                   "rejected": added.get("rejects", 0), "warnings": 0}
+            path = wh.layout.marker(load_id)
+            tmp = path.with_name(f".{path.name}.tmp")
+            pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), tmp)
+            durable.fsync_file(tmp)
+            os.replace(tmp, path)
+            durable.fsync_dir(path.parent)
+            done.append(f"wrote the missing commit marker of load {load_id} ("
+                        + ", ".join(f"{n:,} {t}" for t, n in sorted(added.items())) + ")")
+    finally:
+        con.close()
+    return done
+
+
+def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
+    """Report commits in flight and leftovers; returns the ids of loads not complete yet."""
+    journals = sorted(wh.layout.journals.glob("*.json"))
+    for journal in journals:
+        report.problems.append(
+            f"load {journal.stem} stopped after its commit point and is not complete yet: "
+            "plain-Parquet readers may see part of it (kidata's views do not); "
+            "`kidata check --repair` or the next load completes it")
+    staging = wh.layout.staging
+    if staging.is_dir():
+        for entry in sorted(staging.iterdir()):
+            if entry.is_dir() and not entry.name.startswith(NEW_STAGING_PREFIX):
+                report.notes.append(f"staging folder of load {entry.name} (a load in progress, "
+                                    "or a dead one whose files the next writer removes)")
+    compact = wh.layout.compact
+    if compact.is_dir():
+        for entry in sorted(compact.iterdir()):
+            report.notes.append(f"leftovers of compaction {entry.name} (in progress, or "
+                                "interrupted: invisible to readers, removed by the next writer)")
+    return {j.stem for j in journals}
+
+
+def _check_files(wh: Warehouse, report: CheckReport) -> dict[str, list[Path]]:
+    """Every table file is complete Parquet with the declared schema. Returns, per table,
+    the files that can be read."""
+    readable: dict[str, list[Path]] = {}
+    known = set(TABLES) | {PRIVATE}
+    for entry in sorted(wh.path.iterdir()):
+        if entry.is_dir() and entry.name not in known and not entry.name.startswith("."):
+            report.notes.append(f"folder {entry.name}/ is not a kidata table; kidata ignores it")
+    for table, schema in TABLES.items():
+        folder = wh.layout.table(table)
+        readable[table] = []
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            rel = f"{table}/{path.name}"
+            if path.name.startswith(".") and path.name.endswith(".tmp"):
+                report.notes.append(f"{rel}: a temporary file left by an interrupted write "
+                                    "(no reader's *.parquet glob sees it)")
+                continue
+            if not path.name.endswith(".parquet"):
+                report.problems.append(f"{rel}: not a Parquet file; a table folder holds only "
+                                       "*.parquet files")
+                continue
+            report.files += 1
+            try:
+                found = pq.ParquetFile(path).schema_arrow
+            except (OSError, pa.ArrowException) as exc:
+                report.problems.append(f"{rel}: unreadable Parquet ({exc}); a half-written "
+                                       "file never appears under its final name")
+                continue
+            bad = _schema_problems(found, schema)
+            if bad:
+                report.problems.append(f"{rel}: schema differs from kidata/store/schema.py: "
+                                       + "; ".join(bad))
+                continue
+            readable[table].append(path)
+    return readable
+
+
+def _schema_problems(found: pa.Schema, declared: pa.Schema) -> list[str]:
+    out = []
+    for f in found:
+        if f.name not in declared.names:
+            out.append(f"unexpected column {f.name}")
+        elif not f.type.equals(declared.field(f.name).type):
+            out.append(f"column {f.name} is {f.type}, expected {declared.field(f.name).type}")
+    for f in declared:
+        if f.name not in found.names and not f.nullable:
+            out.append(f"required column {f.name} is missing")
+    return out
+
+
+def _table_sql(table: str, readable: dict[str, list[Path]]) -> str:
+    """All rows of a table's readable files, every declared column present."""
+    files = readable.get(table, [])
+    schema = TABLES[table]
+    if not files:
+        cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+                         for f in schema)
+        return f"SELECT {cols} WHERE 1 = 0"
+    present: set[str] = set()
+    for path in files:
+        present.update(pq.ParquetFile(path).schema_arrow.names)
+    cols = ", ".join(q(f.name) if f.name in present
+                     else f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+                     for f in schema)
+    listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
+    return f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
+
+
+def _examples(rows: list[tuple]) -> str:
+    shown = ", ".join("(" + ", ".join(repr(v) for v in r) + ")" if len(r) > 1 else repr(r[0])
+                      for r in rows[:SHOWN])
+    return shown + (", …" if len(rows) > SHOWN else "")
+
+
+def _check_nulls(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    for table, schema in TABLES.items():
+        required = [f.name for f in schema if not f.nullable]
+        if not required or not report.rows.get(table):
+            continue
+        counts = con.sql("SELECT " + ", ".join(f"count(*) FILTER (WHERE {q(c)} IS NULL)"
+                                               for c in required)
+                         + f" FROM {q(table)}").fetchall()[0]
+        for column, n in zip(required, counts, strict=True):
+            if n:
+                report.problems.append(f"{table}: {n:,} rows have no {column}, which is "
+                                       "required")
+
+
+def _check_identities(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    for table, key in KEYS.items():
+        if not key or table not in TABLES:
+            continue
+        cols = ", ".join(q(k) for k in key)
+        dups = con.sql(f"SELECT {cols}, count(*) AS n FROM {q(table)} GROUP BY ALL "
+                       f"HAVING count(*) > 1 ORDER BY {cols} LIMIT {SHOWN + 1}").fetchall()
+        if dups:
+            total = con.sql(f"SELECT count(*) FROM (SELECT {cols} FROM {q(table)} GROUP BY ALL "
+                            "HAVING count(*) > 1)").fetchall()[0][0]
+            report.problems.append(
+                f"{table}: {total:,} identities ({', '.join(key)}) appear more than once, e.g. "
+                + _examples([r[:-1] for r in dups]))
+
+
+# (table, column, referenced table, referenced column, why it matters)
+REFERENCES = [
+    ("measurements", "run_id", "runs", "run_id", "every measurement belongs to a run"),
+    ("published", "run_id", "runs", "run_id", "every published number belongs to a run"),
+    ("workload_parameters", "workload_id", "workloads", "workload_id",
+     "every workload parameter belongs to a workload"),
+]
+
+
+def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    for table, column, target, target_column, why in REFERENCES:
+        if table not in TABLES or target not in TABLES:
+            continue
+        orphans = con.sql(
+            f"SELECT DISTINCT t.{q(column)} FROM {q(table)} t WHERE NOT EXISTS (SELECT 1 FROM "
+            f"{q(target)} r WHERE r.{q(target_column)} = t.{q(column)}) ORDER BY 1").fetchall()
+        if orphans:
+            report.problems.append(f"{table}: rows for {len(orphans):,} {column}s that are not "
+                                   f"in {target} ({why}), e.g. {_examples(orphans)}")
+    missing = con.sql(
+        "SELECT r.run_id FROM runs r WHERE NOT EXISTS (SELECT 1 FROM measurements m "
+        "WHERE m.run_id = r.run_id AND m.metric = r.metric AND (m.statistic = 'median' OR "
+        # A mean-only source (KernelBench, old nvbench) names its primary statistic.
+        "m.statistic = (SELECT p.primary_statistic FROM protocols p "
+        "WHERE p.protocol_id = r.protocol_id))) "
+        "ORDER BY 1").fetchall()
+    if missing:
+        report.problems.append(f"runs: {len(missing):,} runs have no median (or primary "
+                               f"statistic) measurement of their metric (never a run without "
+                               f"its measurements), e.g. "
+                               f"{_examples(missing)}")
+
+
+def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
+                        ) -> tuple[str, list[tuple], list[tuple]]:
+    """The ``latest_runs`` rows the loads' runs give (for the loads whose kidata derives them)
+    as SQL, and the rows missing from and extra in ``stored_table``. Needs tables ``loads``,
+    ``runs`` and ``measurements`` on ``con``."""
+    loads = con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
+    old = set(derived.underived(loads))
+    id_table(con, "_derived_loads", [load_id for load_id, _ in loads if load_id not in old])
+    cols = ", ".join(q(f.name) for f in TABLES["latest_runs"])
+    computed = f"SELECT {cols} FROM ({derived.latest_runs_of('_derived_loads')})"
+    stored = (f"SELECT {cols} FROM {stored_table} "
+              "WHERE load_id IN (SELECT load_id FROM _derived_loads)")
+    missing = con.sql(f"{computed} EXCEPT ALL {stored}").fetchall()
+    extra = con.sql(f"{stored} EXCEPT ALL {computed}").fetchall()
+    return computed, missing, extra
+
+
+def _rewrite_derived(wh: Warehouse) -> list[str]:
+    """Rewrite ``latest_runs`` from the committed loads' runs when it does not match them.
+    Runs under the writer lock, after recovery and the missing commit markers."""
+    from kidata.store.compaction import swap_table
+    from kidata.store.pqwrite import write_reader
+
+    con = engine.connect()
+    try:
+        snapshot.define(con, wh.path)
+        stored = views_mod.table_sql(wh.path, "latest_runs")
+        # Files written before 0.2.3 lack the evidence columns (derived.STATISTICS).
+        lacking = [f for f in TABLES["latest_runs"] if f.name not in con.sql(stored).columns]
+        if lacking:
+            stored = ("SELECT *, " + ", ".join(
+                f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}" for f in lacking)
+                + f" FROM ({stored})")
+        stored = f"({stored})"
+        computed, missing, extra = _derived_difference(con, stored)
+        if not missing and not extra:
+            return []
+
+        order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
+        rows = swap_table(wh, "latest_runs", lambda out: write_reader(
+            out, TABLES["latest_runs"], con.sql(f"{computed} ORDER BY {order}"
+                                                ).to_arrow_reader(8192), create_empty=True))
+    finally:
+        con.close()
+    wh.forget_connection()
+    return [f"rewrote latest_runs from the loads' runs: {rows:,} rows ({len(missing):,} were "
+            f"missing, {len(extra):,} were not given by the runs)"]
+
+
+def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """``latest_runs`` holds exactly what its loads' runs give (kidata/store/derived.py), for every
+    load whose kidata derives it (readers compute the others' rows themselves)."""
+    _, missing, extra = _derived_difference(con, "latest_runs")
+    if missing or extra:
+        at = TABLES["latest_runs"].names.index("load_id")
+        loads = sorted({r[at] for r in missing + extra})
+        report.problems.append(
+            f"latest_runs: {len(missing):,} rows missing and {len(extra):,} rows not given by "
+            f"the loads' runs, in {len(loads):,} loads, e.g. {_examples([(x,) for x in loads])}"
+            " (speedups would pick the wrong latest runs; kidata check --repair rewrites them)")
+
+
+def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """Every row belongs to a committed load, and each load has the rows it recorded."""
+    markers = con.sql("SELECT load_id, added FROM loads").fetchall()
+    recorded: dict[str, dict[str, int]] = {}
+    for load_id, added in markers:
+        try:
+            counts = json.loads(added)
+            if not isinstance(counts, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            report.problems.append(f"loads: load {load_id} has an unreadable 'added' ({exc})")
+            continue
+        recorded[load_id] = counts
+    for table in filtered_tables():
+        if table == "loads":
+            continue
+        actual = dict(con.sql(f"SELECT load_id, count(*) FROM {q(table)} GROUP BY load_id"
+                              ).fetchall())
+        unmarked = sorted(set(actual) - set(recorded))
+        if unmarked:
+            report.problems.append(
+                f"{table}: rows of {len(unmarked):,} loads that have no commit marker in loads "
+                f"(a partial commit), e.g. {_examples([(u,) for u in unmarked])}")
+        wrong = sorted((load_id, counts.get(table, 0), actual.get(load_id, 0))
+                       for load_id, counts in recorded.items()
+                       if counts.get(table, 0) != actual.get(load_id, 0))
+        if wrong:
+            report.problems.append(
+                f"{table}: {len(wrong):,} loads have another number of rows than they recorded "
+                "(load_id, recorded, found): " + _examples(wrong))
+
+
+def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """Declared digests match the documents stored with them."""
+    for table, key in (("environments", "environment_id"), ("protocols", "protocol_id"),
+                       ("workloads", "workload_id"), ("implementations", "implementation_id")):
+        bad = []
+        for ident, document in con.sql(f"SELECT {key}, document FROM {table} "
+                                       "WHERE document IS NOT NULL ORDER BY 1").fetchall():
+            try:
+                actual = digest(json.loads(document))
+            except (ValueError, TypeError, AttributeError):
+                actual = "unreadable JSON"
+            if actual != ident:
+                bad.append((ident, actual))
+        if bad:
+            report.problems.append(f"{table}: {len(bad):,} documents do not hash to their "
+                                   f"{key} (declared, actual): {_examples(bad)}")
+    declared = {"environmentDigest": "environment_id", "protocolDigest": "protocol_id",
+                "workloadDigest": "workload_id", "implementationDigest": "implementation_id"}
+    cols = ", ".join(declared.values())
+    bad_runs = []
+    for row in con.sql(f"SELECT run_id, document, {cols} FROM runs ORDER BY run_id").fetchall():
+        run_id, document, *ids = row
+        try:
+            doc = json.loads(document)
+            spec, name = doc.get("spec") or {}, (doc.get("metadata") or {}).get("name")
+        except (ValueError, TypeError, AttributeError):
+            bad_runs.append((run_id, "document is not a JSON object"))
+            continue
+        if name != run_id:
+            bad_runs.append((run_id, f"document names run {name!r}"))
+            continue
+        for (key, column), ident in zip(declared.items(), ids, strict=True):
+            if spec.get(key) is not None and spec.get(key) != ident:
+                bad_runs.append((run_id, f"{key} {spec.get(key)} but {column} {ident}"))
+                break
+    if bad_runs:
+        report.problems.append(f"runs: {len(bad_runs):,} run documents disagree with their "
+                               f"row: {_examples(bad_runs)}")
+
+
+def summary(report: CheckReport) -> str:
+    rows = sum(report.rows.values())
+    return (f"{len(report.rows)} tables, {report.files:,} files, {rows:,} rows checked in "
+            f"{report.warehouse}: " + ("ok" if report.ok else
+                                       f"{len(report.problems)} problem(s)"))

@@ -1,0 +1,349 @@
+"""The corpus of bad input (tests/data/bad/, written by tests/make_bad_corpus.py).
+
+For every case: the message names the file, the record and the field and says what was
+expected; the exit code is 1; the good records in the same file (or, where a broken file has
+none, in the next file of the same load) still load; the reject is kept in the ``rejects``
+table and listed by ``kidata rejects``. No input crashes kidata or hangs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kidata import Warehouse
+
+DATA = Path(__file__).parents[1] / "data"
+BAD = DATA / "bad"
+SEED0 = DATA / "seeds" / "000_ef9e0295e36a82ef.txt"
+SEED1 = DATA / "seeds" / "001_74c4a9a5654eeb33.txt"
+# The two seed runs; the CSV rows they were made from give the same run ids.
+RUN0 = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
+        "2024-09-03-15-39-30")
+RUN1 = ("liger-relu-squared-backward-torch-nvidia-h100-80gb-hbm3-hidden4096-rows4096-bf16-"
+        "2026-03-27-06-09-46")
+BOTH = {RUN0, RUN1}
+
+
+def column_of(name: str, token: str, line: int = 2) -> int:
+    """1-based column of ``token`` on a line of a corpus file (read from the input)."""
+    return (BAD / name).read_text("utf-8").splitlines()[line - 1].index(token) + 1
+
+
+@dataclass
+class Case:
+    file: str
+    position: str
+    field: str | None
+    reason: str
+    good: set[str]  # runs in the warehouse afterwards
+    also: Path | None = None  # a second input of the same load, for files with no good record
+    exact: bool = True  # False: `reason` is the start of the message
+
+
+NOT_POSITIVE = "expected a finite number > 0, got"
+# -2**63 and 2**64 - 1: the integers orjson keeps as integers.
+INT_KEPT = "kidata keeps integers from -9223372036854775808 to 18446744073709551615"
+WIDE_REASON = (f"integer 123456789012345678901234567890 is beyond 64 bits ({INT_KEPT}); it "
+               "would be changed when stored, so the record is rejected; write it as a string "
+               "or a float")
+CASES = [
+    # Broken JSON. The bad line is line 2, between seed 000 (line 1) and seed 001 (line 3).
+    # truncated_line: seed 000 renamed, cut after 300 characters: the data ends at column 301.
+    Case("truncated_line.jsonl", "line 2", None,
+         "invalid JSON: unexpected end of data: line 1 column 301 (char 300)", BOTH),
+    # A pretty-printed bundle after a title line and a blank line (so it starts on line 3),
+    # cut at 60%: no record in the file is good, seed 001 comes from the next file.
+    Case("truncated_document.json", "line 3", None, "invalid JSON: unexpected end of data",
+         {RUN1}, SEED1, exact=False),
+    # The broken record first: the records after it are still read as JSON Lines.
+    Case("bad_first_line.jsonl", "line 1", None,
+         "invalid JSON: unexpected end of data: line 1 column 301 (char 300)", BOTH),
+    Case("nan_latency.jsonl", "line 2", None,
+         f"invalid JSON: NaN at line 1 column {column_of('nan_latency.jsonl', 'NaN')} is not "
+         "a number JSON allows; expected a finite number", BOTH),
+    Case("infinite_latency.jsonl", "line 2", None,
+         f"invalid JSON: Infinity at line 1 column "
+         f"{column_of('infinite_latency.jsonl', 'Infinity')} is not a number JSON allows; "
+         "expected a finite number", BOTH),
+    Case("negative_infinite_p80.jsonl", "line 2", None,
+         f"invalid JSON: -Infinity at line 1 column "
+         f"{column_of('negative_infinite_p80.jsonl', '-Infinity')} is not a number JSON "
+         "allows; expected a finite number", BOTH),
+    Case("number_too_large.jsonl", "line 2", None,
+         f"invalid JSON: the number at line 1 column "
+         f"{column_of('number_too_large.jsonl', '1e400')} is too large for a 64-bit float; "
+         "expected a finite number", BOTH),
+    # 100,000 '[' then 100,000 ']': refused at depth 1,025 (orjson allows 1,024), column 1026.
+    Case("deep_nesting.jsonl", "line 2", None,
+         "invalid JSON: nested deeper than 1,024 levels at line 1 column 1026", BOTH),
+    Case("not_an_object.jsonl", "line 2", None,
+         "expected a JSON object (a bundle or a document), got an array", BOTH),
+    Case("not_a_bundle.jsonl", "line 2", None,
+         "not a kernelindex bundle or document: expected a 'kind' key or bundle keys "
+         "run/protocol/environment (found keys: hello)", BOTH),
+    Case("invalid_utf8.jsonl", "line 2", None, "invalid JSON: not UTF-8 text", BOTH),
+    # 4 KiB of random bytes starting 0x80: not JSON, not a title line.
+    Case("binary.bin", "line 1", None, "not UTF-8 text: the file is not kernelindex JSON",
+         {RUN1}, SEED1),
+    Case("empty.jsonl", "document", None, "empty file: no records", {RUN1}, SEED1),
+    Case("blank_lines.jsonl", "document", None, "empty file: no records", {RUN1}, SEED1),
+    # Wrong types and values.
+    Case("string_latency.jsonl", "line 2", "run.spec.timing.latencyNs.median",
+         "expected a number, got '31072'", BOTH),
+    Case("boolean_latency.jsonl", "line 2", "run.spec.timing.latencyNs.median",
+         "expected a number, got True", BOTH),
+    Case("spec_is_a_list.jsonl", "line 2", "run.spec", "expected an object, got []", BOTH),
+    # A text field given a number or a list: rejected, not an Arrow error that fails the load.
+    Case("title_not_a_string.jsonl", "line 2", "run.metadata.title",
+         "expected a string, got 5", BOTH),
+    Case("environment_vendor_a_list.jsonl", "line 2", "environment.spec.hardware.vendor",
+         "expected a string, got ['nvidia']", BOTH),
+    Case("label_not_a_string.jsonl", "line 2", "run.metadata.labels",
+         "expected an object of strings", BOTH),
+    Case("negative_latency.jsonl", "line 2", "run.spec.timing.latencyNs.median",
+         f"{NOT_POSITIVE} -31072", BOTH),
+    Case("zero_latency.jsonl", "line 2", "run.spec.timing.latencyNs.median",
+         f"{NOT_POSITIVE} 0", BOTH),
+    Case("negative_p20.jsonl", "line 2", "run.spec.measurements[0].value",
+         f"{NOT_POSITIVE} -1", BOTH),
+    # A third measurement (index 2) of memory, 0 MB.
+    Case("zero_memory.jsonl", "line 2", "run.spec.measurements[2].value",
+         f"{NOT_POSITIVE} 0", BOTH),
+    Case("unknown_unit.jsonl", "line 2", "run.spec.measurements[0].unit",
+         "unknown unit 'furlongs' for latency; expected one of ns, us, µs, ms, s", BOTH),
+    # p20 set to 40000 ns while the median is 31072 ns.
+    Case("quantiles_out_of_order.jsonl", "line 2", "run.spec.measurements",
+         "quantiles out of order for latency: p20 = 40000 is above median = 31072; expected "
+         "p20 <= median <= p80", BOTH),
+    Case("bad_timestamp.jsonl", "line 2", "run.spec.observedAt",
+         "expected an ISO 8601 timestamp such as 2024-09-03T15:39:30Z, got 'yesterday'", BOTH),
+    Case("timestamp_without_zone.jsonl", "line 2", "run.spec.observedAt",
+         "timestamp '2024-09-03T15:39:30' has no time zone; expected e.g. a trailing Z", BOTH),
+    # Kinds, versions, digests, identities.
+    Case("unknown_kind.jsonl", "line 2", "kind",
+         "unknown kind 'BenchmarkResult'; expected one of BenchmarkRun, BenchmarkProtocol, "
+         "ExecutionEnvironment, Workload, Implementation", BOTH),
+    Case("wrong_api_version.jsonl", "line 2", "run.apiVersion",
+         "expected 'kernelindex.dev/v1alpha1', got 'kernelindex.dev/v2'", BOTH),
+    Case("malformed_digest.jsonl", "line 2", "run.spec.protocolDigest",
+         "expected 'sha256:' and 64 hex digits, got 'md5:abc'", BOTH),
+    # The protocol's timer changed after hashing: seed 000 declares a79eaf4d…
+    Case("tampered_protocol.jsonl", "line 2", "run.spec.protocolDigest",
+         "digest mismatch: the run declares sha256:a79eaf4df66c97c6adc1fb2d09df78682155d1ea86"
+         "652ae0b70199875bde7747 but the protocol document in the record hashes to sha256:",
+         BOTH, exact=False),
+    # The environment's architecture changed after hashing: seed 000 declares 90c9e276…
+    Case("tampered_environment.jsonl", "line 2", "run.spec.environmentDigest",
+         "digest mismatch: the run declares sha256:90c9e2764222f592477cfccf3373519add5a1b8815"
+         "63956ad058c4f99e41b6b9 but the environment document in the record hashes to sha256:",
+         BOTH, exact=False),
+    Case("conflict_in_file.jsonl", "line 2", "run.metadata.name",
+         f"conflict: run {RUN0} appears earlier in this load ({BAD / 'conflict_in_file.jsonl'}"
+         ", line 1) with different numbers", BOTH),
+    # Hostile input (issue 17): each aborted the whole load with a traceback, or loaded
+    # something other than what was written, or lost good records.
+    # 300 nested lists at run.spec.extra: orjson reads 1,024 levels but writes 254.
+    Case("deep_300.jsonl", "line 2", "run.spec.extra[0][0][0]…",
+         "nested deeper than 254 levels; kidata stores documents up to 254 levels deep", BOTH),
+    # 23:59:59 at UTC-1 on 9999-12-31 is 00:59:59 on 10000-01-01 in UTC.
+    Case("far_timestamp.jsonl", "line 2", "run.spec.observedAt",
+         "timestamp '9999-12-31T23:59:59-01:00' is outside years 1-9999 once converted to UTC",
+         BOTH),
+    # 123456789012345678901234567890 > 2**64 - 1 = 18446744073709551615; the run declares the
+    # protocol's digest under the documented rule (kernelindex.md), which keeps the integer.
+    Case("wide_integer.jsonl", "line 2", "protocol.spec.big", WIDE_REASON, BOTH),
+    # The same record declaring the digest of the float-rounded document: refused the same way
+    # (0.2.2 accepted it and stored 1.2345678901234568e+29).
+    Case("wide_integer_float_digest.jsonl", "line 2", "protocol.spec.big", WIDE_REASON, BOTH),
+    Case("run_null.jsonl", "line 2", "run",
+         "expected a BenchmarkRun document (an object), got null", BOTH),
+    # gzip with stored blocks cut 300 bytes into line 3: lines 1-2 (seeds 000 and 001, 4,739
+    # bytes: len(jsonl(S0, S1))) are complete and load.
+    Case("truncated.jsonl.gz", "line 3", None,
+         "the gzip data is cut short (a truncated file) after 4,739 bytes of data (2 complete "
+         "lines, all read); the incomplete line 3 after it (300 bytes) is not read", BOTH),
+    # The two seeds gzipped, then 'garbage\n': the seeds load, the garbage is one reject.
+    Case("trailing_garbage.jsonl.gz", "file", None,
+         "the gzip data is followed by bytes that are not gzip (trailing garbage, not read) "
+         "after 4,739 bytes of data (2 complete lines, all read)", BOTH),
+    # 2**64 = 18446744073709551616, one more than the widest integer kept.
+    Case("csv_x_value_wide.csv", "row 2", "x_value",
+         f"integer 18446744073709551616 is beyond 64 bits ({INT_KEPT})", BOTH),
+    Case("csv_config_wide.csv", "row 2", "extra_benchmark_config_str",
+         f"integer 18446744073709551616 is beyond 64 bits ({INT_KEPT})", BOTH),
+    Case("csv_config_1e400.csv", "row 2", "extra_benchmark_config_str",
+         "the number 1e400 is too large for a 64-bit float; expected a finite number", BOTH),
+    Case("csv_far_timestamp.csv", "row 2", "timestamp",
+         "time '9999-12-31 23:59:59-01:00' is outside years 1-9999 once converted to UTC", BOTH),
+    # CSV (the Liger-Kernel reader): row 2 is seed 000's row for H = 8192, broken.
+    Case("csv_missing_column.csv", "header", "gpu_name",
+         "missing column gpu_name; expected the Liger-Kernel benchmark CSV columns "
+         "kernel_name, kernel_provider, kernel_operation_mode, metric_name, metric_unit, "
+         "x_name, x_label, x_value, y_value_50, y_value_20, y_value_80, "
+         "extra_benchmark_config_str, gpu_name, timestamp, liger_version", {RUN1}, SEED1),
+    # The short row keeps its first 10 fields: y_value_80 (the 11th column) is the first
+    # one missing.
+    Case("csv_short_row.csv", "row 2", "y_value_80",
+         "short row: 10 fields, the header has 15", BOTH),
+    Case("csv_non_numeric.csv", "row 2", "y_value_80", "expected a number, got 'abc'", BOTH),
+    Case("csv_nan.csv", "row 2", "y_value_50",
+         "expected a finite number > 0, got 'nan' (upstream writes nan when a benchmark "
+         "produced no result)", BOTH),
+    Case("csv_bad_timestamp.csv", "row 2", "timestamp",
+         "expected a time such as 2024-09-03 15:39:30, got 'yesterday'", BOTH),
+    Case("csv_unknown_unit.csv", "row 2", "metric_unit",
+         "expected a time unit for speed (ms, us, ns, s), got 'fortnights'", BOTH),
+]
+
+
+def rejected_line(path: Path, case: Case) -> str:
+    where = f"{path}, {case.position}" + (f", field {case.field}" if case.field else "")
+    return f"rejected: {where}: {case.reason}"
+
+
+def runs(wh: Warehouse) -> set[str]:
+    return {r[0] for r in wh.sql("select run_id from runs").fetchall()}
+
+
+def test_the_corpus_has_at_least_25_bad_cases():
+    assert len(CASES) >= 25
+    stored = {p.name for p in BAD.iterdir() if not p.name.startswith(("ok_", "README"))}
+    assert stored == {c.file for c in CASES} | {"conflict_with_loaded.jsonl"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.file for c in CASES])
+def test_bad_record_is_rejected_and_the_good_ones_load(case: Case, cli, wh: Warehouse):
+    path = BAD / case.file
+    result = cli("load", path, *([case.also] if case.also else []))
+    assert result.code == 1
+    expected = rejected_line(path, case)
+    lines = [line for line in result.err.splitlines() if line.startswith("rejected: ")]
+    assert len(lines) == 1
+    assert lines[0] == expected if case.exact else lines[0].startswith(expected)
+    assert "Traceback" not in result.err
+    assert runs(wh) == case.good
+    # Kept in the warehouse with its position, field and reason.
+    kept = wh.sql("select source_file, position, field, reason from rejects").fetchall()
+    assert len(kept) == 1
+    assert kept[0][:3] == (str(path), case.position, case.field)
+    assert kept[0][3] == case.reason if case.exact else kept[0][3].startswith(case.reason)
+
+
+def test_conflict_with_a_run_already_loaded(cli, wh: Warehouse):
+    assert cli("load", SEED0).code == 0
+    path = BAD / "conflict_with_loaded.jsonl"  # seed 001, then seed 000 with median 31073
+    result = cli("load", path)
+    assert result.code == 1
+    assert (f"rejected: {path}, line 2, field run.metadata.name: conflict: run {RUN0} is "
+            f"already in the warehouse, loaded from {SEED0}, with different numbers"
+            ) in result.err
+    assert runs(wh) == BOTH
+    assert wh.sql("select value from measurements where run_id = $r and statistic = 'median'",
+                  {"r": RUN0}).fetchall() == [(31072.0,)]
+
+
+@pytest.mark.parametrize("name, loaded", [
+    ("ok_bom_crlf.jsonl", BOTH),  # BOM, then seeds 000 and 001 as JSON Lines with CRLF
+    ("ok_bom_crlf_document.json", {RUN0}),  # BOM, title line, indented seed 000, CRLF
+    ("ok_bom_crlf.csv", BOTH),  # BOM, header and the two seed rows, CRLF
+])
+def test_bom_and_crlf_load(name: str, loaded: set[str], cli, wh: Warehouse):
+    result = cli("load", BAD / name)
+    assert result.code == 0, result.err
+    assert result.err == ""
+    assert runs(wh) == loaded
+    assert wh.sql("select count(*) from rejects").fetchall() == [(0,)]
+
+
+def test_unknown_gpu_is_a_warning_not_a_reject(cli, wh: Warehouse):
+    path = BAD / "ok_unknown_gpu.jsonl"
+    result = cli("load", path)
+    assert result.code == 0
+    assert (f"warning: {path}, line 1: unknown GPU 'NVIDIA Quantum Z9 PCIe'; loaded under "
+            "derived key 'quantum-z9-pcie' (add it to kidata/data/gpus.toml)") in result.err
+    assert wh.sql("select gpu from runs").fetchall() == [("quantum-z9-pcie",)]
+    assert "1 warnings" in result.out
+
+
+def test_strict_loads_nothing_when_anything_would_be_rejected(cli, wh: Warehouse):
+    path = BAD / "truncated_line.jsonl"
+    result = cli("load", "--strict", path)
+    assert result.code == 1
+    assert "strict: nothing loaded; 1 of 3 records would be rejected" in result.out
+    for table in ("runs", "measurements", "rejects", "loads"):
+        assert wh.sql(f"select count(*) from {table}").fetchall() == [(0,)]
+    assert not list((wh.path / "runs").glob("*.parquet"))
+
+
+def test_strict_also_refuses_a_conflict_found_at_commit(cli, wh: Warehouse):
+    assert cli("load", SEED0).code == 0
+    result = cli("load", "--strict", BAD / "conflict_with_loaded.jsonl")
+    assert result.code == 1
+    assert "strict: nothing loaded; 1 of 2 records would be rejected" in result.out
+    assert runs(wh) == {RUN0}  # seed 001, the good record of that file, is not loaded either
+
+
+def test_a_100_mb_line_is_rejected_keeping_64_kib_and_the_rest_loads(tmp_path, cli, wh):
+    path = tmp_path / "huge.jsonl"
+    with open(path, "wb") as fh:
+        fh.write(SEED0.read_bytes().split(b"\n", 2)[2].replace(b"\n", b"") + b"\n")
+        fh.write(b'{"x": "' + b"a" * (100 * 1024 * 1024 - 9) + b'"}\n')  # 100 MiB + newline
+        fh.write(SEED1.read_bytes().split(b"\n", 2)[2].replace(b"\n", b"") + b"\n")
+    result = cli("load", path)
+    assert result.code == 1
+    # 100 MiB = 104,857,600 bytes, plus the newline.
+    assert (f"rejected: {path}, line 2: record of 104,857,601 bytes is longer than the 16 MiB "
+            "limit; not read (its first 64 KiB are kept in rejects.raw)") in result.err
+    assert runs(wh) == BOTH
+    [(raw,)] = wh.sql("select raw from rejects").fetchall()
+    assert len(raw) == 64 * 1024 and raw.startswith('{"x": "aaa')
+
+
+def test_raw_text_of_a_rejected_line_is_kept(cli, wh: Warehouse):
+    path = BAD / "nan_latency.jsonl"
+    assert cli("load", path).code == 1
+    [(raw,)] = wh.sql("select raw from rejects").fetchall()
+    assert raw == path.read_text("utf-8").splitlines()[1]
+    shown = cli("rejects", "--raw", "--format", "json")
+    assert shown.code == 0
+    [listed] = json.loads(shown.out)
+    assert (listed["source_file"], listed["position"], listed["field"], listed["raw"]) == (
+        str(path), "line 2", None, raw)
+    assert listed["reason"].startswith("invalid JSON: NaN at line 1 column")
+    plain = cli("rejects", "--file", str(path), "--format", "csv")
+    assert plain.out.splitlines()[0] == "loaded_at,load_id,source_file,position,field,reason"
+
+
+def test_rejects_are_kept_once_when_the_same_load_runs_again(cli, wh: Warehouse):
+    path = BAD / "truncated_line.jsonl"
+    assert cli("load", path).code == 1
+    again = cli("load", path)
+    assert again.code == 1  # still reported: the record is still bad
+    assert "rejected: " in again.err
+    assert wh.sql("select count(*) from rejects").fetchall() == [(1,)]
+    assert cli("rejects", "--load", "nope").code == 2  # no such load: bad usage
+
+
+@pytest.mark.slow
+def test_the_whole_corpus_in_one_process_never_crashes_or_hangs(tmp_path: Path):
+    """A real process over every file at once: no traceback, exit 1, within a time limit."""
+    result = subprocess.run(
+        [sys.executable, "-m", "kidata", "-w", str(tmp_path / "wh"), "load", str(BAD)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    # Every bad case is rejected once (conflict_in_file: its line 2; conflict_with_loaded:
+    # its line 2 conflicts with seed 000 from conflict_in_file's line 1, loaded earlier in
+    # this load, since files load in name order).
+    # (The CLI lists the first 50; the summary counts them all.)
+    assert f", {len(CASES) + 1} rejected, " in result.stdout
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.sql("select count(*) from rejects").fetchall() == [(len(CASES) + 1,)]
+    # Good runs: the two seeds, seed 000 renamed with an unknown GPU (ok_unknown_gpu).
+    assert runs(wh) == BOTH | {RUN0 + "-bad"}

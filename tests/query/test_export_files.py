@@ -1,0 +1,167 @@
+"""One-command exports through the console script: any query to a file (`kidata sql -o`), the
+Excel sheet as an analyst opens it, Parquet field descriptions, and a DuckDB database file that a
+plain DuckDB client opens."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from conftest import SEEDS
+
+from kidata import Warehouse
+
+KIDATA = str(Path(sys.executable).parent / "kidata")
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("export") / "wh"
+    assert Warehouse(path).load([str(SEEDS)]).ok
+    return path
+
+
+def kidata(*args, warehouse: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KIDATA_WAREHOUSE": str(warehouse)}
+    return subprocess.run([KIDATA, *map(str, args)], capture_output=True, text=True, env=env,
+                          input=stdin, timeout=120)
+
+
+@pytest.mark.slow
+def test_any_query_to_a_file(seeded: Path, tmp_path: Path):
+    out = tmp_path / "pairs.csv"
+    query = ("select workload, latency_ratio from speedups where candidate = 'trainkernel' "
+             "and gpu = 'a100-sxm4-80gb' order by workload")
+    done = kidata("sql", query, "-o", out, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote 4 rows to {out} (csv)\n"
+    rows = list(csv.DictReader(out.read_text("utf-8").splitlines()))
+    # Seed 003, A100: small 66.04 / 22.92 µs (trainkernel / inductor).
+    assert [r["workload"] for r in rows] == ["medium", "online", "small", "tiny-online"]
+    assert float(rows[2]["latency_ratio"]) == pytest.approx(66.04 / 22.92)
+    # The same query from a file and from standard input.
+    (tmp_path / "q.sql").write_text(query + ";\n", "utf-8")
+    from_file = kidata("sql", "--file", tmp_path / "q.sql", "--format", "csv", warehouse=seeded)
+    from_stdin = kidata("sql", "-", "--format", "csv", warehouse=seeded, stdin=query)
+    assert from_file.returncode == from_stdin.returncode == 0
+    assert from_file.stdout == from_stdin.stdout == out.read_text("utf-8")
+    done = kidata("sql", "select 1", "--file", tmp_path / "q.sql", warehouse=seeded)
+    assert done.returncode == 2 and "not both" in done.stderr
+
+
+@pytest.mark.slow
+def test_excel_as_an_analyst_opens_it(seeded: Path, tmp_path: Path):
+    out = tmp_path / "x.xlsx"
+    done = kidata("sql", "select '=1+1' as t, 42::BIGINT as n, 0.000031072 as small, "
+                  "TIMESTAMPTZ '2024-09-03 15:39:30+00' as at, 2.5::DOUBLE as f, [1, 2] as l",
+                  "-o", out, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(out) as z:
+        sheet = z.read("xl/worksheets/sheet1.xml").decode()
+        strings = re.findall(r"<t>([^<]*)</t>", z.read("xl/sharedStrings.xml").decode())
+        styles = z.read("xl/styles.xml").decode()
+        workbook = z.read("xl/workbook.xml").decode()
+    assert '<pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" state="frozen"/>' in sheet
+    assert "<f>" not in sheet  # '=1+1' is text, not a formula
+    cells = dict(re.findall(r'<c r="([A-F]2)"[^>]*>(<v>[^<]*</v>)', sheet))
+    assert strings[:6] == ["t", "n", "small", "at (UTC)", "f", "l"]
+    assert strings[int(cells["A2"][3:-4])] == "=1+1"
+    assert strings[int(cells["F2"][3:-4])] == "[1,2]"  # a list as JSON text
+    assert cells["B2"] == "<v>42</v>"
+    # 2024-09-03 is day 45538 after 1899-12-30; 15:39:30 is 56370 s of 86400 = 0.6524306.
+    assert float(cells["D2"][3:-4]) == pytest.approx(45538 + 56370 / 86400)
+    # Number formats: counts as integers, the tiny value in scientific notation.
+    style_of = dict(re.findall(r'<c r="([A-F]2)" s="(\d+)"', sheet))
+    xfs = re.findall(r'<xf numFmtId="(\d+)"', styles.split("<cellXfs")[1])
+    formats = dict(re.findall(r'numFmtId="(\d+)" formatCode="([^"]+)"', styles))
+    assert formats[xfs[int(style_of["B2"])]] == "#,##0"
+    assert formats[xfs[int(style_of["C2"])]] == "0.000E+00"
+    assert formats[xfs[int(style_of["D2"])]] == "yyyy-mm-dd hh:mm:ss"
+    assert re.findall(r'<sheet name="([^"]+)"', workbook) == ["query", "columns"]
+    # Widths fit the longest of header and values plus 2 (xlsxwriter adds 0.71 of padding):
+    # t: '=1+1' 4 -> 6; at: the header 'at (UTC)' 8 < the timestamp's 19 -> 21.
+    widths = re.findall(r'<col min="(\d+)" max="(\d+)" width="([\d.]+)"', sheet)
+    assert widths[0] == ("1", "1", "6.7109375")
+    assert ("4", "4", "21.7109375") in widths
+
+
+@pytest.mark.slow
+def test_excel_export_of_a_view_describes_its_columns(seeded: Path, tmp_path: Path):
+    out = tmp_path / "s.xlsx"
+    assert kidata("export", "audit", "-o", out, warehouse=seeded).returncode == 0
+    with zipfile.ZipFile(out) as z:
+        strings = re.findall(r"<t>([^<]*)</t>", z.read("xl/sharedStrings.xml").decode())
+    # From sql/audit.sql's header.
+    assert "the published value." in strings
+
+
+@pytest.mark.slow
+def test_parquet_carries_column_descriptions(seeded: Path, tmp_path: Path):
+    out = tmp_path / "runs.parquet"
+    assert kidata("export", "runs", "-o", out, warehouse=seeded).returncode == 0
+    schema = pq.read_schema(out)
+    # kidata/store/schema.py's description of runs.kernel.
+    assert schema.field("kernel").metadata[b"description"] == (
+        b"Kernel benchmarked, e.g. `rms_norm`.")
+    assert pq.read_metadata(out).num_rows == 26
+    # A query's columns are described from the relations it names.
+    out = tmp_path / "q.parquet"
+    assert kidata("sql", "select kernel, speedup, 1 as one from speedups", "-o", out,
+                  warehouse=seeded).returncode == 0
+    schema = pq.read_schema(out)
+    assert schema.field("speedup").metadata[b"description"] == (
+        b"As in speedups.speedup: baseline_us / candidate_us; above 1 means the candidate "
+        b"is faster.")
+    assert schema.field("kernel").metadata[b"description"] == (
+        b"As in speedups.kernel: kernel benchmarked.")
+    assert schema.field("one").metadata is None
+    # Arrow IPC (Feather v2) carries them too.
+    out = tmp_path / "runs.arrow"
+    assert kidata("export", "runs", "-o", out, warehouse=seeded).returncode == 0
+    import pyarrow as pa
+
+    with pa.memory_map(str(out)) as source:
+        table = pa.ipc.open_file(source).read_all()
+    assert table.num_rows == 26
+    assert table.schema.field("kernel").metadata[b"description"] == (
+        b"Kernel benchmarked, e.g. `rms_norm`.")
+
+
+@pytest.mark.slow
+def test_duckdb_file_opens_in_plain_duckdb(seeded: Path, tmp_path: Path):
+    out = tmp_path / "analysis.duckdb"
+    done = kidata("export", "--duckdb", out, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    # Every table of kidata/store/schema.py (13 today); the seeds' 26 runs.
+    from kidata.store.schema import COLUMNS
+
+    assert done.stdout.startswith(f"wrote {len(COLUMNS)} tables (26 runs) and every view to ")
+    con = duckdb.connect(str(out), read_only=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        views = {r[0] for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        assert {"runs", "measurements", "gpus"} <= names
+        assert {"speedups", "speedup_summary", "workload_sizes"} <= views
+        # trainkernel vs inductor on the A100: geometric mean of 1.4954, 1.1929, 0.34706,
+        # 0.16524 (seed 003) = 0.5656.
+        (geomean,) = con.execute(
+            "SELECT geomean_speedup FROM speedup_summary WHERE candidate = 'trainkernel' "
+            "AND gpu = 'a100-sxm4-80gb'").fetchone()
+        assert geomean == pytest.approx(0.5656, abs=1e-4)
+        (comment,) = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' "
+            "AND column_name = 'kernel'").fetchone()
+        assert comment == "Kernel benchmarked, e.g. `rms_norm`."
+    finally:
+        con.close()
+    again = kidata("export", "--duckdb", out, warehouse=seeded)
+    assert again.returncode == 2 and "exists" in again.stderr

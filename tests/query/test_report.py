@@ -1,0 +1,277 @@
+"""`kidata report` and the workload_sizes view, through the installed console script."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS, shared
+
+from kidata import Warehouse
+
+KIDATA = str(Path(sys.executable).parent / "kidata")
+
+
+def kidata(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KIDATA_WAREHOUSE": str(warehouse)}
+    return subprocess.run([KIDATA, *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "wh"
+    assert Warehouse(path).load([str(SEEDS)]).ok
+    return path
+
+
+@pytest.fixture(scope="module")
+def liger(tmp_path_factory) -> Warehouse:
+    wh = Warehouse(tmp_path_factory.mktemp("report-liger") / "wh")
+    assert wh.load([str(shared("liger/all_benchmark_data.csv")),
+                    str(shared("liger/all_benchmark_data_2024-09-03.csv"))]).ok
+    return wh
+
+
+def charts(page: str) -> list[str]:
+    return re.findall(r'<figure class="chart" id="([^"]+)"', page)
+
+
+@pytest.mark.slow
+def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
+    out = tmp_path / "r" / "report.html"
+    done = kidata("report", "-o", out, "--png", tmp_path / "png", "--svg", tmp_path / "svg",
+                  warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"wrote {out} (4 charts and 8 chart files) in ")
+    page = out.read_text("utf-8")
+    # Seeds: trainkernel vs inductor (train_step, two GPUs); rms_norm (seed 000, A100) and
+    # relu_squared (seed 001, H100) have one implementation each, so no pair.
+    assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-relu_squared",
+                            "latency-rms_norm", "latency-train_step"]
+    # A100 cell: inductor / trainkernel medians (seed 003): tiny-online 22.85/15.28 = 1.4954,
+    # online 24.24/20.32 = 1.1929, small 22.92/66.04 = 0.34706, medium 42.19/255.32 = 0.16524;
+    # geometric mean (0.10230)^(1/4) = 0.5656. No p20/p80 in trainkernel's tables.
+    assert ">0.57×</text>" in page
+    assert ">4 without spread</text>" in page
+    # Self-contained: no script, no external resource (only XML namespace URIs remain).
+    assert "<script" not in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "Content-Security-Policy" in page
+    # The audit table: 3 of the 8 trainkernel ratios disagree (tests/query/test_views_audit.py).
+    assert "3 of 8 published numbers disagree" in page
+    pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert pngs == ["latency-relu_squared.png", "latency-rms_norm.png",
+                    "latency-train_step.png", "speedup-trainkernel-vs-inductor-step.png"]
+    assert (tmp_path / "png" / pngs[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "svg" / "latency-rms_norm.svg").read_text("utf-8").count("<svg") == 1
+
+
+@pytest.mark.slow
+def test_report_restricted(seeded: Path, tmp_path: Path):
+    out = tmp_path / "report.html"
+    done = kidata("report", "-o", out, "--kernel", "train_step", "--gpu", "h100-sxm5-80gb",
+                  warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-train_step"]
+    assert "a100-sxm4-80gb</text>" not in page
+    assert "kernels: train_step; GPUs: h100-sxm5-80gb" in page
+    # Seed 003's train_step runs have no timestamp: a time window leaves nothing to draw.
+    done = kidata("report", "-o", out, "--kernel", "train_step", "--since", "2026-01-01",
+                  warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    assert charts(out.read_text("utf-8")) == []
+
+
+@pytest.mark.slow
+def test_report_warns_of_a_name_no_run_has(seeded: Path, tmp_path: Path):
+    done = kidata("report", "-o", tmp_path / "r.html", "--kernel", "rms_nrom", warehouse=seeded)
+    assert done.returncode == 0
+    assert ("warning: no run has kernel 'rms_nrom' (known: relu_squared, rms_norm, train_step)"
+            in done.stderr)
+
+
+@pytest.mark.slow
+def test_report_refuses_a_bad_date(seeded: Path, tmp_path: Path):
+    done = kidata("report", "-o", tmp_path / "r.html", "--since", "last tuesday",
+                  warehouse=seeded)
+    assert done.returncode == 2
+    assert "'last tuesday' is not a date or time" in done.stderr
+
+
+@pytest.mark.shared
+def test_workload_sizes_sort_as_numbers(liger: Warehouse):
+    rows = liger.sql("SELECT workload, parameter, size, neighbours FROM workload_sizes "
+                     "WHERE kernel = 'cross_entropy' ORDER BY size").fetchall()
+    # Liger's cross_entropy rows sweep V (x_name) at B = 8, T = 2048: six sizes, each the
+    # neighbour of the five others. As text the slugs would sort vocab131072 first.
+    assert [r[0] for r in rows] == [f"vocab{v}-batch8-seq2048"
+                                    for v in (4096, 8192, 16384, 32768, 65536, 131072)]
+    assert {(r[1], r[3]) for r in rows} == {("V", 5)}
+    assert [r[2] for r in rows] == [4096.0, 8192.0, 16384.0, 32768.0, 65536.0, 131072.0]
+    # rope sweeps H at seq_len 2048 (3 sizes) and T at hidden_size 8192 (5 sizes): the two
+    # sweeps have different parameter names, so they stay apart.
+    rope = liger.sql("SELECT parameter, count(*), min(size), max(size) FROM workload_sizes "
+                     "WHERE kernel = 'rope' GROUP BY parameter ORDER BY parameter").fetchall()
+    assert rope == [("H", 3, 512.0, 8192.0), ("T", 5, 1024.0, 16384.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_report_on_liger(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "liger.html"
+    done = kidata("report", "-o", out, "--kernel", "fused_linear_cross_entropy",
+                  "--kernel", "rms_norm", warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    assert charts(page) == ["speedup-liger-vs-reference-forward",
+                            "speedup-liger-vs-reference-backward",
+                            "speedup-liger-vs-reference-full",
+                            "latency-fused_linear_cross_entropy", "latency-rms_norm", "history",
+                            "efficiency"]
+    # The 2024-09-03 file (Liger 0.2.1) and the current one (0.4.2) give
+    # fused_linear_cross_entropy two results per series: each point names its version, as
+    # the Liger release it is (the CSV's liger_version column, on huggingface rows too), and
+    # its change. huggingface forward, A100, BT = 16384: 76.0440673828125 ms (old file) ->
+    # 76.39142608642578 ms (current file): +0.457%, shown +0.5%.
+    assert ">liger 0.2.1</text>" in page and ">liger 0.4.2 (+0.5%)</text>" in page
+    assert ">0.4.2</text>" not in page
+    # Every step the regressions view lists (the rule is the view's: 3 steps, all 0.2.1 ->
+    # 0.4.2, under this branch's p20/p80 rule) is in the table and marked on its series.
+    listed = liger.sql("SELECT count(*) FROM regressions WHERE kernel IN "
+                       "('fused_linear_cross_entropy', 'rms_norm')").fetchall()[0][0]
+    if listed:
+        assert f"<h3>Regressions ({listed})</h3>" in page
+    else:
+        assert "No regressions beyond noise and 5%." in page
+    assert page.count(">regression · liger 0.4.2") == listed
+
+
+@pytest.mark.shared
+def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path):
+    from kidata.query.present import data
+
+    points = data.latency_points(liger, data.Filters(kernels=["embedding"]))
+    # Liger's embedding sweeps V (1024 ... 131072, 8 values) at two settings of the other
+    # parameters (workload names vocab{V}-batch8-seq2048-dim4096 and
+    # vocab{V}-batch32-seq512-dim768): a line per setting, each with the 8 sizes once.
+    # Joined into one line, each size would come twice and the line zig-zag.
+    settings = {"B=8, D=4096, T=2048", "B=32, D=768, T=512"}
+    assert set(points["others"].unique()) == settings
+    for (_, _, _, others), line in points.group_by(
+            ["implementation", "pass", "gpu", "others"]):
+        assert line["size"].to_list() == [2.0**k for k in range(10, 18)], others
+    done = kidata("report", "-o", tmp_path / "e.html", "-k", "embedding", "-g",
+                  "a100-sxm4-80gb", warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "e.html").read_text("utf-8")
+    # Colour names the implementation, the dash style the setting: each once per panel
+    # legend (forward and full on the A100).
+    assert page.count(">B=8, D=4096, T=2048</text>") == 2
+    assert page.count(">B=32, D=768, T=512</text>") == 2
+
+
+@pytest.mark.shared
+def test_lines_beyond_the_cap_are_listed(liger: Warehouse, tmp_path: Path):
+    # fused_neighborhood_attention sweeps dilation (1, 2) at 7 values of seq_len
+    # (64 ... 4096): 4 settings are drawn and the other 3 listed as left out.
+    done = kidata("report", "-o", tmp_path / "n.html", "-k", "fused_neighborhood_attention",
+                  "-g", "rtx-3090", "-i", "liger", warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    left = [line for line in done.stderr.splitlines() if "dilation sweep" in line]
+    assert len(left) == 3  # backward, forward, full on the RTX 3090
+    assert all(line.count("seq_len=") == 3 for line in left)
+
+
+@pytest.mark.shared
+def test_heatmaps_keep_passes_apart_against_the_reference(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "h.html"
+    done = kidata("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
+                  warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    # rms_norm's reference is huggingface (roles.toml: the first of torch, huggingface, ...
+    # that was measured): one heatmap per pass, "liger vs reference".
+    assert [c for c in charts(page) if c.startswith("speedup")] == [
+        "speedup-liger-vs-reference-forward", "speedup-liger-vs-reference-backward",
+        "speedup-liger-vs-reference-full"]
+    assert ">rms_norm (vs huggingface)</text>" in page
+    # all_benchmark_data.csv, rms_norm on the A100, H = 1024 ... 32768 (M = 2048), medians
+    # huggingface / liger in ms, forward: 0.078208/0.0136, 0.13632/0.02, 0.279904/0.031072,
+    # 0.51904/0.051744, 0.985632/0.095264, 1.919072/0.18224 = 5.751, 6.816, 9.008, 10.031,
+    # 10.346, 10.530: geometric mean 8.532. Backward (0.195776/0.093728 ... 5.01472/1.056288)
+    # 5.122; full (0.317696/0.286016 ... 6.910432/1.231648) 3.562. Pooled over the three
+    # passes, as the heatmap did before, it was 5.380.
+    for value in ("8.53", "5.12", "3.56"):
+        assert f">{value}×</text>" in page
+        assert f">{value}× · 1 kernel</text>" in page  # the kernel-weighted row
+    assert "5.38×" not in page
+    # Every liger p80 is below huggingface's p20 (e.g. H = 1024 forward: 0.016032 < 0.07776).
+    assert page.count(">6▲ of 6</text>") == 6
+
+
+@pytest.mark.shared
+def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path):
+    from kidata.query.present import charts as charts_mod
+    from kidata.query.present import data
+
+    # The last row weighs each kernel the same, as speedup_summary's geomean_speedup does.
+    frame = data.speedups(liger, data.Filters())
+    made, _ = charts_mod.heatmaps(frame, [])
+    forward = next(c for c in made if c.name == "speedup-liger-vs-reference-forward")
+    svg = forward.svg()
+    for chart in made:
+        chart.figure.clear()
+    rows = liger.sql("SELECT geomean_speedup, kernels FROM speedup_summary WHERE candidate = "
+                     "'liger' AND baseline = 'role:reference' AND pass = 'forward'").fetchall()
+    assert rows
+    for geomean, kernels in rows:
+        assert f">{geomean:.2f}× · {kernels} kernel{'s' if kernels > 1 else ''}</text>" in svg
+
+
+@pytest.mark.shared
+def test_efficiency_marks_overhead_bound_points(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "e.html"
+    done = kidata("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
+                  warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    # rms_norm forward at H = 1024, M = 2048, bf16 moves x and y (2 x 2048 x 1024 x 2 bytes)
+    # and the weight (1024 x 2): 8,390,656 bytes, 4.1 µs at the A100's 2,039 GB/s: under the
+    # view's 5 µs, so overhead-bound, drawn hollow and named in the legend.
+    assert ">hollow: overhead-bound</text>" in out.read_text("utf-8")
+
+
+@pytest.mark.shared
+def test_compute_roofline_chart_of_swiglu(liger: Warehouse, tmp_path: Path):
+    out = tmp_path / "c.html"
+    svg = tmp_path / "svg"
+    done = kidata("report", "-o", out, "-k", "swiglu", "-g", "a100-sxm4-80gb", "--svg", svg,
+                  warehouse=liger.path)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    assert "roofline" in charts(page)
+    drawn = (svg / "roofline.svg").read_text("utf-8")
+    # The A100's dense BF16 peak (gpus.toml: 312 TFLOP/s) is the roof. Liger's swiglu forward
+    # at T = 1024 (B 4, hidden 4096, intermediate 11008, 5.06441593170166 ms in the CSV) does
+    # 6 x 4 x 1024 x 4096 x 11008 = 1.108e12 FLOPs: 218.8 TFLOP/s, under the roof.
+    assert "dense 16-bit peak 312 TFLOP/s" in drawn
+    from kidata.query.present import data
+
+    points = data.roofline(liger, data.Filters(kernels=["swiglu"], gpus=["a100-sxm4-80gb"]))
+    hit = points.filter((points["flops"] == 1_108_101_562_368)
+                        & (points["implementation"] == "liger") & (points["pass"] == "forward"))
+    assert any(abs(v - 218.801) < 0.001 for v in hit["achieved_tflops"])
+
+
+def test_report_without_matplotlib_says_what_to_install(cli, monkeypatch, tmp_path: Path):
+    assert cli("load", SEEDS).code == 0
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    result = cli("report", "-o", tmp_path / "r.html")
+    assert result.code == 2
+    assert result.err == "Error: kidata report needs matplotlib: pip install 'kidata[report]'\n"
+    assert not (tmp_path / "r.html").exists()

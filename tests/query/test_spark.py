@@ -1,0 +1,351 @@
+"""The views run unchanged in Spark SQL over the same Parquet files, with DuckDB's answers.
+
+One local Spark session serves the module. The seeds are loaded with kidata, the warehouse is
+registered in Spark with ``kidata.query.spark.register``, and every table and every
+``sql/*.sql`` view that exists when the tests run is compared with DuckDB's result row for row.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import sys
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+import kidata.query.spark
+from kidata import Warehouse
+from kidata.errors import KidataError, WarehouseError
+from kidata.query.spark import SparkViewError, register
+from kidata.query.views import load_views, sql_dir
+from kidata.store.schema import TABLES
+
+SEEDS = Path(__file__).parents[1] / "data" / "seeds"
+VIEWS = list(load_views())
+
+pytestmark = [
+    # The slow lane (a Spark session); `pytest -m "not slow"` skips it.
+    pytest.mark.slow,
+    # PySpark warns when the pandas it finds is newer than it knows; kidata does not use it.
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Spark binds to loopback only (it would otherwise pick the first network interface).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("kidata-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Re-planning between stages only costs time on data this small.
+        .config("spark.sql.adaptive.enabled", "false")
+        # Short-lived JVM on tiny data: the quick JIT only (halves the CPU time) and one GC
+        # thread.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("FATAL")  # errors reach the tests as exceptions
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Warehouse:
+    wh = Warehouse(tmp_path_factory.mktemp("spark") / "wh seeds")  # Spark reads the space
+    report = wh.load([str(SEEDS)])
+    assert report.ok, report.rejects
+    return wh
+
+
+@pytest.fixture(scope="module")
+def registered(spark, seeded):
+    """Register the seeded warehouse; the names registered and Spark's failures, if any."""
+    try:
+        return register(spark, seeded.path), {}
+    except SparkViewError as exc:
+        return exc.registered, exc.failures
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+def _spark_rows(spark, name: str) -> tuple[list[str], list[tuple]]:
+    frame = spark.table(name)
+    # collect() turns a Spark TIMESTAMP into a naive datetime in the Python process's local
+    # zone; make it the same aware UTC datetime DuckDB returns.
+    instant = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)}
+    rows = []
+    for row in frame.collect():
+        rows.append(tuple(v.astimezone(UTC) if k in instant and v is not None else v
+                          for k, v in row.asDict().items()))
+    return frame.columns, rows
+
+
+def _duck_rows(wh: Warehouse, name: str) -> tuple[list[str], list[tuple]]:
+    rel = wh.relation(name)
+    return rel.columns, [tuple(v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo
+                               else v for v in row) for row in rel.fetchall()]
+
+
+def _reads(view: str) -> set[str]:
+    """Every table or view name a view's SQL mentions, through the views it reads."""
+    found = load_views()[view]
+    names = {n for n in [*TABLES, *VIEWS] if re.search(rf"\b{n}\b", found.body)} - {view}
+    return names.union(*(_reads(d) for d in found.depends))
+
+
+def _plain(value):
+    """One comparable value: numbers as float, everything else as it is."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float | Decimal):
+        return float(value)
+    return value
+
+
+def _sort_key(row: tuple) -> tuple:
+    # Floats rounded so that last-bit differences between the engines do not reorder rows.
+    return tuple((v is None, type(v).__name__,
+                  float(f"{v:.9g}") if isinstance(v, float) else str(v))
+                 for v in map(_plain, row))
+
+
+def _same(a, b) -> bool:
+    a, b = _plain(a), _plain(b)
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b and type(a) is type(b)
+
+
+# -- every table and view: Spark == DuckDB -------------------------------------------------------
+
+@pytest.mark.parametrize("name", [*TABLES, *VIEWS])
+def test_spark_matches_duckdb(spark, seeded, registered, name):
+    names, failures = registered
+    if name in failures:
+        pytest.fail(f"{name} does not run in Spark: {failures[name]}")
+    assert name in names
+    _assert_same_rows(spark, seeded, name)
+
+
+def _assert_same_rows(session, wh: Warehouse, name: str) -> int:
+    """Spark's ``name`` equals DuckDB's row for row (in any order); returns the row count."""
+    duck_columns, duck = _duck_rows(wh, name)
+    spark_columns, rows = _spark_rows(session, name)
+    assert spark_columns == duck_columns
+    assert len(rows) == len(duck), f"{name}: Spark {len(rows)} rows, DuckDB {len(duck)}"
+    for s_row, d_row in zip(sorted(rows, key=_sort_key), sorted(duck, key=_sort_key),
+                            strict=True):
+        diffs = [(c, s, d) for c, s, d in zip(duck_columns, s_row, d_row, strict=True)
+                 if not _same(s, d)]
+        assert not diffs, f"{name}: (column, Spark, DuckDB) differ: {diffs} in row {d_row}"
+    return len(rows)
+
+
+def test_comparison_sees_data(spark, registered):
+    # Guard against the comparison passing on empty tables: the seeds hold 26 runs
+    # (000 and 001: one Liger run each; 003: 8 held-out rows x 2 implementations + 8 H100
+    # calibration schedules = 24).
+    assert spark.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26
+    assert [n for n in VIEWS if n not in registered[0]] == list(registered[1])
+
+
+# -- values worked out by hand from the seeds, read from Spark directly --------------------------
+
+def test_speedups_by_hand(spark, registered):
+    rows = spark.sql(
+        "SELECT gpu, workload, latency_ratio, speedup FROM speedups "
+        "WHERE candidate = 'trainkernel' AND baseline = 'inductor'").collect()
+    # Seed 003 has 8 held-out rows (A100 and H100 x tiny-online, online, small, medium), each
+    # one trainkernel and one inductor run: 8 pairs in this direction.
+    assert len(rows) == 8
+    a100_tiny = {(r.gpu, r.workload): r for r in rows}[("a100-sxm4-80gb", "tiny-online")]
+    # A100 tiny-online: trainkernel_us 15.28, inductor_us 22.85.
+    assert a100_tiny.latency_ratio == pytest.approx(15.28 / 22.85, rel=1e-12)
+    assert a100_tiny.speedup == pytest.approx(22.85 / 15.28, rel=1e-12)
+
+
+def test_speedup_summary_by_hand(spark, registered):
+    row = spark.sql(
+        "SELECT workloads, geomean_speedup, wins, losses FROM speedup_summary "
+        "WHERE candidate = 'trainkernel' AND baseline = 'inductor' "
+        "AND candidate_variant IS NULL AND gpu = 'h100-sxm5-80gb'").collect()
+    assert len(row) == 1
+    # H100 speedups (inductor_us / trainkernel_us): tiny-online 15.58/12.80, online 21.76/13.41
+    # (wins); small 18.84/53.86, medium 30.58/191.09 (losses).
+    product = (15.58 / 12.80) * (21.76 / 13.41) * (18.84 / 53.86) * (30.58 / 191.09)
+    assert row[0].workloads == 4
+    assert row[0].geomean_speedup == pytest.approx(product ** 0.25, rel=1e-9)
+    assert (row[0].wins, row[0].losses) == (2, 2)
+
+
+def test_latencies_by_hand_with_utc_timestamp(spark, registered):
+    row = spark.sql(
+        "SELECT median_us, p20_us, p80_us, observed_at, "
+        "date_format(observed_at, 'yyyy-MM-dd HH:mm:ss') AS shown FROM latencies "
+        "WHERE kernel = 'rms_norm' AND pass = 'forward' AND implementation = 'liger'").collect()
+    assert len(row) == 1
+    # Seed 000: median 31072 ns, p20 30048 ns, p80 31968 ns; observedAt 2024-09-03T15:39:30Z.
+    assert (row[0].median_us, row[0].p20_us, row[0].p80_us) == pytest.approx(
+        (31.072, 30.048, 31.968), rel=1e-12)
+    assert row[0].observed_at.astimezone(UTC) == datetime(2024, 9, 3, 15, 39, 30, tzinfo=UTC)
+    assert row[0].shown == "2024-09-03 15:39:30"
+
+
+# -- warehouses of other shapes --------------------------------------------------------------------
+
+def test_empty_warehouse_gives_typed_empty_tables(spark, tmp_path):
+    session = spark.newSession()  # own temp views, same JVM
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "runs").mkdir()  # an empty table folder, and the other tables have none
+    names = register(session, empty)
+    assert names == [*TABLES, *VIEWS]
+    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 0
+    observed = session.table("runs").schema["observed_at"].dataType
+    assert isinstance(observed, T.TimestampType)
+    assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == 0
+    # Reference tables are served from kidata's packaged data, as DuckDB does.
+    duck = Warehouse(empty).create()  # kidata reads only a folder made a warehouse
+    for table in ("gpus",):
+        if table in TABLES:
+            assert session.table(table).count() == duck.sql(
+                f"SELECT COUNT(*) FROM {table}").fetchall()[0][0] > 0
+
+
+def test_files_of_another_version_union_by_name(spark, seeded, tmp_path):
+    session = spark.newSession()
+    # Glob characters in the path: Spark must read it literally.
+    wh = tmp_path / "wh [v]{1}*"
+    shutil.copytree(seeded.path, wh, ignore=shutil.ignore_patterns("_kidata"))
+    # An "older" runs file without the version column and a "newer" one with an extra column.
+    runs = pq.read_table(next((wh / "runs").glob("*.parquet")))
+    one = runs.filter(pc.equal(runs["implementation"], "liger")).slice(0, 1)
+    older = one.drop_columns(["version"]).set_column(
+        0, "run_id", [["older-run"]])
+    pq.write_table(older, wh / "runs" / "part-older.parquet")
+    newer = one.set_column(0, "run_id", [["newer-run"]]).append_column(
+        "added_later", [["x"]])
+    pq.write_table(newer, wh / "runs" / "part-newer.parquet")
+    # Not a table file: Spark and DuckDB both skip it.
+    (wh / "runs" / "notes.txt").write_text("not parquet\n")
+
+    register(session, wh)
+    got = {r.run_id: r for r in session.sql(
+        "SELECT run_id, version, added_later FROM runs "
+        "WHERE run_id IN ('older-run', 'newer-run')").collect()}
+    assert got["older-run"].version is None
+    assert got["newer-run"].version == "0.2.1" and got["newer-run"].added_later == "x"
+    # 26 seed runs + the two added.
+    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 28
+
+
+def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, capsys):
+    """The plain-PySpark recipe in docs/spark.md (no kidata code) registers every view."""
+    doc = (Path(__file__).parents[2] / "docs" / "spark.md").read_text("utf-8")
+    marker = "<!-- tested: tests/query/test_spark.py runs this block -->\n```python\n"
+    assert marker in doc
+    block = doc.split(marker, 1)[1].split("```", 1)[0]
+    session = spark.newSession()
+    scope = {"spark": session, "warehouse": str(seeded.path), "sql_dir": sql_dir()}
+    exec(compile(block, "docs/spark.md", "exec"), scope)
+    assert scope["tables"] == list(TABLES), (
+        f"the table list in docs/spark.md must be schema.TABLES, i.e. {list(TABLES)}")
+    assert "trainkernel" in capsys.readouterr().out  # the block's closing .show()
+    # Without kidata, a table with no files has no schema: the views reading it (directly or
+    # through another view) are left out, and only those.
+    empty = {t for t in TABLES if not any((seeded.path / t).glob("*.parquet"))}
+    assert set(scope["errors"]) == {v for v in VIEWS if _reads(v) & empty}
+    present = {t.name for t in session.catalog.listTables() if t.isTemporary}
+    assert set(VIEWS) - set(scope["errors"]) <= present
+    # Same answer as through kidata.query.spark.register: 16 speedup rows = 8 pairs x 2 directions.
+    assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == spark.sql(
+        "SELECT COUNT(*) FROM speedups").collect()[0][0]
+
+
+def test_missing_warehouse_is_an_error(spark, tmp_path):
+    with pytest.raises(WarehouseError, match="no warehouse folder at .*nowhere"):
+        register(spark.newSession(), tmp_path / "nowhere")
+    # A URI is not listed by kidata; Spark finding no table folder under it is the same error.
+    with pytest.raises(WarehouseError, match=r"no kidata table folders .* under file:///"):
+        register(spark.newSession(), (tmp_path / "nowhere").as_uri())
+
+
+def test_without_pyspark_the_error_says_how_to_install(monkeypatch, tmp_path):
+    # None in sys.modules makes `import pyspark...` raise ImportError.
+    for mod in [m for m in sys.modules if m == "pyspark" or m.startswith("pyspark.")]:
+        monkeypatch.setitem(sys.modules, mod, None)
+    with pytest.raises(KidataError, match=r"pip install 'kidata\[spark\]'"):
+        kidata.query.spark.register(object(), tmp_path)
+
+
+def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
+    """A warehouse whose load was written by kidata 0.1 (no latest_runs rows): Spark derives
+    them with the commit's SQL and gives DuckDB's answers on the current warehouse."""
+    from test_latest_runs import as_written_by_0_1
+
+    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
+        "_kidata")))
+    as_written_by_0_1(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
+    assert not any((old / "latest_runs").iterdir())
+    session = spark.newSession()
+    register(session, old)
+    for name in ("latest_runs", "speedups"):
+        assert _assert_same_rows(session, seeded, name) > 0
+
+
+def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
+    """A load killed after renaming its runs but before its commit marker: a plain reader of
+    the Parquet files sees its runs; kidata's snapshot rule hides them in Spark as in DuckDB."""
+    import signal
+    import subprocess
+
+    wh = tmp_path / "half"
+    seeds = sorted(SEEDS.glob("00[01]_*.txt"))
+    assert Warehouse(wh).load([str(p) for p in seeds]).ok  # seeds 000 and 001: 2 runs
+    killed = subprocess.run(
+        [sys.executable, "-m", "kidata", "-w", str(wh), "load", str(next(SEEDS.glob("003_*")))],
+        env={**os.environ, "KIDATA_FAULT": "after-move:runs", "KIDATA_FAULT_ACTION": "kill"},
+        capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    # On disk: seed 003's 24 runs are in place beside the first load's 2, its marker is not.
+    assert pq.read_table(wh / "runs").num_rows == 2 + 24
+    assert len(list((wh / "loads").glob("*.parquet"))) == 1
+    session = spark.newSession()
+    register(session, wh)
+    duck = Warehouse(wh)
+    assert session.sql("SELECT count(*) FROM runs").collect()[0][0] == 2  # before: 26
+    for name in ("runs", "measurements", "workloads", "latest_runs", "latencies"):
+        _assert_same_rows(session, duck, name)
+
+
+def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
+    """A warehouse whose loads were written by kidata 0.2.2 (latest_runs rows without the
+    evidence columns added in 0.2.3): Spark derives their rows, evidence included, and gives
+    DuckDB's answers on the current warehouse."""
+    from test_latest_runs import as_written_by_0_2_2
+
+    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
+        "_kidata")))
+    as_written_by_0_2_2(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
+    session = spark.newSession()
+    register(session, old)
+    for name in ("latest_runs", "latest_latencies", "speedups"):
+        assert _assert_same_rows(session, seeded, name) > 0

@@ -1,0 +1,181 @@
+"""The package's shape, checked from its source (no import, so this is fast and cannot be
+fooled by import order): no import cycles between kidata's modules, no module reaching into
+another's private members, and every path under a warehouse named in kidata/store/layout.py.
+
+Each rule is a list of offenders that must be empty; the failure message names file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "kidata"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(name: str) -> str | None:
+    """The kidata module an import of ``name`` runs (a package's ``__init__`` for a name that
+    is not a module of its own)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str) -> list[tuple[str, int]]:
+    """Every kidata module ``module`` imports, at any depth of its code (a deferred import
+    inside a function is still a dependency; one under ``if TYPE_CHECKING`` is not), with the
+    line."""
+    out = []
+    tree = ast.parse(MODULES[module].read_text())
+    typing_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and ast.unparse(node.test) == "TYPE_CHECKING"
+                   for inner in ast.walk(node)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue  # annotations only: never run
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "kidata":
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                target = full if full in MODULES else _target(node.module)
+                out.append((target, node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(_target(a.name), node.lineno) for a in node.names
+                    if a.name.split(".")[0] == "kidata"]
+    return [(t, line) for t, line in out if t and t != module]
+
+
+def _cycles() -> list[list[str]]:
+    graph = {m: sorted({t for t, _ in _imports(m)}) for m in MODULES}
+    cycles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in graph[node]:
+            if state.get(nxt) == "open":
+                cycles.append(path[path.index(nxt):] + [node, nxt] if nxt in path
+                              else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    return cycles
+
+
+# The one circle left (issue 16, docs/architecture.md "What is left"): the readers package's
+# __init__ holds both the shared primitives (Item, Lines, limits) its format modules import and
+# the dispatch (read_file, formats, Lines.items) that imports them back, lazily. Splitting it
+# into primitives and dispatch removes it; until then cycles that run only through the readers
+# package (and mapping, which reads through readers.tabular) are tolerated, nothing else.
+def _within_readers(cycle: list[str]) -> bool:
+    return all(m.startswith("kidata.ingest.readers") or m == "kidata.ingest.mapping"
+               for m in cycle)
+
+
+def test_no_import_cycles_between_kidata_modules():
+    # ``from kidata import __version__`` reads the package __init__, which imports nothing of
+    # its own at import time (Warehouse is resolved lazily): not a cycle.
+    assert [c for c in _cycles() if not _within_readers(c)] == []
+
+
+def test_the_cycle_finder_finds_a_cycle(monkeypatch):
+    """The rule above can fail: a made-up edge views -> warehouse closes a circle through
+    warehouse -> views."""
+    real = _imports
+
+    def with_back_edge(module: str):
+        extra = [("kidata.warehouse", 1)] if module == "kidata.query.views" else []
+        return real(module) + extra
+
+    monkeypatch.setitem(globals(), "_imports", with_back_edge)
+    assert any({"kidata.query.views", "kidata.warehouse"} <= set(c) for c in _cycles())
+
+
+def _private_names() -> set[str]:
+    """Names kidata itself defines with a leading underscore (functions, classes, methods,
+    attributes set on ``self``, module constants): another module using one of them reaches
+    into a private member. Third-party private names are not this test's business."""
+    names = set()
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def private_uses(path: Path, private: set[str]) -> list[str]:
+    """``from kidata.x import _y``, and ``something._y`` on anything but ``self``/``cls``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kidata"):
+            found += [f"{path.name}:{node.lineno} imports {node.module}.{a.name}"
+                      for a in node.names if a.name.startswith("_")
+                      and not a.name.startswith("__")]
+        elif isinstance(node, ast.Attribute) and node.attr in private and not (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"{path.name}:{node.lineno} uses {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_members():
+    private = _private_names()
+    offenders = [use for path in sorted(MODULES.values()) for use in private_uses(path, private)]
+    assert offenders == []
+
+
+def test_the_private_rule_catches_both_forms(tmp_path):
+    """Both forms the rule looks for are caught (so an empty list above means something)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from kidata.ingest.readers.kernelindex import _hidden\n"
+                   "def f(wh):\n    return wh._recover()\n")
+    assert private_uses(bad, {"_recover"}) == [
+        "bad.py:1 imports kidata.ingest.readers.kernelindex._hidden",
+        "bad.py:3 uses wh._recover"]
+
+
+# The on-disk names kidata/store/layout.py owns; a string literal holding one anywhere else
+# means a module builds a warehouse path itself.
+LAYOUT_LITERALS = ("_kidata", "journal", "staging", "owner.lock", "part-", ".new-")
+
+
+def test_every_warehouse_path_is_named_in_the_layout_module():
+    offenders = []
+    for module, path in sorted(MODULES.items()):
+        if module == "kidata.store.layout":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef)
+                      and n.body and isinstance(n.body[0], ast.Expr)
+                      and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docstrings:
+                for literal in LAYOUT_LITERALS:
+                    if node.value == literal or node.value.startswith(f"{literal}/") \
+                            or (literal.endswith("-") and node.value.startswith(literal)):
+                        offenders.append(f"{path.name}:{node.lineno} {node.value!r}")
+    assert offenders == []
