@@ -276,7 +276,7 @@ def test_speedups_match_ranking_every_run_for_any_split(case):
 
 
 
-VIEWS_DATA = Path(__file__).parent / "data" / "views"
+VIEWS_DATA = Path(__file__).parent.parent / "data" / "views"
 
 
 def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(tmp_path):
