@@ -177,30 +177,36 @@ def _walk(top: str, seen: set[tuple[int, int]], skipped: list[str],
           unreadable: list[RecordError]) -> Iterator[str]:
     """The regular files under folder ``top``, as os.walk orders them (a folder's files by
     name, then its subfolders by name), hidden names left out; each real folder once."""
-    try:
-        st = os.stat(top)
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            skipped.append(f"skipped {top}: a symlink loop (or a second link) to a folder "
-                           "already read")
-            return
-        seen.add(key)
-        with os.scandir(top) as listing:
-            entries = sorted((e.name, e.path, _is_dir(e)) for e in listing
-                             if not e.name.startswith("."))
-    except OSError as exc:
-        unreadable.append(RecordError(top, "folder", None,
-                                      f"cannot list the folder: {exc.strerror or exc}; its "
-                                      "files are not read"))
-        return
     folders = []
-    for _, path, is_dir in entries:
+    for path, is_dir in _listing(top, seen, skipped, unreadable):
         if is_dir:  # a symlink to a folder too: a loop is caught by `seen`
             folders.append(path)
         else:
             yield from _regular([path], skipped)
     for path in folders:
         yield from _walk(path, seen, skipped, unreadable)
+
+
+def _listing(top: str, seen: set[tuple[int, int]], skipped: list[str],
+             unreadable: list[RecordError]) -> list[tuple[str, bool]]:
+    """``(path, is_folder)`` of folder ``top``'s entries by name, hidden names left out; empty
+    when ``top`` was listed before (a symlink loop: said in ``skipped``) or cannot be listed
+    (a :class:`RecordError` in ``unreadable``)."""
+    try:
+        st = os.stat(top)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            skipped.append(f"skipped {top}: a symlink loop (or a second link) to a folder "
+                           "already read")
+            return []
+        seen.add(key)
+        with os.scandir(top) as listing:
+            return sorted((e.path, _is_dir(e)) for e in listing if not e.name.startswith("."))
+    except OSError as exc:
+        unreadable.append(RecordError(top, "folder", None,
+                                      f"cannot list the folder: {exc.strerror or exc}; its "
+                                      "files are not read"))
+        return []
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
@@ -236,23 +242,7 @@ def _walk_all(top: str, seen: set[tuple[int, int]], skipped: list[str],
               unreadable: list[RecordError]) -> Iterator[str]:
     """Every path under ``top`` (folders and files, hidden names left out); each real folder
     once."""
-    try:
-        st = os.stat(top)
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            skipped.append(f"skipped {top}: a symlink loop (or a second link) to a folder "
-                           "already read")
-            return
-        seen.add(key)
-        with os.scandir(top) as listing:
-            entries = sorted((e.path, _is_dir(e)) for e in listing
-                             if not e.name.startswith("."))
-    except OSError as exc:
-        unreadable.append(RecordError(top, "folder", None,
-                                      f"cannot list the folder: {exc.strerror or exc}; its "
-                                      "files are not read"))
-        return
-    for path, is_dir in entries:
+    for path, is_dir in _listing(top, seen, skipped, unreadable):
         yield path
         if is_dir:
             yield from _walk_all(path, seen, skipped, unreadable)
