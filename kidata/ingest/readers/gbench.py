@@ -28,7 +28,7 @@ from kidata.ingest.catalog import slugify
 from kidata.ingest.dtypes import normalise_dtype
 from kidata.ingest.readers import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured, typed
-from kidata.ingest.readers.tabular import raw_json, read_json
+from kidata.ingest.readers.tabular import raw_json, read_benchmarks_json, read_json
 
 HARNESS = Harness(
     source="google-benchmark", name="google/benchmark", timer="steady_clock",
@@ -86,13 +86,9 @@ def parse_name(name: str) -> tuple[str, str | None, dict[str, Any], list[str]]:
 
 def read(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
          ) -> Iterator[Item | RecordError]:
-    data = read_json(stream, file)
+    data = read_benchmarks_json(stream, file, "a google-benchmark")
     if isinstance(data, RecordError):
         yield data
-        return
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        yield RecordError(file, "document", "benchmarks",
-                          "expected a google-benchmark JSON object with a 'benchmarks' list")
         return
     context = data.get("context") if isinstance(data.get("context"), dict) else {}
     groups: dict[str, list[tuple[int, dict]]] = defaultdict(list)

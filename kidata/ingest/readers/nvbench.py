@@ -23,7 +23,7 @@ from kidata.errors import RecordError
 from kidata.ingest.dtypes import normalise_dtype
 from kidata.ingest.readers import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured, typed
-from kidata.ingest.readers.tabular import csv_rows, raw_json, read_json
+from kidata.ingest.readers.tabular import csv_rows, raw_json, read_benchmarks_json
 
 HARNESS = Harness(
     source="nvbench", name="NVIDIA nvbench", repository="https://github.com/NVIDIA/nvbench",
@@ -66,13 +66,9 @@ def _axis_value(axis: dict) -> Any:
 
 def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
                      ) -> Iterator[Item | RecordError]:
-    data = read_json(stream, file)
+    data = read_benchmarks_json(stream, file, "an nvbench")
     if isinstance(data, RecordError):
         yield data
-        return
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        yield RecordError(file, "document", "benchmarks",
-                          "expected an nvbench JSON object with a 'benchmarks' list")
         return
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
     argv = meta.get("argv") if isinstance(meta.get("argv"), list) else []

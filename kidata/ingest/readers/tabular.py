@@ -47,6 +47,18 @@ def read_json(stream: IO[bytes], file: str, prefix: str = "") -> Any:
         return RecordError(file, "document", None, f"invalid JSON: {exc}")
 
 
+def read_benchmarks_json(stream: IO[bytes], file: str, what: str) -> Any:
+    """The file as a JSON object holding a ``benchmarks`` list (google-benchmark's and
+    nvbench's shape), or a :class:`RecordError` naming ``what`` was expected."""
+    data = read_json(stream, file)
+    if isinstance(data, RecordError):
+        return data
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        return RecordError(file, "document", "benchmarks",
+                           f"expected {what} JSON object with a 'benchmarks' list")
+    return data
+
+
 def csv_rows(stream: IO[bytes], file: str
              ) -> Iterator[tuple[str, list[str], list[str], str | None] | RecordError]:
     """``(position, header, values, raw)`` per data row (``row N``: N counts data rows; blank
