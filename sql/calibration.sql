@@ -22,7 +22,8 @@
 --   fastest_us: the smallest median in the group (µs).
 --   run_id: the run used for this variant.
 --   gpu_family: the GPU's family (gpus.family).
--- notes: The selected schedule is the variant whose name starts with 'selected' (case-insensitive),
+-- notes: Only variants whose latest run has a median are ranked (medians are compared). The
+--   selected schedule is the variant whose name starts with 'selected' (case-insensitive),
 --   as trainkernel marks it ('selected WMMA'); a group needs exactly one such variant for the
 --   relative columns. Only passed runs count; when a variant has several runs, its latest is used
 --   (latest_latencies: greatest observed_at, runs without a timestamp last, then the greatest
@@ -33,7 +34,7 @@ WITH latest AS (
         l.*,
         CASE WHEN LOWER(l.variant) LIKE 'selected%' THEN TRUE ELSE FALSE END AS is_selected
     FROM latest_latencies l
-    WHERE l.variant IS NOT NULL
+    WHERE l.variant IS NOT NULL AND l.median_us IS NOT NULL
 ),
 grouped AS (
     SELECT

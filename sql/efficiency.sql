@@ -32,7 +32,8 @@
 --     launches and fixed costs, not bandwidth, set the latency: peak_fraction is then no
 --     bandwidth measurement and should not be quoted as one); 'bandwidth' otherwise; null when
 --     the peak is unknown.
--- notes: The byte models are lower bounds on traffic (each tensor counted once, at the
+-- notes: Only runs with a median count (a mean-only run's mean is pulled by slow samples, so its
+--   rate would not be comparable). The byte models are lower bounds on traffic (each tensor counted once, at the
 --   workload's dtype, per-row statistics left out), so achieved_gbps and peak_fraction are lower
 --   bounds too. A kernel or pass without a model, a workload without a parameter the model names
 --   (or whose parameter is not a number), and a dtype not in the dtypes table all leave the run
@@ -56,7 +57,7 @@ WITH terms AS (
     LEFT JOIN workload_parameters f1 ON f1.workload_id = r.workload_id AND f1.name = m.factor_1
     LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
     LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
-    WHERE l.status = 'passed'
+    WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 ),
 sized AS (
     SELECT run_id, SUM(term_bytes) AS bytes

@@ -1,6 +1,6 @@
 -- view: latencies
--- purpose: Every latency run with its median, its spread and what that spread rests on, in microseconds.
--- grain: one row per run that has a latency median (memory runs are left out).
+-- purpose: Every latency run with its central latency (the median, else the mean), its spread and what that spread rests on, in microseconds.
+-- grain: one row per run that has a latency median or mean (memory runs are left out).
 -- sources: runs, latency_statistics, protocols, gpus
 -- columns:
 --   run_id: the run (runs.run_id).
@@ -12,7 +12,8 @@
 --   gpu: canonical GPU key.
 --   family: comparability family of the run's protocol (protocols.family); the protocol
 --     digest when the protocol document was never loaded.
---   median_us: median latency in µs = measurements.value (ns, statistic median) / 1000.
+--   median_us: median latency in µs = measurements.value (ns, statistic median) / 1000; null
+--     when the source gives only a mean (see center_us).
 --   p20_us: 20th-percentile latency in µs, null when the source gives none.
 --   p80_us: 80th-percentile latency in µs, null when the source gives none.
 --   observed_at: when the result was measured (UTC), null when unknown.
@@ -28,13 +29,19 @@
 --   min_us: fastest sample (µs), null when not given.
 --   max_us: slowest sample (µs), null when not given.
 --   samples: timed samples behind the statistics, null when unknown.
---   resolution_us: rounding step / timer resolution of the median (µs), null when unknown.
+--   resolution_us: rounding step / timer resolution of the center (µs), null when unknown.
 --   spread: the statistics bounding the run's noise ('p20-p80', 'p25-p75', 'mean-stddev',
 --     'min-max'), null for none (latency_statistics.spread).
 --   low_us: lower end of the spread (µs).
 --   high_us: upper end of the spread (µs).
 --   evidence: 'measured', 'single sample', 'no spread', 'zero width' or 'below resolution'
 --     (latency_statistics.evidence).
+--   center_us: the run's central latency (µs), the number comparisons use: median_us, else
+--     mean_us for sources that publish only a mean (KernelBench, old nvbench,
+--     google-benchmark).
+--   center_statistic: 'median' or 'mean': which statistic center_us is. A mean is pulled by
+--     outliers, so a mean and a median are not set against each other as equals (see
+--     speedups).
 SELECT
     r.run_id,
     r.kernel,
@@ -63,7 +70,9 @@ SELECT
     s.spread,
     s.low_us,
     s.high_us,
-    s.evidence
+    s.evidence,
+    s.center_us,
+    s.center_statistic
 FROM runs r
 JOIN latency_statistics s
     ON s.run_id = r.run_id

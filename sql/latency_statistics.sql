@@ -1,10 +1,11 @@
 -- view: latency_statistics
 -- purpose: Every latency statistic of a run on one row, with the spread the other views compare and what that spread rests on (the measurement model, docs/statistics.md).
--- grain: one row per run that has a latency median (measurements metric 'latency', statistic 'median').
+-- grain: one row per run that has a latency median or mean (measurements metric 'latency', statistic 'median' or 'mean').
 -- sources: run_statistics
 -- columns:
 --   run_id: the run.
---   median_us: median latency (µs) = value of statistic 'median' (ns) / 1000.
+--   median_us: median latency (µs) = value of statistic 'median' (ns) / 1000; null when the
+--     source gives only a mean.
 --   p20_us: 20th percentile (µs), null when the source gives none.
 --   p80_us: 80th percentile (µs), null when not given.
 --   p25_us: 25th percentile, the first quartile (µs), null when not given.
@@ -15,7 +16,7 @@
 --   max_us: slowest sample (µs), null when not given.
 --   samples: number of timed samples behind the statistics (statistic 'samples', unit
 --     'count'), null when the source does not say.
---   resolution_us: rounding step or timer resolution of the median (measurements.resolution
+--   resolution_us: rounding step or timer resolution of the center (measurements.resolution
 --     / 1000), null when unknown.
 --   spread: which pair of statistics bounds the run's noise, the first present of 'p20-p80',
 --     'p25-p75', 'mean-stddev' (mean - stddev to mean + stddev), 'min-max'; null when the run
@@ -27,6 +28,8 @@
 --     (high_us <= low_us: every quantile equal, one sample or one timer step), 'below
 --     resolution' (high_us - low_us < resolution_us: the spread is under the timer step),
 --     'measured' (a spread a verdict may rest on).
+--   center_us: the run's central latency (µs): the median, else the mean (run_statistics.center).
+--   center_statistic: 'median' or 'mean', which statistic center_us is.
 -- notes: run_statistics in µs for metric 'latency': every value / 1000 (ns to µs); the
 --   spread and evidence rules are run_statistics'.
 SELECT
@@ -45,6 +48,8 @@ SELECT
     spread,
     low / 1000.0 AS low_us,
     high / 1000.0 AS high_us,
-    evidence
+    evidence,
+    center / 1000.0 AS center_us,
+    center_statistic
 FROM run_statistics
 WHERE metric = 'latency'

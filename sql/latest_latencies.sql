@@ -20,15 +20,17 @@
 --   version: the run's version.
 --   gpu_family: the GPU's family from the catalog (gpus.family), the GPU key itself for a GPU
 --     not in the catalog (as latencies.gpu_family).
---   median_us: median latency (µs).
+--   median_us: median latency (µs); null when the source gives only a mean.
 --   p20_us: 20th percentile (µs), null when not given.
 --   p80_us: 80th percentile (µs), null when not given.
 --   samples: timed samples, null when unknown.
---   resolution_us: timer resolution / rounding step of the median (µs), null when unknown.
+--   resolution_us: timer resolution / rounding step of the center (µs), null when unknown.
 --   spread: the statistics bounding the noise (latencies.spread).
 --   low_us: lower end of the spread (µs).
 --   high_us: upper end of the spread (µs).
 --   evidence: what the spread supports (latencies.evidence).
+--   center_us: the run's central latency (µs): the median, else the mean (latencies.center_us).
+--   center_statistic: 'median' or 'mean', which statistic center_us is.
 -- notes: The latest run is found among the loads' own latest runs (table latest_runs), which
 --   gives the same run as ranking every passed run in latencies, at a cost that grows with the
 --   keys, not the runs; the family is resolved here because a protocol document may arrive in
@@ -109,7 +111,9 @@ SELECT
     l.spread,
     l.low_us,
     l.high_us,
-    l.evidence
+    l.evidence,
+    l.center_us,
+    l.center_statistic
 FROM latest l
 LEFT JOIN gpus g
     ON g.gpu = l.gpu

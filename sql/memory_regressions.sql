@@ -17,17 +17,21 @@
 --   previous_observed_at: when the previous result was measured.
 --   version: release for the run.
 --   previous_version: release for the previous run.
---   median_mb: median memory of the result (MB).
+--   median_mb: median memory of the result (MB); null when its source gives only a mean.
 --   previous_median_mb: median memory of the previous result (MB).
 --   p20_mb: p20 of the result (MB).
 --   previous_p80_mb: p80 of the previous result (MB).
---   change: median_mb / previous_median_mb - 1; above 0.05 here.
+--   change: center_mb / previous_center_mb - 1; above 0.05 here.
 --   gpu_family: the GPU's family.
 --   noise_basis: what the verdict rests on (memory_trends.noise_basis).
 --   run_noise: the run-to-run noise it exceeded, null without re-runs.
 --   attribution: 'own' or 'alone' (memory_trends.attribution).
 --   relative_change: the step against the implementations measured with it; above 0.05 when
 --     not null.
+--   center_mb: central memory of the result (MB): the median, else the mean
+--     (memory_trends.center_mb).
+--   previous_center_mb: central memory of the previous result (MB).
+--   center_statistic: 'median' or 'mean', which statistic both centers are.
 -- notes: The rule of the regressions view, on memory: memory_trends.verdict is 'slower' (more
 --   memory beyond noise), change > 0.05, not a 'shared' shift, and relative_change > 0.05 when
 --   other implementations were measured at the same two times.
@@ -55,7 +59,10 @@ SELECT
     noise_basis,
     run_noise,
     attribution,
-    relative_change
+    relative_change,
+    center_mb,
+    previous_center_mb,
+    center_statistic
 FROM memory_trends
 WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
     AND (relative_change IS NULL OR relative_change > 0.05)

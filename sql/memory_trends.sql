@@ -19,13 +19,14 @@
 --   previous_observed_at: when the previous result was measured.
 --   version: release of the implementation or harness for this run (runs.version).
 --   previous_version: release for the previous run.
---   median_mb: median memory (MB).
+--   median_mb: median memory (MB); null when the source gives only a mean (see center_mb).
 --   previous_median_mb: the previous result's median memory (MB).
 --   p20_mb: 20th percentile memory (MB), null when not measured.
 --   p80_mb: 80th percentile memory (MB), null when not measured.
 --   previous_p20_mb: the previous result's p20 memory (MB).
 --   previous_p80_mb: the previous result's p80 memory (MB).
---   change: median / previous median - 1; above 0 means more memory; null at step 1.
+--   change: center / previous center - 1 (center_mb: the median, else the mean); above 0
+--     means more memory; null at step 1.
 --   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise', null
 --     otherwise and at step 1 (series_steps.beyond_noise).
 --   verdict: this result against the previous one: 'slower', 'faster', 'within noise', or what
@@ -47,6 +48,11 @@
 --   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
 --   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
 --     least half as much), 'own', 'alone' (nothing measured together); null at step 1.
+--   center_mb: this result's central memory (MB): the median, else the mean
+--     (series_steps.center).
+--   previous_center_mb: the previous result's central memory (MB).
+--   center_statistic: 'median' or 'mean', which statistic center_mb is.
+--   previous_center_statistic: which statistic previous_center_mb is.
 -- notes: series_steps for metric 'memory', in MB; every rule (time order, run-to-run noise,
 --   attribution, what is left out) is written in series_steps' header. The memory_regressions
 --   view keeps the steps that use more memory beyond a threshold and are not shared shifts.
@@ -86,6 +92,10 @@ SELECT
     together_implementations,
     together_change,
     relative_change,
-    attribution
+    attribution,
+    center AS center_mb,
+    previous_center AS previous_center_mb,
+    center_statistic,
+    previous_center_statistic
 FROM series_steps
 WHERE metric = 'memory'

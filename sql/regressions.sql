@@ -17,11 +17,12 @@
 --   previous_observed_at: when the previous result was measured.
 --   version: release for the slower run.
 --   previous_version: release for the previous run.
---   median_us: median latency of the slower result (µs).
+--   median_us: median latency of the slower result (µs); null when its source gives only a
+--     mean.
 --   previous_median_us: median latency of the previous result (µs).
 --   p20_us: p20 of the slower result (µs).
 --   previous_p80_us: p80 of the previous result (µs).
---   change: median_us / previous_median_us - 1; above 0.05 here.
+--   change: center_us / previous_center_us - 1; above 0.05 here.
 --   gpu_family: the GPU's family.
 --   noise_basis: what the verdict rests on (trends.noise_basis): 'repeated runs' or a
 --     within-run spread.
@@ -30,6 +31,11 @@
 --     'alone' (nothing was measured together, so the step is not attributed).
 --   relative_change: the step against the implementations measured with it
 --     (trends.relative_change); above 0.05 when not null.
+--   center_us: central latency of the slower result (µs): the median, else the mean
+--     (trends.center_us).
+--   previous_center_us: central latency of the previous result (µs).
+--   center_statistic: 'median' or 'mean', which statistic both centers are (a step between a
+--     mean and a median is never 'slower', so never listed).
 -- notes: A step is listed when trends.verdict is 'slower' (beyond run-to-run noise where an
 --   implementation has re-runs of one release, else p20-p80 ranges apart; a side without a
 --   measured spread is never listed), change > 0.05, it is not a 'shared' shift, and when other
@@ -61,7 +67,10 @@ SELECT
     noise_basis,
     run_noise,
     attribution,
-    relative_change
+    relative_change,
+    center_us,
+    previous_center_us,
+    center_statistic
 FROM trends
 WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
     AND (relative_change IS NULL OR relative_change > 0.05)

@@ -19,7 +19,8 @@
 --   run_id_a: the run used under family_a.
 --   run_id_b: the run used under family_b.
 --   gpu_family: the GPU's family (gpus.family).
--- notes: A run without a variant is the implementation as shipped, which is its selected
+-- notes: Only latest runs with a median are paired (medians are compared). A run without a
+--   variant is the implementation as shipped, which is its selected
 --   schedule, so it pairs with a variant whose name starts with 'selected' (trainkernel's held-out
 --   table measures what its calibration table calls 'selected WMMA'); other variants pair only
 --   with the same variant name. Only passed runs count, the latest per family and variant
@@ -31,6 +32,7 @@ WITH latest AS (
         CASE WHEN l.variant IS NULL OR LOWER(l.variant) LIKE 'selected%' THEN '(selected)'
              ELSE l.variant END AS variant_key
     FROM latest_latencies l
+    WHERE l.median_us IS NOT NULL
 )
 SELECT
     a.kernel,

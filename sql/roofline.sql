@@ -36,6 +36,7 @@
 -- notes: FLOP models count matrix multiplies only (2 FLOPs per multiply-add), so
 --   achieved_tflops and compute_fraction are lower bounds. A run is left out when its kernel and
 --   pass have no model or its workload lacks a parameter the model names: nothing is guessed.
+--   Only runs with a median count (as in efficiency).
 WITH terms AS (
     SELECT
         l.run_id,
@@ -52,7 +53,7 @@ WITH terms AS (
     LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
     LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
     LEFT JOIN workload_parameters f4 ON f4.workload_id = r.workload_id AND f4.name = m.factor_4
-    WHERE l.status = 'passed'
+    WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 ),
 counted AS (
     SELECT run_id, SUM(term_flops) AS flops

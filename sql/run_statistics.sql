@@ -1,12 +1,13 @@
 -- view: run_statistics
 -- purpose: Every statistic of a run's metric on one row, in the metric's unit, with the spread the other views compare and what that spread rests on (the measurement model, docs/statistics.md).
--- grain: one row per run and metric that has a median (measurements statistic 'median').
+-- grain: one row per run and metric that has a median or a mean (measurements statistic
+--   'median' or 'mean').
 -- sources: measurements
 -- columns:
 --   run_id: the run.
 --   metric: 'latency' or 'memory'.
 --   unit: the metric's unit ('ns' for latency, 'MB' for memory; measurements.unit).
---   median: the median, in unit.
+--   median: the median, in unit; null when the source gives only a mean.
 --   p20: 20th percentile, null when the source gives none.
 --   p80: 80th percentile, null when not given.
 --   p25: 25th percentile (first quartile), null when not given.
@@ -17,8 +18,8 @@
 --   max: largest sample, null when not given.
 --   samples: number of samples behind the statistics (statistic 'samples', unit 'count'),
 --     null when the source does not say.
---   resolution: rounding step or timer resolution of the median (measurements.resolution),
---     null when unknown.
+--   resolution: rounding step or timer resolution of the center (measurements.resolution of
+--     the median, else of the mean), null when unknown.
 --   spread: which pair of statistics bounds the noise, the first present of 'p20-p80',
 --     'p25-p75', 'mean-stddev' (mean - stddev to mean + stddev), 'min-max'; null when none.
 --   low: lower end of the spread (p20, p25, mean - stddev or min), null without a spread.
@@ -30,14 +31,24 @@
 --     step), 'measured' (a spread a verdict may rest on). A zero-width memory range is
 --     'measured': peak memory of a deterministic allocation repeats exactly (Liger's memory
 --     benchmark takes quantiles of repeated runs), so equal quantiles are the measurement.
--- notes: Only 'measured' sides may give a firm faster/slower verdict from within-run spreads
---   (see verdict_rule). Statistics that are missing stay null: nothing is estimated from
+--   center: the run's central value, the one every comparison uses: the median when the
+--     source gives one, else the mean (KernelBench, old nvbench and google-benchmark runs
+--     publish only a mean, their harness's primary statistic).
+--   center_statistic: which statistic center is: 'median' or 'mean'.
+-- notes: A mean is pulled by outliers (a slow first launch, a preempted sample) and sits above
+--   the median of a right-skewed latency distribution, so a mean and a median of the same code
+--   differ: the comparing views flag a pair whose centers are different statistics (verdict
+--   'different centers') instead of setting one against the other. No other statistic (min,
+--   p25, ...) stands in for a center: a run with neither a median nor a mean is left out. Only
+--   'measured' sides may give a firm faster/slower verdict from within-run spreads (see
+--   verdict_rule). Statistics that are missing stay null: nothing is estimated from
 --   others (a p20-p80 range is not widened from a stddev, nor a stddev from quantiles).
 WITH pivoted AS (
     SELECT
         run_id,
         metric,
-        MAX(CASE WHEN statistic = 'median' THEN unit END) AS unit,
+        COALESCE(MAX(CASE WHEN statistic = 'median' THEN unit END),
+                 MAX(CASE WHEN statistic = 'mean' THEN unit END)) AS unit,
         MAX(CASE WHEN statistic = 'median' THEN value END) AS median,
         MAX(CASE WHEN statistic = 'p20' THEN value END) AS p20,
         MAX(CASE WHEN statistic = 'p80' THEN value END) AS p80,
@@ -48,7 +59,8 @@ WITH pivoted AS (
         MAX(CASE WHEN statistic = 'min' THEN value END) AS min,
         MAX(CASE WHEN statistic = 'max' THEN value END) AS max,
         CAST(MAX(CASE WHEN statistic = 'samples' THEN value END) AS BIGINT) AS samples,
-        MAX(CASE WHEN statistic = 'median' THEN resolution END) AS resolution
+        COALESCE(MAX(CASE WHEN statistic = 'median' THEN resolution END),
+                 MAX(CASE WHEN statistic = 'mean' THEN resolution END)) AS resolution
     FROM measurements
     GROUP BY run_id, metric
 ),
@@ -74,7 +86,7 @@ spread AS (
             WHEN min IS NOT NULL AND max IS NOT NULL THEN max
         END AS high
     FROM pivoted
-    WHERE median IS NOT NULL
+    WHERE median IS NOT NULL OR mean IS NOT NULL
 )
 SELECT
     run_id,
@@ -101,5 +113,7 @@ SELECT
         WHEN resolution IS NOT NULL AND high - low < resolution
             THEN 'below resolution'
         ELSE 'measured'
-    END AS evidence
+    END AS evidence,
+    COALESCE(median, mean) AS center,
+    CASE WHEN median IS NOT NULL THEN 'median' ELSE 'mean' END AS center_statistic
 FROM spread

@@ -1,6 +1,6 @@
 -- view: series_steps
 -- purpose: Every step of every latency and memory series, in the metric's unit, judged against run-to-run noise where repeated runs exist and against the implementations measured with it: the one trend rule trends and memory_trends show.
--- grain: one row per passed run with a timestamp and per metric it has a median of; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
+-- grain: one row per passed run with a timestamp and per metric it has a median or a mean of; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
 -- sources: runs, run_statistics, protocols, gpus, verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
@@ -22,29 +22,32 @@
 --   previous_observed_at: when the previous result was measured.
 --   version: release of the implementation or harness for this run (runs.version).
 --   previous_version: release for the previous run.
---   median: median, in unit.
+--   median: median, in unit; null when the source gives only a mean.
 --   previous_median: the previous result's median.
 --   p20: 20th percentile, null when not measured.
 --   p80: 80th percentile, null when not measured.
 --   previous_p20: the previous result's p20.
 --   previous_p80: the previous result's p80.
---   change: median / previous_median - 1; above 0 means slower (or more memory); null at
+--   change: center / previous_center - 1; above 0 means slower (or more memory); null at
 --     step 1.
 --   evidence: what this result's spread supports (run_statistics.evidence).
 --   previous_evidence: what the previous result's spread supports.
 --   same_version: true when version = previous_version (a re-run of the same release); null
 --     when either is unknown and at step 1.
 --   run_noise: run-to-run noise of the implementation on this kernel, pass, variant, GPU,
---     family and metric: EXP(MAX |LN(median / previous_median)|) - 1 over its same-version
---     steps (across workloads); null when it has none.
+--     family and metric: EXP(MAX |LN(center / previous_center)|) - 1 over its same-version
+--     steps whose two centers are the same statistic (across workloads); null when it has
+--     none.
 --   noise_steps: number of same-version steps run_noise is estimated from (0 when none).
 --   noise_basis: what the verdict's noise estimate rests on: 'repeated runs' (run_noise is
 --     known), 'within-run p20-p80' (or another spread) when both results have a measured
 --     spread of the same statistics, 'none' otherwise; null at step 1.
 --   verdict: from verdict_rule, judging this result (candidate) against the previous one
 --     (baseline): 'slower', 'faster', 'within noise', or what is missing ('single sample', 'no
---     spread', 'zero width', 'below resolution', 'different spreads'); null at step 1. With
---     noise_basis 'repeated runs' the placement is 'above' when LN(median / previous_median) >
+--     spread', 'zero width', 'below resolution', 'different centers', 'different spreads');
+--     null at step 1. The placement is 'different centers' when one result's center is a
+--     median and the other's a mean. With
+--     noise_basis 'repeated runs' the placement is 'above' when LN(center / previous_center) >
 --     LN(1 + run_noise), 'below' when it is < -LN(1 + run_noise), else 'overlap'; when both
 --     results also have a measured spread of the same statistics, the ranges must lie apart the
 --     same way (else 'overlap'). Otherwise (within-run basis) the placement compares the two
@@ -57,8 +60,9 @@
 --     previous result were each observed within one hour of this result's and the previous
 --     result's (harnesses such as Liger's time one provider after another, seconds apart);
 --     null when none.
---   together_change: how those moved over the same step: EXP(AVG(LN(their median /
---     previous median))) - 1; null when none.
+--   together_change: how those moved over the same step: EXP(AVG(LN(their center /
+--     previous center))) - 1 over their steps between centers of one statistic; null when
+--     none.
 --   relative_change: (1 + change) / (1 + together_change) - 1, the step against the
 --     implementations measured with it (the change of the candidate/baseline ratio); null
 --     when none.
@@ -66,6 +70,11 @@
 --     same way by at least half as much (LN(1 + together_change) has the sign of LN(1 + change)
 --     and at least half its size): an environment or harness shift, not this implementation;
 --     'own' when they did not; 'alone' when nothing was measured together; null at step 1.
+--   center: this result's central value, in unit: the median, else the mean
+--     (run_statistics.center).
+--   previous_center: the previous result's center.
+--   center_statistic: 'median' or 'mean', which statistic center is.
+--   previous_center_statistic: which statistic previous_center is.
 -- notes: Time order is observed_at, then run_id for results with the same timestamp (a tie is
 --   ordered, never merged). Runs without a timestamp cannot be placed in time and are left
 --   out, as are runs whose status is not 'passed'. Series never cross GPUs, passes, variants,
@@ -83,7 +92,8 @@ WITH points AS (
         COALESCE(p.family, r.protocol_id) AS family,
         COALESCE(g.family, r.gpu) AS gpu_family,
         r.observed_at, r.version,
-        s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.low, s.high, s.evidence
+        s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.low, s.high, s.evidence,
+        s.center, s.center_statistic
     FROM runs r
     JOIN run_statistics s ON s.run_id = r.run_id
     LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
@@ -104,7 +114,9 @@ ordered AS (
         LAG(spread) OVER series_in_time AS previous_spread,
         LAG(low) OVER series_in_time AS previous_low,
         LAG(high) OVER series_in_time AS previous_high,
-        LAG(evidence) OVER series_in_time AS previous_evidence
+        LAG(evidence) OVER series_in_time AS previous_evidence,
+        LAG(center) OVER series_in_time AS previous_center,
+        LAG(center_statistic) OVER series_in_time AS previous_center_statistic
     FROM points
     WINDOW
         series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family,
@@ -117,7 +129,8 @@ ordered AS (
 steps AS (
     SELECT
         o.*,
-        LN(median / previous_median) AS log_change,
+        LN(center / previous_center) AS log_change,
+        center_statistic = previous_center_statistic AS same_center,
         CASE WHEN previous_run_id IS NULL THEN NULL
              ELSE version = previous_version END AS same_version,
         CASE
@@ -135,7 +148,7 @@ noise AS (
         MAX(ABS(log_change)) AS log_noise,
         CAST(COUNT(*) AS BIGINT) AS noise_steps
     FROM steps
-    WHERE same_version
+    WHERE same_version AND same_center
     GROUP BY kernel, pass, implementation, variant, gpu, family, metric
 ),
 together AS (
@@ -148,7 +161,7 @@ together AS (
     JOIN steps o
         ON o.kernel = s.kernel AND o.pass = s.pass AND o.workload = s.workload
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
-        AND o.implementation <> s.implementation
+        AND o.implementation <> s.implementation AND o.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR
         AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
@@ -199,7 +212,7 @@ SELECT
     j.p80,
     j.previous_p20,
     j.previous_p80,
-    j.median / j.previous_median - 1 AS change,
+    j.center / j.previous_center - 1 AS change,
     j.evidence,
     j.previous_evidence,
     j.same_version,
@@ -224,7 +237,11 @@ SELECT
         WHEN j.log_change <> 0 AND SIGN(j.together_log_change) = SIGN(j.log_change)
             AND ABS(j.together_log_change) >= ABS(j.log_change) / 2 THEN 'shared'
         ELSE 'own'
-    END AS attribution
+    END AS attribution,
+    j.center,
+    j.previous_center,
+    j.center_statistic,
+    j.previous_center_statistic
 FROM judged j
 LEFT JOIN verdict_rule v
     ON j.previous_run_id IS NOT NULL
@@ -233,6 +250,7 @@ LEFT JOIN verdict_rule v
     AND v.baseline_evidence = CASE WHEN j.log_noise IS NOT NULL THEN 'repeated runs'
                                    ELSE j.previous_evidence END
     AND v.placement = CASE
+        WHEN NOT j.same_center THEN 'different centers'
         WHEN j.log_noise IS NOT NULL THEN
             CASE WHEN j.range_placement IS NULL OR j.range_placement = 'different spreads'
                       OR j.range_placement = j.runs_placement THEN j.runs_placement

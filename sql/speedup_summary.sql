@@ -31,11 +31,15 @@
 --   min_kernel_speedup: the smallest per-kernel geometric mean g_k.
 --   max_kernel_speedup: the largest per-kernel geometric mean g_k.
 --   no_verdict: comparisons with no firm verdict because a side lacks a measured spread
---     ('single sample', 'no spread', 'zero width', 'below resolution', 'different spreads');
+--     ('single sample', 'no spread', 'zero width', 'below resolution', 'different spreads')
+--     or because a mean is set against a median ('different centers');
 --     faster + slower + within_noise + no_verdict = workloads.
 --   pooled_geomean_speedup: the per-row pooled geometric mean EXP(AVG(LN(speedup))) over all
 --     comparisons, each workload weighing the same: a kernel that sweeps many workloads
 --     dominates it. Kept for comparison with older reports; quote geomean_speedup.
+--   mixed_centers: comparisons whose ratio sets a mean against a median
+--     (speedups.center_statistic 'mixed'); they are in the geometric means, biased by the
+--     mean's pull towards slow samples: 0 means every ratio compares like with like.
 -- notes: Speedups are ratios, so they are summarised on the log scale. The interval treats
 --   kernels as the sample (kernel-level variation), not workloads, and says nothing about
 --   measurement noise within a kernel; with few kernels it is wide, as it should be. Each row
@@ -49,7 +53,7 @@ WITH compared AS (
             AS baseline,
         CASE WHEN k.kind = 'role' THEN CAST(NULL AS STRING) ELSE s.baseline_variant END
             AS baseline_variant,
-        s.gpu, s.gpu_family, s.pass, s.kernel, s.speedup, s.verdict
+        s.gpu, s.gpu_family, s.pass, s.kernel, s.speedup, s.verdict, s.center_statistic
     FROM speedups s
     CROSS JOIN (VALUES ('implementation'), ('role')) AS k(kind)
     WHERE k.kind = 'implementation' OR s.baseline_role IS NOT NULL
@@ -66,7 +70,8 @@ per_kernel AS (
         SUM(CASE WHEN speedup < 1 THEN 1 ELSE 0 END) AS losses,
         SUM(CASE WHEN verdict = 'faster' THEN 1 ELSE 0 END) AS faster,
         SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS slower,
-        SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise
+        SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS within_noise,
+        SUM(CASE WHEN center_statistic = 'mixed' THEN 1 ELSE 0 END) AS mixed_centers
     FROM compared
     GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
         kernel
@@ -86,7 +91,8 @@ across AS (
         CAST(SUM(losses) AS BIGINT) AS losses,
         CAST(SUM(faster) AS BIGINT) AS faster,
         CAST(SUM(slower) AS BIGINT) AS slower,
-        CAST(SUM(within_noise) AS BIGINT) AS within_noise
+        CAST(SUM(within_noise) AS BIGINT) AS within_noise,
+        CAST(SUM(mixed_centers) AS BIGINT) AS mixed_centers
     FROM per_kernel
     GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass
 ),
@@ -125,7 +131,8 @@ SELECT
     EXP(a.min_log) AS min_kernel_speedup,
     EXP(a.max_log) AS max_kernel_speedup,
     a.workloads - a.faster - a.slower - a.within_noise AS no_verdict,
-    a.pooled_geomean_speedup
+    a.pooled_geomean_speedup,
+    a.mixed_centers
 FROM across a
 LEFT JOIN t_quantiles q
     ON a.kernels - 1 BETWEEN q.df_from AND q.df_to

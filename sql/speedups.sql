@@ -12,8 +12,9 @@
 --   candidate_variant: candidate's variant, null for none.
 --   baseline: baseline implementation.
 --   baseline_variant: baseline's variant, null for none.
---   candidate_us: candidate median latency (µs).
---   baseline_us: baseline median latency (µs).
+--   candidate_us: candidate central latency (µs): its median, else its mean
+--     (latest_latencies.center_us; center_statistic says which).
+--   baseline_us: baseline central latency (µs), as candidate_us.
 --   latency_ratio: candidate_us / baseline_us; below 1 means the candidate is faster.
 --   speedup: baseline_us / candidate_us; above 1 means the candidate is faster.
 --   candidate_run_id: the candidate run used.
@@ -29,12 +30,13 @@
 --     side has no spread.
 --   speedup_high: baseline_high_us / candidate_low_us, the most favourable speedup the ranges
 --     allow; null when either side has no spread.
---   verdict: from verdict_rule, with placement 'below' when candidate_high_us <
---     baseline_low_us, 'above' when candidate_low_us > baseline_high_us, 'different spreads'
---     when the two sides' spreads are different statistics, else 'overlap': 'faster',
---     'slower', 'within noise' (ranges overlap, touching ends included), or what is missing:
---     'single sample', 'no spread', 'zero width', 'below resolution' (candidate's first),
---     'different spreads'.
+--   verdict: from verdict_rule, with placement 'different centers' when one side's center is
+--     a median and the other's a mean (center_statistic 'mixed'), 'below' when
+--     candidate_high_us < baseline_low_us, 'above' when candidate_low_us > baseline_high_us,
+--     'different spreads' when the two sides' spreads are different statistics, else
+--     'overlap': 'faster', 'slower', 'within noise' (ranges overlap, touching ends
+--     included), or what is missing: 'single sample', 'no spread', 'zero width', 'below
+--     resolution' (candidate's first), 'different centers', 'different spreads'.
 --   gpu_family: the GPU's family (e.g. 'h100'; gpus.family), for filters across cards.
 --   candidate_role: the role the candidate plays in this key (latest_latencies.role), e.g.
 --     'reference'; null for none.
@@ -49,6 +51,12 @@
 --   candidate_high_us: upper end of the candidate's spread (µs).
 --   baseline_low_us: lower end of the baseline's spread (µs).
 --   baseline_high_us: upper end of the baseline's spread (µs).
+--   center_statistic: what the ratio sets against each other: 'median' (both sides' medians),
+--     'mean' (both sides give only a mean), or 'mixed' (a mean against a median: the ratio
+--     is biased, as a mean sits above the median of a right-skewed latency distribution, and
+--     the verdict is 'different centers').
+--   candidate_center_statistic: the candidate's center, 'median' or 'mean'.
+--   baseline_center_statistic: the baseline's center, 'median' or 'mean'.
 -- notes: Only runs with status 'passed' are compared, the latest per implementation and
 --   variant (latest_latencies). Runs are never paired across GPUs, passes, workloads or
 --   protocol families, and two variants of one implementation are not paired with each other.
@@ -70,10 +78,10 @@ SELECT
     c.variant AS candidate_variant,
     b.implementation AS baseline,
     b.variant AS baseline_variant,
-    c.median_us AS candidate_us,
-    b.median_us AS baseline_us,
-    c.median_us / b.median_us AS latency_ratio,
-    b.median_us / c.median_us AS speedup,
+    c.center_us AS candidate_us,
+    b.center_us AS baseline_us,
+    c.center_us / b.center_us AS latency_ratio,
+    b.center_us / c.center_us AS speedup,
     c.run_id AS candidate_run_id,
     b.run_id AS baseline_run_id,
     c.runs AS candidate_runs,
@@ -95,7 +103,11 @@ SELECT
     c.low_us AS candidate_low_us,
     c.high_us AS candidate_high_us,
     b.low_us AS baseline_low_us,
-    b.high_us AS baseline_high_us
+    b.high_us AS baseline_high_us,
+    CASE WHEN c.center_statistic = b.center_statistic THEN c.center_statistic ELSE 'mixed' END
+        AS center_statistic,
+    c.center_statistic AS candidate_center_statistic,
+    b.center_statistic AS baseline_center_statistic
 FROM latest c
 JOIN latest b
     ON c.kernel = b.kernel
@@ -108,6 +120,7 @@ JOIN verdict_rule v
     ON v.candidate_evidence = c.evidence
     AND v.baseline_evidence = b.evidence
     AND v.placement = CASE
+        WHEN c.center_statistic <> b.center_statistic THEN 'different centers'
         WHEN COALESCE(c.spread, '') <> COALESCE(b.spread, '') THEN 'different spreads'
         WHEN c.high_us < b.low_us THEN 'below'
         WHEN c.low_us > b.high_us THEN 'above'

@@ -19,13 +19,14 @@
 --   previous_observed_at: when the previous result was measured.
 --   version: release of the implementation or harness for this run (runs.version).
 --   previous_version: release for the previous run.
---   median_us: median latency (µs).
+--   median_us: median latency (µs); null when the source gives only a mean (see center_us).
 --   previous_median_us: the previous result's median latency (µs).
 --   p20_us: 20th percentile latency (µs), null when not measured.
 --   p80_us: 80th percentile latency (µs), null when not measured.
 --   previous_p20_us: the previous result's p20 latency (µs).
 --   previous_p80_us: the previous result's p80 latency (µs).
---   change: median / previous median - 1; above 0 means slower; null at step 1.
+--   change: center / previous center - 1 (center_us: the median, else the mean); above 0
+--     means slower; null at step 1.
 --   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise', null
 --     otherwise and at step 1 (series_steps.beyond_noise).
 --   verdict: this result against the previous one: 'slower', 'faster', 'within noise', or what
@@ -47,6 +48,12 @@
 --   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
 --   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
 --     least half as much), 'own', 'alone' (nothing measured together); null at step 1.
+--   center_us: this result's central latency (µs): the median, else the mean
+--     (series_steps.center).
+--   previous_center_us: the previous result's central latency (µs).
+--   center_statistic: 'median' or 'mean', which statistic center_us is.
+--   previous_center_statistic: which statistic previous_center_us is; a step between a mean
+--     and a median has the verdict 'different centers'.
 -- notes: series_steps for metric 'latency', in µs (ns / 1000); every rule (time order, run-to-run
 --   noise, attribution, what is left out) is written in series_steps' header. The regressions
 --   view keeps the slower steps beyond a threshold that are not shared shifts.
@@ -86,6 +93,10 @@ SELECT
     together_implementations,
     together_change,
     relative_change,
-    attribution
+    attribution,
+    center / 1000.0 AS center_us,
+    previous_center / 1000.0 AS previous_center_us,
+    center_statistic,
+    previous_center_statistic
 FROM series_steps
 WHERE metric = 'latency'

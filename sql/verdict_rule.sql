@@ -12,9 +12,12 @@
 --     view works it out: 'below' (entirely below: judged high < other low, or beyond the
 --     run-to-run noise downwards), 'above' (entirely above), 'overlap' (touching ends
 --     included), 'different spreads' (the two ranges are made of different statistics, e.g.
---     p20-p80 against p25-p75, so they cannot be set against each other).
+--     p20-p80 against p25-p75, so they cannot be set against each other), 'different
+--     centers' (one side's center is a median, the other's a mean: their ratio mixes two
+--     statistics, see run_statistics.center).
 --   verdict: the first that applies: the candidate's evidence when it is neither 'measured'
---     nor 'repeated runs' (e.g. 'single sample'), then the baseline's; 'different spreads';
+--     nor 'repeated runs' (e.g. 'single sample'), then the baseline's; 'different centers';
+--     'different spreads';
 --     'faster' for placement 'below'; 'slower' for 'above'; 'within noise' for 'overlap'.
 -- notes: A side with no measured spread (no quantiles, a zero-width range, a range under the
 --   timer resolution, or a single sample) never yields a firm 'faster' or 'slower': the verdict
@@ -27,6 +30,7 @@ SELECT
     CASE
         WHEN c.evidence NOT IN ('measured', 'repeated runs') THEN c.evidence
         WHEN b.evidence NOT IN ('measured', 'repeated runs') THEN b.evidence
+        WHEN p.placement = 'different centers' THEN 'different centers'
         WHEN p.placement = 'different spreads' THEN 'different spreads'
         WHEN p.placement = 'below' THEN 'faster'
         WHEN p.placement = 'above' THEN 'slower'
@@ -36,4 +40,5 @@ FROM (VALUES ('measured'), ('repeated runs'), ('single sample'), ('no spread'), 
              ('below resolution')) AS c(evidence)
 CROSS JOIN (VALUES ('measured'), ('repeated runs'), ('single sample'), ('no spread'),
                    ('zero width'), ('below resolution')) AS b(evidence)
-CROSS JOIN (VALUES ('below'), ('above'), ('overlap'), ('different spreads')) AS p(placement)
+CROSS JOIN (VALUES ('below'), ('above'), ('overlap'), ('different spreads'),
+                   ('different centers')) AS p(placement)

@@ -425,7 +425,8 @@ class FastPath:
             implementation, variant, workload, gpu.key, gpu_name, metric, env_id,
             protocol_id, workload_id, impl_id, observed_at, status, version, title,
             labels_json, content_hash, name, seq, position,
-            *(None if r is None else r[4] for r in (rows.get(("latency", "median")),
+            *(None if r is None else r[4] for r in (rows.get(("latency", "median"))
+                                                    or rows.get(("latency", "mean")),
                                                     rows.get(("latency", "p20")),
                                                     rows.get(("latency", "p80"))))))
         stager.blobs["runs"].append(document)

@@ -223,6 +223,8 @@ def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport
                    if m["metric"] == "latency"}
         for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
             flat.runs[0][column] = latency.get(statistic)
+        if "median" not in latency:  # the center: the median, else the mean (run_statistics)
+            flat.runs[0][STAGED_LATENCY[0]] = latency.get("mean")
     for table in FLAT_TABLES:
         for row in getattr(flat, table):
             if table != "measurements":

@@ -25,7 +25,7 @@ DEFAULT_THRESHOLD = 0.05
 AUDIT_COLUMNS = ("gpu", "workload", "quantity", "published", "recomputed", "difference",
                  "tolerance", "status", "run_id", "baseline_run_id")
 REGRESSION_COLUMNS = ("kernel", "pass", "implementation", "variant", "workload", "gpu",
-                      "previous_version", "version", "previous_median_us", "median_us", "change",
+                      "previous_version", "version", "previous_center_us", "center_us", "change",
                       "previous_run_id", "run_id")
 
 
@@ -192,8 +192,8 @@ def compare(wh: Warehouse, baseline: str | dict[str, str], candidate: str | dict
         ),
         pairs AS (
             SELECT x.kernel, x.pass, x.workload, x.gpu, {shown},
-                x.median_us AS baseline_us, y.median_us AS candidate_us,
-                y.median_us / x.median_us AS ratio, y.median_us / x.median_us - 1 AS change,
+                x.center_us AS baseline_us, y.center_us AS candidate_us,
+                y.center_us / x.center_us AS ratio, y.center_us / x.center_us - 1 AS change,
                 v.verdict,
                 CASE WHEN y.evidence = 'measured' AND x.evidence = 'measured'
                           AND y.spread = x.spread
@@ -204,6 +204,7 @@ def compare(wh: Warehouse, baseline: str | dict[str, str], candidate: str | dict
             JOIN verdict_rule v
                 ON v.candidate_evidence = y.evidence AND v.baseline_evidence = x.evidence
                 AND v.placement = CASE
+                    WHEN y.center_statistic <> x.center_statistic THEN 'different centers'
                     WHEN COALESCE(y.spread, '') <> COALESCE(x.spread, '')
                         THEN 'different spreads'
                     WHEN y.high_us < x.low_us THEN 'below'

@@ -17,8 +17,13 @@ view reads everything from these few rows and never works out statistics for eve
 The rows depend only on the load's own runs and measurements, so adding a load costs time in
 proportion to its size, never to the warehouse's.
 
-Loads written by kidata 0.1 (before the table existed) have no rows, and loads written by
-kidata 0.2.0-0.2.2 have rows without the ``STATISTICS`` columns; readers compute both kinds'
+Each row's latency is the run's center (``CENTER``: its median, else its mean, with which
+statistic it is), so runs whose source gives only a mean (KernelBench, old nvbench) have
+latest runs too.
+
+Loads written by kidata 0.1 (before the table existed) have no rows, loads written by
+kidata 0.2.0-0.2.2 have rows without the ``STATISTICS`` columns, and loads written by 0.2.3
+have rows without ``CENTER`` and without their mean-only runs; readers compute these loads'
 rows on the fly with the same SQL (:func:`latest_runs_sql`), in DuckDB
 (:mod:`kidata.store.snapshot`) and in Spark (:mod:`kidata.query.spark`), so answers never
 depend on which version wrote a load.
@@ -42,8 +47,14 @@ KEY = ("kernel", "pass", "workload", "gpu", "protocol_id", "implementation", "va
 # The columns of a latest run's evidence, as the latencies view gives them (added in 0.2.3).
 STATISTICS = ("version", "samples", "resolution_us", "spread", "low_us", "high_us", "evidence")
 
-# The first kidata version whose commits write latest_runs with its STATISTICS columns.
-LATEST_RUNS_SINCE = (0, 2, 3)
+# The columns of a latest run's center (added in 0.2.4, when runs whose source gives only a
+# mean became latest runs: their center is the mean, as in the latencies view).
+CENTER = ("center_us", "center_statistic")
+
+# The first kidata version whose commits write latest_runs as this one does: with the
+# STATISTICS columns (0.2.3), and with runs that have only a latency mean and the CENTER
+# columns (0.2.4).
+LATEST_RUNS_SINCE = (0, 2, 4)
 
 
 def run_statistics_sql(measurements: str) -> str:
@@ -62,12 +73,15 @@ def latest_statistics_sql(latest: str, measurements: str) -> str:
     """The ``STATISTICS`` columns (and ``run_id``) of the runs whose ids are in ``latest``
     (a table name or parenthesised query with a ``run_id`` column), from ``measurements``:
     only those runs' rows are read, then ``run_statistics`` and ``latency_statistics`` (µs)
-    apply. ``version`` is not among them (it is a run's column)."""
+    apply. ``version`` is not among them (it is a run's column); the run's median, p20 and
+    p80 and its ``CENTER`` are."""
     stats = run_statistics_sql(f"(SELECT * FROM {measurements} WHERE metric = 'latency' AND "
                                f"run_id IN (SELECT run_id FROM {latest}))")
     return f"""
-        SELECT run_id, samples, resolution / 1000.0 AS resolution_us, spread,
-            low / 1000.0 AS low_us, high / 1000.0 AS high_us, evidence
+        SELECT run_id, median / 1000.0 AS median_us, p20 / 1000.0 AS p20_us,
+            p80 / 1000.0 AS p80_us, samples, resolution / 1000.0 AS resolution_us, spread,
+            low / 1000.0 AS low_us, high / 1000.0 AS high_us, evidence,
+            center / 1000.0 AS center_us, center_statistic
         FROM ({stats}) s
         WHERE metric = 'latency'
     """
@@ -76,24 +90,20 @@ def latest_statistics_sql(latest: str, measurements: str) -> str:
 def latest_runs_sql(runs: str, measurements: str) -> str:
     """Standard SQL (DuckDB and Spark) giving the ``latest_runs`` rows of every load in
     ``runs``: ``runs`` and ``measurements`` are table names or parenthesised queries. The
-    latency columns are defined exactly as in the ``latencies`` view."""
+    latency columns are defined exactly as in the ``latencies`` view: a run with a latency
+    median or mean (its center) is a latency run."""
     key = ", ".join(KEY)
     return f"""
-        WITH passed AS (
+        WITH centered AS (
+            SELECT DISTINCT run_id FROM {measurements}
+            WHERE metric = 'latency' AND statistic IN ('median', 'mean')
+        ),
+        passed AS (
             SELECT
                 r.load_id, r.kernel, r.pass, r.workload, r.gpu, r.protocol_id,
-                r.implementation, r.variant, r.run_id, r.observed_at, r.version,
-                med.value / 1000.0 AS median_us,
-                p20.value / 1000.0 AS p20_us,
-                p80.value / 1000.0 AS p80_us
+                r.implementation, r.variant, r.run_id, r.observed_at, r.version
             FROM {runs} r
-            JOIN {measurements} med
-                ON med.run_id = r.run_id AND med.metric = 'latency'
-                AND med.statistic = 'median'
-            LEFT JOIN {measurements} p20
-                ON p20.run_id = r.run_id AND p20.metric = 'latency' AND p20.statistic = 'p20'
-            LEFT JOIN {measurements} p80
-                ON p80.run_id = r.run_id AND p80.metric = 'latency' AND p80.statistic = 'p80'
+            JOIN centered c ON c.run_id = r.run_id
             WHERE r.status = 'passed'
         ),
         ranked AS (
@@ -104,12 +114,14 @@ def latest_runs_sql(runs: str, measurements: str) -> str:
             FROM passed
         ),
         latest AS (
-            SELECT {key}, run_id, observed_at, median_us, p20_us, p80_us,
+            SELECT {key}, run_id, observed_at,
                 CAST(passed_runs AS BIGINT) AS passed_runs, load_id, version
             FROM ranked
             WHERE rn = 1
         )
-        SELECT l.*, s.samples, s.resolution_us, s.spread, s.low_us, s.high_us, s.evidence
+        SELECT {", ".join(f"l.{k}" for k in KEY)}, l.run_id, l.observed_at, s.median_us,
+            s.p20_us, s.p80_us, l.passed_runs, l.load_id, l.version,
+            {", ".join(f"s.{c}" for c in (*STATISTICS, *CENTER) if c != "version")}
         FROM latest l
         LEFT JOIN ({latest_statistics_sql("latest", measurements)}) s ON s.run_id = l.run_id
     """
@@ -130,7 +142,8 @@ def underived(loads: list[tuple[str, str | None]]) -> list[str]:
 
 def is_before_latest_runs(kidata_version: str | None) -> bool:
     """Whether a load whose marker names ``kidata_version`` may lack its ``latest_runs`` rows
-    or their ``STATISTICS``: written by kidata before 0.2.3, or of unknown origin (a marker
+    or their ``STATISTICS`` or ``CENTER`` (and lack mean-only runs): written by kidata before
+    0.2.4, or of unknown origin (a marker
     rewritten by ``kidata check --repair``). Readers compute such loads' rows instead of
     trusting the table."""
     parts = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", kidata_version or "")
@@ -140,10 +153,10 @@ def is_before_latest_runs(kidata_version: str | None) -> bool:
 def write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) -> int:
     """Write this load's ``latest_runs`` rows (the module docstring says what they are).
 
-    They come from the staged rows of the runs this load adds, which carry their latency
-    median, p20 and p80 (``schema.STAGED_LATENCY``), so no join with the measurements is
-    needed to find them; only the chosen runs' measurements are read, for their evidence
-    (:func:`kidata.store.latest_statistics_sql`). It gives the rows of
+    They come from the staged rows of the runs this load adds, which carry their central
+    latency (``schema.STAGED_LATENCY``: the median, else the mean), so no join with the
+    measurements is needed to find them; only the chosen runs' measurements are read, for
+    their numbers and evidence (:func:`kidata.store.latest_statistics_sql`). It gives the rows of
     :func:`kidata.store.derived.latest_runs_sql` over the final tables (``kidata check``
     compares the two)."""
     key = ", ".join(KEY)
@@ -156,8 +169,7 @@ def write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) 
     # 128 MB of DuckDB memory at 1M runs; these joins take 1.4 s and fit in 96 MB.
     query = f"""
         WITH passed AS (
-            SELECT {key}, run_id, observed_at, version, _seq, _latency_median,
-                _latency_p20, _latency_p80
+            SELECT {key}, run_id, observed_at, version, _seq
             FROM staged_runs
             WHERE _seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'added')
                 AND status = 'passed' AND _latency_median IS NOT NULL
@@ -182,10 +194,9 @@ def write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) 
             SELECT * FROM staged_measurements WHERE _seq IN (SELECT _seq FROM latest)
         )
         SELECT {", ".join(f"a.{k}" for k in KEY)}, a.run_id, a.observed_at,
-            a._latency_median / 1000.0 AS median_us, a._latency_p20 / 1000.0 AS p20_us,
-            a._latency_p80 / 1000.0 AS p80_us, a.n AS passed_runs,
+            s.median_us, s.p20_us, s.p80_us, a.n AS passed_runs,
             CAST($load_id AS VARCHAR) AS load_id, a.version,
-            {", ".join(f"s.{c}" for c in STATISTICS if c != "version")}
+            {", ".join(f"s.{c}" for c in (*STATISTICS, *CENTER) if c != "version")}
         FROM latest a
         LEFT JOIN ({latest_statistics_sql("latest", "their_measurements")}) s
             ON s.run_id = a.run_id

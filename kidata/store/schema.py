@@ -233,7 +233,8 @@ LATEST_RUNS = (
        "load added: greatest `observed_at` (none last), ties broken by the greatest "
        "`run_id`.", False),
     _f("observed_at", TS, "That run's `observed_at`."),
-    _f("median_us", FLOAT64, "That run's median latency (µs).", False),
+    _f("median_us", FLOAT64, "That run's median latency (µs); null when its source gives only "
+       "a mean (since 0.2.4; required before)."),
     _f("p20_us", FLOAT64, "That run's 20th-percentile latency (µs), null when not "
        "measured."),
     _f("p80_us", FLOAT64, "That run's 80th-percentile latency (µs), null when not "
@@ -253,6 +254,11 @@ LATEST_RUNS = (
     _f("high_us", FLOAT64, "Upper end of the spread (µs, `latencies.high_us`) (since 0.2.3)."),
     _f("evidence", STRING, "What the spread supports (`latencies.evidence`); null only in "
        "rows written before 0.2.3."),
+    # Since 0.2.4 (derived.CENTER): runs with only a mean are latest runs too.
+    _f("center_us", FLOAT64, "That run's central latency (µs, `latencies.center_us`: the "
+       "median, else the mean); null only in rows written before 0.2.4."),
+    _f("center_statistic", STRING, "Which statistic `center_us` is, 'median' or 'mean' "
+       "(`latencies.center_statistic`); null only in rows written before 0.2.4."),
 )
 
 LOADS = (
@@ -331,7 +337,8 @@ def description(field: pa.Field) -> str:
 
 
 # Staged only, for the commit to derive latest_runs without joining measurements: a run's
-# latency median, p20 and p80 in ns (null when it has none), as its measurements rows hold them.
+# central latency (its median, else its mean: run_statistics.center), p20 and p80 in ns (null
+# when it has none), as its measurements rows hold them.
 STAGED_LATENCY = ("_latency_median", "_latency_p20", "_latency_p80")
 
 

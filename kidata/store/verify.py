@@ -141,13 +141,15 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
                     stamps[load_id] = min(stamp, stamps.get(load_id, stamp))
         known = {r[0] for r in con.sql(
             f"SELECT load_id FROM ({views_mod.table_sql(wh.path, 'loads')})").fetchall()}
-        # Loads whose latest_runs rows all carry their evidence (derived.STATISTICS, 0.2.3).
+        # Loads whose latest_runs rows all carry their evidence (derived.STATISTICS, 0.2.3)
+        # and center (derived.CENTER, 0.2.4).
         evidenced: set[str] = set()
         latest = views_mod.table_sql(wh.path, "latest_runs")
-        if "evidence" in con.sql(latest).columns:
+        if {"evidence", "center_statistic"} <= set(con.sql(latest).columns):
             evidenced = {r[0] for r in con.sql(
                 f"SELECT load_id FROM ({latest}) GROUP BY load_id "
-                "HAVING count(evidence) = count(*)").fetchall()}
+                "HAVING count(evidence) = count(*) AND count(center_statistic) = count(*)"
+                ).fetchall()}
         for load_id in sorted(set(counts) - known):
             added = counts[load_id]
             row = {"load_id": load_id,
@@ -359,7 +361,8 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
     try:
         snapshot.define(con, wh.path)
         stored = views_mod.table_sql(wh.path, "latest_runs")
-        # Files written before 0.2.3 lack the evidence columns (derived.STATISTICS).
+        # Files written before 0.2.3 lack the evidence columns (derived.STATISTICS), before
+        # 0.2.4 the center (derived.CENTER).
         lacking = [f for f in TABLES["latest_runs"] if f.name not in con.sql(stored).columns]
         if lacking:
             stored = ("SELECT *, " + ", ".join(

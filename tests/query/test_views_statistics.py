@@ -112,7 +112,7 @@ def test_no_firm_verdict_without_a_measured_spread(loaded: Warehouse):
 
 def test_verdict_rule_is_one_lookup(loaded: Warehouse):
     rule = {r[:3]: r[3] for r in loaded.sql("SELECT * FROM verdict_rule").fetchall()}
-    assert len(rule) == 6 * 6 * 4
+    assert len(rule) == 6 * 6 * 5  # evidence x evidence x placement
     assert rule[("measured", "measured", "below")] == "faster"
     assert rule[("measured", "measured", "above")] == "slower"
     assert rule[("measured", "measured", "overlap")] == "within noise"
@@ -120,6 +120,8 @@ def test_verdict_rule_is_one_lookup(loaded: Warehouse):
     assert rule[("zero width", "single sample", "below")] == "zero width"
     assert rule[("measured", "single sample", "below")] == "single sample"
     assert rule[("measured", "measured", "different spreads")] == "different spreads"
+    assert rule[("measured", "measured", "different centers")] == "different centers"
+    assert rule[("single sample", "measured", "different centers")] == "single sample"
 
 
 def test_other_spreads_in_the_model(tmp_path):

@@ -116,7 +116,7 @@ def test_cli_prints_versions_and_exits_1(cli, data):
     assert result.code == 1
     lines = result.out.splitlines()
     assert lines[0] == ("kernel,pass,implementation,variant,workload,gpu,previous_version,"
-                        "version,previous_median_us,median_us,change,previous_run_id,run_id")
+                        "version,previous_center_us,center_us,change,previous_run_id,run_id")
     assert [line.split(",")[4:10] for line in lines[1:]] == [
         ["w-tie", "a100-sxm4-80gb", "1.0", "1.1", "50.0", "60.0"],
         ["w1", "a100-sxm4-80gb", "0.1", "0.2", "100.0", "112.0"],

@@ -111,7 +111,8 @@ def as_written_by_0_1(wh_path: Path, load_ids: list[str]) -> None:
 
 def as_written_by_0_2_2(wh_path: Path, load_ids: list[str]) -> None:
     """Make loads look as kidata 0.2.2 wrote them: version 0.2.2 in their commit markers and
-    latest_runs rows without the columns added in 0.2.3 (derived.STATISTICS)."""
+    latest_runs rows without the columns added in 0.2.3 (derived.STATISTICS) and 0.2.4
+    (derived.CENTER)."""
     from kidata.store import derived
 
     for load_id in load_ids:
@@ -120,7 +121,8 @@ def as_written_by_0_2_2(wh_path: Path, load_ids: list[str]) -> None:
         row.update(kidata_version="0.2.2")
         pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
         path = wh_path / "latest_runs" / f"part-{load_id}.parquet"
-        pq.write_table(pq.read_table(path).drop_columns(list(derived.STATISTICS)), path)
+        pq.write_table(pq.read_table(path).drop_columns([*derived.STATISTICS, *derived.CENTER]),
+                       path)
 
 
 @pytest.fixture(params=["fast path", "general path"])
@@ -315,10 +317,10 @@ def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(t
     assert pq.read_table(marker).column("kidata_version").to_pylist() == ["unknown"]
     for name, rows in before.items():
         assert Warehouse(wh.path).sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows
-    # The version is what tells: the same files under a 0.2.3 marker are trusted, and the
+    # The version is what tells: the same files under a 0.2.4 marker are trusted, and the
     # columns they lack are missing.
     row = pq.read_table(marker).to_pylist()[0]
-    row.update(kidata_version="0.2.3")
+    row.update(kidata_version="0.2.4")
     pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
     with pytest.raises(QueryError, match="version"):
         Warehouse(wh.path).sql("SELECT * FROM latest_latencies").fetchall()
