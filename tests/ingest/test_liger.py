@@ -150,6 +150,40 @@ def test_liger_vs_torch_speedup(recent: Warehouse):
 
 
 @pytest.mark.shared
+def test_timer_step_of_1_024_us_is_the_resolution(recent: Warehouse):
+    """A speed row two of whose three quantiles (in integer ns, the documented rounding) are
+    multiples of 1,024 ns, to 1 ns, gets resolution 1.024 µs; counted here from the CSV text."""
+    stepped: dict[str, int] = {}
+    with open(RECENT, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["metric_name"] == "speed":
+                on_grid = sum(ns(r[f"y_value_{q}"]) % 1024 in (0, 1, 1023)
+                              for q in ("20", "50", "80"))
+                stepped[r["gpu_name"]] = stepped.get(r["gpu_name"], 0) + (on_grid >= 2)
+    assert sum(stepped.values()) == 273  # of 1,649 speed rows
+    assert stepped["NVIDIA H100 80GB HBM3"] == 0 and stepped["NVIDIA GeForce RTX 3090"] == 180
+    got = dict(recent.sql("SELECT gpu, count(resolution_us) FROM latencies GROUP BY gpu"
+                          ).fetchall())
+    assert got == {"h100-sxm5-80gb": 0, "h100-pcie-80gb": 0, "rtx-3090": 180, "rtx-4090": 65,
+                   "a100-sxm4-80gb": 24, "b200": 4}
+    assert recent.sql("SELECT DISTINCT resolution_us FROM latencies WHERE resolution_us "
+                      "IS NOT NULL").fetchall() == [(1.024,)]
+    # CSV line 754, softmax liger forward N 128 fp32, RTX 3090: p20 = p50 = 0.0071680000983 ms
+    # -> 7168 ns (7 x 1024), p80 0.0079423999 ms -> 7942 ns: a 0.774 µs range under one step.
+    # Line 787, softmax torch forward N 1024: all three 0.014336000196 ms = 14 x 1.024 µs.
+    rows = recent.sql(
+        "SELECT workload, implementation, low_us, high_us, resolution_us, evidence "
+        "FROM latencies WHERE gpu = 'rtx-3090' AND kernel = 'softmax' AND pass = 'forward' "
+        "AND workload IN ('hidden128-rows2048-fp32', 'hidden1024-rows2048-bf16') "
+        "AND implementation = CASE WHEN workload LIKE 'hidden128-%' THEN 'liger' ELSE 'torch' "
+        "END ORDER BY workload").fetchall()
+    assert rows == [
+        ("hidden1024-rows2048-bf16", "torch", 14.336, 14.336, 1.024, "zero width"),
+        ("hidden128-rows2048-fp32", "liger", 7.168, 7.942, 1.024, "below resolution"),
+    ]
+
+
+@pytest.mark.shared
 def test_speedup_summary_per_gpu(recent: Warehouse):
     # liger vs torch on the H100 PCIe, recomputed from the CSV text alone: pair the liger and
     # torch speed rows of that GPU on (kernel, mode, x, config); 2 kernels (jsd, kl_div) x 2

@@ -49,6 +49,14 @@ COLUMNS = (
     "extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version",
 )
 # The CSV's quantile columns, in the order sourceNative.metrics lists them.
+# The step of the timer behind some rows (docs/formats.md, Liger): on the RTX 3090/4090, and on
+# the A100 and B200 with later Liger releases, do_bench's timings are multiples of 1.024 µs
+# (14.336 µs = 14 x 1.024 µs). A row two of whose three quantiles lie on that grid (to the
+# 1 ns the values are rounded to) was timed with it (by chance: about 3 in 100,000 rows): its
+# latencies get that resolution, so a p20-p80 range narrower than one step is 'below
+# resolution'. Interpolated quantiles fall between steps, so one value on the grid says
+# nothing.
+TIMER_STEP_NS = 1024
 QUANTILES = (("20", "y_value_20", "p20"), ("50", "y_value_50", "median"),
              ("80", "y_value_80", "p80"))
 # Speed units and their factor to ns (exact, so rounding happens once).
@@ -558,6 +566,8 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                 raise row.fail(f"y_value_{q}", f"{numbers[q][1]} {unit} is {ns[q]:,} ns, "
                                                "beyond 64 bits; expected a plausible latency")
         spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
+        if sum(ns[q] % TIMER_STEP_NS in (0, 1, TIMER_STEP_NS - 1) for q in ns) >= 2:
+            spec["timing"]["resolutionNs"] = TIMER_STEP_NS
         spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         spec["measurements"] = [
             {"unit": "ns", "value": ns[q], "metric": "latency", "statistic": stat}
