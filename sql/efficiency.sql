@@ -30,15 +30,29 @@
 --     1000) µs; null when the peak is unknown.
 --   bound: 'overhead' when peak_us < 5 (the bytes would move in under 5 µs at peak, so kernel
 --     launches and fixed costs, not bandwidth, set the latency: peak_fraction is then no
---     bandwidth measurement and should not be quoted as one); 'bandwidth' otherwise; null when
---     the peak is unknown.
+--     bandwidth measurement and should not be quoted as one) or when flat_latency is true
+--     (the latency does not grow with the bytes); 'bandwidth' otherwise; null when the peak is
+--     unknown and flat_latency is not true.
+--   flat_latency: true when a point of the same sweep (kernel, pass, implementation, variant,
+--     GPU, family and version) with at least twice the bytes has a median under 1.25 times
+--     this one's (size_growth < 1.25): doubling the bytes adds under a quarter to the latency,
+--     so fixed costs, not the bytes, set it (a bandwidth-bound point would take about twice as
+--     long); false when the sweep has such larger points but each takes 1.25 times as long or
+--     more; null when it has no point with twice the bytes (the largest points of a sweep).
+--   size_growth: the smallest median_us ratio (larger point / this point) over the sweep's
+--     points with at least twice this point's bytes; null when there are none.
 -- notes: Only runs with a median count (a mean-only run's mean is pulled by slow samples, so its
 --   rate would not be comparable). The byte models are lower bounds on traffic (each tensor counted once, at the
 --   workload's dtype, per-row statistics left out), so achieved_gbps and peak_fraction are lower
 --   bounds too. A kernel or pass without a model, a workload without a parameter the model names
 --   (or whose parameter is not a number), and a dtype not in the dtypes table all leave the run
---   out: nothing is guessed. The overhead rule looks at one point only; a sweep whose latency
---   stays flat while the bytes grow is overhead-bound too, which this column does not detect.
+--   out: nothing is guessed. Two overhead rules: one point's bytes against the peak (peak_us),
+--   and the sweep's shape (flat_latency), which catches launch- and overhead-bound points whose
+--   bytes would take over 5 µs at peak, and needs no peak. flat_latency compares medians within
+--   one release's sweep only; a sweep of one point, or the largest points of a sweep, are
+--   never called flat (their latency may be flat beyond the sizes measured), and a point whose
+--   larger neighbours are slowed by something else than bytes (a cache threshold) may pass as
+--   bandwidth-bound.
 WITH terms AS (
     SELECT
         l.run_id,
@@ -64,30 +78,72 @@ sized AS (
     FROM terms
     GROUP BY run_id
     HAVING COUNT(term_bytes) = COUNT(*)
+),
+measured AS (
+    -- Every column but the sweep rule's, with the point's bound by its bytes alone.
+    SELECT
+        l.run_id,
+        l.kernel,
+        l.pass,
+        l.implementation,
+        l.variant,
+        l.workload,
+        l.gpu,
+        l.family,
+        CAST(ROUND(s.bytes) AS BIGINT) AS bytes,
+        l.median_us,
+        s.bytes / (l.median_us * 1000) AS achieved_gbps,
+        s.bytes / (l.p80_us * 1000) AS achieved_gbps_low,
+        s.bytes / (l.p20_us * 1000) AS achieved_gbps_high,
+        g.memory_bandwidth_gbps AS peak_gbps,
+        s.bytes / (l.median_us * 1000) / g.memory_bandwidth_gbps AS peak_fraction,
+        s.bytes / (l.median_us * 1000) > g.memory_bandwidth_gbps AS above_peak,
+        l.version,
+        l.gpu_family,
+        s.bytes / (g.memory_bandwidth_gbps * 1000) AS peak_us,
+        CASE WHEN g.memory_bandwidth_gbps IS NULL THEN NULL
+             WHEN s.bytes / (g.memory_bandwidth_gbps * 1000) < 5 THEN 'overhead'
+             ELSE 'bandwidth' END AS peak_bound,
+        s.bytes AS exact_bytes
+    FROM sized s
+    JOIN latencies l ON l.run_id = s.run_id
+    LEFT JOIN gpus g ON g.gpu = l.gpu
+),
+growth AS (
+    -- Per point, how much longer the sweep's points with at least twice its bytes take.
+    SELECT a.run_id, MIN(b.median_us / a.median_us) AS size_growth
+    FROM measured a
+    JOIN measured b
+        ON b.kernel = a.kernel AND b.pass = a.pass AND b.implementation = a.implementation
+        AND (b.variant = a.variant OR (b.variant IS NULL AND a.variant IS NULL))
+        AND b.gpu = a.gpu AND b.family = a.family
+        AND (b.version = a.version OR (b.version IS NULL AND a.version IS NULL))
+        AND b.exact_bytes >= 2 * a.exact_bytes
+    GROUP BY a.run_id
 )
 SELECT
-    l.run_id,
-    l.kernel,
-    l.pass,
-    l.implementation,
-    l.variant,
-    l.workload,
-    l.gpu,
-    l.family,
-    CAST(ROUND(s.bytes) AS BIGINT) AS bytes,
-    l.median_us,
-    s.bytes / (l.median_us * 1000) AS achieved_gbps,
-    s.bytes / (l.p80_us * 1000) AS achieved_gbps_low,
-    s.bytes / (l.p20_us * 1000) AS achieved_gbps_high,
-    g.memory_bandwidth_gbps AS peak_gbps,
-    s.bytes / (l.median_us * 1000) / g.memory_bandwidth_gbps AS peak_fraction,
-    s.bytes / (l.median_us * 1000) > g.memory_bandwidth_gbps AS above_peak,
-    l.version,
-    l.gpu_family,
-    s.bytes / (g.memory_bandwidth_gbps * 1000) AS peak_us,
-    CASE WHEN g.memory_bandwidth_gbps IS NULL THEN NULL
-         WHEN s.bytes / (g.memory_bandwidth_gbps * 1000) < 5 THEN 'overhead'
-         ELSE 'bandwidth' END AS bound
-FROM sized s
-JOIN latencies l ON l.run_id = s.run_id
-LEFT JOIN gpus g ON g.gpu = l.gpu
+    m.run_id,
+    m.kernel,
+    m.pass,
+    m.implementation,
+    m.variant,
+    m.workload,
+    m.gpu,
+    m.family,
+    m.bytes,
+    m.median_us,
+    m.achieved_gbps,
+    m.achieved_gbps_low,
+    m.achieved_gbps_high,
+    m.peak_gbps,
+    m.peak_fraction,
+    m.above_peak,
+    m.version,
+    m.gpu_family,
+    m.peak_us,
+    CASE WHEN m.peak_bound = 'overhead' OR g.size_growth < 1.25 THEN 'overhead'
+         ELSE m.peak_bound END AS bound,
+    g.size_growth < 1.25 AS flat_latency,
+    g.size_growth
+FROM measured m
+LEFT JOIN growth g ON g.run_id = m.run_id

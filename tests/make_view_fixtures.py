@@ -320,7 +320,27 @@ def centers() -> list[dict]:
     return out
 
 
+def sweeps() -> list[dict]:
+    """One sweep of rms_norm forward over H on the A100 (M 2048, bf16), for efficiency's
+    flat-latency rule (tests/query/test_views_statistics.py works the numbers)."""
+    rows = [
+        # run id, implementation, version, H, median (ns)
+        ("sw-liger-4096", "liger", "1", 4096, 100_000),
+        ("sw-liger-8192", "liger", "1", 8192, 110_000),
+        ("sw-liger-16384", "liger", "1", 16384, 200_000),
+        ("sw-liger-32768", "liger", "1", 32768, 400_000),
+        ("sw-torch-4096", "torch", "1", 4096, 50_000),
+        ("sw-torch-8192", "torch", "2", 8192, 52_000),
+    ]
+    return [bundle(r, "rms_norm/forward", impl, A100, med,
+                   workload(f"sweep-H{h}", "rms_norm",
+                            {"M": 2048, "H": h, "dtype": "torch.bfloat16"}),
+                   "views_sweep", at="2024-01-01T00:00:00Z", version=ver)
+            for r, impl, ver, h, med in rows]
+
+
 if __name__ == "__main__":
+    write("sweeps.jsonl", sweeps())
     write("centers.jsonl", centers())
     write("statistics.jsonl", statistics())
     write("speedups.jsonl", speedups())

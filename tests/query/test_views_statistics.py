@@ -403,6 +403,30 @@ def test_efficiency_says_when_a_point_is_overhead_bound(tmp_path):
     assert got["ef-unknown-gpu"] == (None, None)
 
 
+def test_efficiency_calls_a_flat_sweep_overhead_bound(tmp_path):
+    """tests/data/views/sweeps.jsonl: rms_norm forward, A100 (2,039 GB/s), M 2048, bf16; bytes
+    = 2 x M x H x 2 (X read, Y written) + 2 x H (weight): H 4096 -> 33,562,624 (16.46 µs at
+    peak), 8192 -> 67,125,248, 16384 -> 134,250,496, 32768 -> 268,500,992; each is exactly
+    twice the one before, and every point is over 5 µs at peak."""
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(VIEWS / "sweeps.jsonl")]).ok
+    got = {r[0]: r[1:] for r in wh.sql(
+        "SELECT run_id, bytes, size_growth, flat_latency, bound FROM efficiency").fetchall()}
+    assert got == {
+        # liger 100 µs; the points with twice the bytes or more take 110, 200, 400 µs: the
+        # smallest ratio 110 / 100 = 1.1 < 1.25, flat: overhead-bound despite 16.46 µs at peak.
+        "sw-liger-4096": (33_562_624, pytest.approx(1.1), True, "overhead"),
+        # 110 µs; larger: 200 and 400 µs, smallest ratio 200 / 110 = 1.818: bandwidth.
+        "sw-liger-8192": (67_125_248, pytest.approx(200 / 110), False, "bandwidth"),
+        "sw-liger-16384": (134_250_496, pytest.approx(2.0), False, "bandwidth"),  # 400 / 200
+        # the largest point has nothing to compare with: not judged, bound by its peak time.
+        "sw-liger-32768": (268_500_992, None, None, "bandwidth"),
+        # torch's two points are of two releases: two sweeps of one point each.
+        "sw-torch-4096": (33_562_624, None, None, "bandwidth"),
+        "sw-torch-8192": (67_125_248, None, None, "bandwidth"),
+    }
+
+
 @pytest.mark.shared
 def test_roofline_of_liger_swiglu_by_hand(liger: Warehouse):
     # all_benchmark_data.csv: swiglu,liger,forward,... T = 1024, B 4, hidden_size 4096,
