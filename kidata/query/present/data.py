@@ -101,7 +101,7 @@ def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
         FROM latencies l
         JOIN runs r ON r.run_id = l.run_id
         LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
-        WHERE l.status = 'passed'""")
+        WHERE l.status = 'passed' AND l.median_us IS NOT NULL""")  # charts draw medians
     frame = filters.in_window(filters.apply(frame))
     key = ["kernel", "pass", "gpu", "family", "implementation", "variant", "workload",
            "parameter"]
@@ -175,7 +175,8 @@ def trends(wh: Warehouse, filters: Filters) -> pl.DataFrame:
                t.step, t.points, t.run_id, t.observed_at, t.version, t.median_us, t.p20_us,
                t.p80_us, r.labels
         FROM trends t
-        LEFT JOIN runs r ON r.run_id = t.run_id""")
+        LEFT JOIN runs r ON r.run_id = t.run_id
+        WHERE t.median_us IS NOT NULL""")  # charts draw medians (a mean-only series has none)
     frame = filters.in_window(filters.apply(frame))
     frame = frame.filter(pl.col("points") > 1)
     return frame.with_columns(release=pl.struct("version", "labels").map_elements(
