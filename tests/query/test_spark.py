@@ -349,3 +349,27 @@ def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
     register(session, old)
     for name in ("latest_runs", "latest_latencies", "speedups"):
         assert _assert_same_rows(session, seeded, name) > 0
+
+
+def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
+    """tests/data/views/centers.jsonl (runs with only a mean, a mean against a median) and
+    sweeps.jsonl (efficiency's flat-latency rule), in a load that looks written by 0.2.3 (its
+    latest_runs rows derived on read, mean-only runs included): Spark gives DuckDB's rows for
+    every view these reach, 'different centers' and flat_latency included."""
+    import pyarrow as pa
+
+    views = Path(__file__).parent.parent / "data" / "views"
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(views / "centers.jsonl"), str(views / "sweeps.jsonl")]).ok
+    for marker in (wh.path / "loads").iterdir():
+        row = pq.read_table(marker).to_pylist()[0]
+        row.update(kidata_version="0.2.3")
+        pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
+    assert wh.sql("SELECT count(*) FROM speedups WHERE verdict = 'different centers'"
+                  ).fetchall() == [(2,)]
+    assert wh.sql("SELECT count(*) FROM efficiency WHERE flat_latency").fetchall() == [(1,)]
+    session = spark.newSession()
+    register(session, wh.path)
+    for name in ("latest_runs", "latencies", "latest_latencies", "speedups", "speedup_summary",
+                 "series_steps", "trends", "regressions", "efficiency"):
+        assert _assert_same_rows(session, wh, name) > 0, name
