@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +118,7 @@ class Warehouse:
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)
         commit.ensure(self.path)
-        load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
+        load_id = commit.new_id()
         report = LoadReport(load_id=load_id)
         for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
             report.add_warning(message)
