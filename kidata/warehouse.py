@@ -1,10 +1,11 @@
 """The library's facade over a warehouse: load, query, check, compact, export.
 
-A load is read → stage → commit: :meth:`Warehouse.load` reads and stages the inputs
-(:mod:`kidata.ingest`), then the commit (:mod:`kidata.store.commit`) makes them visible, all or
-nothing, under the writer lock. Queries go through one cached session
-(:mod:`kidata.query.session`). Every path under a warehouse is named in
-:mod:`kidata.store.layout`. See ``docs/architecture.md`` and ``docs/guarantees.md``.
+A load is read → stage → commit: :meth:`Warehouse.load` has the inputs read and staged
+(:mod:`kidata.ingest.inputs`), then committed (:mod:`kidata.store.load_commit`, through the one
+commit mechanism of :mod:`kidata.store.commit`): all or nothing, under the writer lock.
+Queries go through one cached session (:mod:`kidata.query.session`). Every path under a
+warehouse is named in :mod:`kidata.store.layout`. See ``docs/architecture.md`` and
+``docs/guarantees.md``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from typing import Any
 import duckdb
 
 from kidata.errors import NoSuchLoad, NotAWarehouse, QueryError, RecordError, WarehouseError
+from kidata.ingest.inputs import stage_inputs
 from kidata.ingest.load_report import LoadReport
-from kidata.ingest.readers import expand_paths, read_file
+from kidata.ingest.readers import expand_paths
 from kidata.query import engine
 from kidata.query.session import Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
-from kidata.store.manifest import FileManifest, fingerprint
+from kidata.store.load_commit import LoadCommit
+from kidata.store.manifest import FileManifest
 
 DEFAULT_BATCH = 10_000
 
@@ -130,8 +133,8 @@ class Warehouse:
         meta = engine.connect()
         try:
             try:
-                read = self._stage(files, staging, format, batch_size, report, progress, meta,
-                                   unreadable, settings, mapping)
+                read = stage_inputs(self.path, files, staging, format, batch_size, report,
+                                    progress, meta, unreadable, settings, mapping)
                 if strict and report.rejected:
                     return report
                 if phase is not None:
@@ -142,7 +145,7 @@ class Warehouse:
                         # to commit (and no pyarrow to import: a re-load is start-up only).
                         report.committed = True
                     else:
-                        commit.LoadCommit(self.path).commit(staging, report, strict)
+                        LoadCommit(self.path).commit(staging, report, strict)
                     reference.write(self.path, meta)
                     if report.committed and read:
                         FileManifest(self.path).remember(report, read)
@@ -175,74 +178,6 @@ class Warehouse:
                          f"files failed ({exc}); run kidata compact")
             return
         report.compacted = {t: n for t, n in done.tables.items() if n[0] != n[1]}
-
-    def _stage(self, files: list[str], staging: Path, fmt: str | None, batch: int,
-               report: LoadReport, progress: Callable[[str, int], None] | None,
-               meta: duckdb.DuckDBPyConnection, unreadable: list[RecordError] = (),
-               settings: dict[str, str] | None = None, mapping: str | None = None
-               ) -> list[dict[str, Any]] | None:
-        """Stage the records of ``files`` (and ``unreadable``: folders that could not be
-        listed, as rejects); returns what was read of each file (for
-        :meth:`FileManifest.remember`), or None when every file was skipped as already loaded."""
-        # Checking and flattening happen in kidata.ingest.stage (in worker processes for large
-        # inputs); the result is the same as one pass over the input in order. It is set up
-        # when the first file must be read.
-        stage = None
-        manifest = FileManifest(self.path)
-        loaded = manifest.loaded(meta)
-        label = fmt or "auto"
-        if settings or mapping:  # the same file read with other context is another input
-            from kidata.ingest.readers.builder import Settings
-
-            label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
-                                                               if mapping else "")
-        try:
-            if unreadable:
-                from kidata.ingest.stage import Stage
-
-                stage = Stage(staging, batch, manifest.existing_environments(meta), report,
-                              progress)
-                for error in unreadable:
-                    stage.feed(error, error.file)
-            for path in files:
-                report.files += 1
-                name = "<stdin>" if path == "-" else path
-                known = loaded.get((name, label))
-                seen = None
-                if path != "-" and known is not None:
-                    # Loaded before under this name: unchanged (same bytes) means skipped.
-                    print_ = fingerprint(path, known)
-                    seen = loaded.get((name, *print_[:2], label)) if print_ else None
-                if seen is not None and manifest.still_loaded(seen, name, meta):
-                    # Unchanged since a clean load: reading it again would add nothing.
-                    report.records += seen["records"]
-                    report.duplicates += seen["runs"]
-                    report.unchanged.append(name)
-                    continue
-                if stage is None:
-                    from kidata.ingest.stage import Stage
-
-                    stage = Stage(staging, batch, manifest.existing_environments(meta), report,
-                                  progress)
-                # The manifest describes the bytes this read saw, hashed as they were read:
-                # a file replaced meanwhile is not vouched for by the other file's hash.
-                got: dict[str, Any] = {}
-                for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
-                                      fingerprint=got, settings=settings, mapping=mapping):
-                    stage.feed(unit, name)
-                read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
-                              if got else None)
-                stage.file_done(name, read_print, label)
-                if progress is not None:
-                    progress(name, report.records)
-            if stage is None:
-                return None
-            stage.finish()
-        finally:
-            if stage is not None:
-                stage.close()
-        return stage.summaries()
-
 
     # -- query --------------------------------------------------------------------------------
 
