@@ -235,9 +235,10 @@ def _apply(root: Path, moves: list, exchanges: list, faults: str | None) -> None
             durable.exchange(root / prepared, root / folder)
         if not resume:
             fault(f"{faults}after-swap:{Path(folder).name}")
-    _fsync_dirs(root, [dst for _, dst in moves]
-                + [f"{f}/{witness}" for _, f, witness in exchanges]
-                + [f"{p}/{witness}" for p, _, witness in exchanges])
+    # The folders whose names changed: those files were renamed into, and the parents of
+    # both exchanged folders (the table's in the warehouse, the work folder).
+    _fsync_dirs(root, [dst for _, dst in moves] + [name for p, f, _ in exchanges
+                                                   for name in (p, f)])
 
 
 def roll_forward(root: Path, journal: Path) -> str:
