@@ -87,11 +87,11 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
     # speedups reads latest_latencies (which reads only tables: each latest run's evidence is
     # in latest_runs since 0.2.3) and verdict_rule.
     shared = {"latest_latencies", "verdict_rule"}
-    assert _views_on(wh._con) - tables == {"speedups", "speedup_summary"} | shared
+    assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary"} | shared
     # regressions reads trends, which reads series_steps, which reads run_statistics
     # (sql/*.sql bodies).
     assert wh.sql("select count(*) from REGRESSIONS").fetchall()[0][0] >= 0
-    assert _views_on(wh._con) - tables == {"speedups", "speedup_summary", "regressions",
+    assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary", "regressions",
                                            "trends", "series_steps", "run_statistics"} | shared
     every = set(views.load_views())
     assert _views_on(wh.connect()) - tables == every

@@ -1,5 +1,6 @@
 """Query: answers from a committed warehouse.
 
+:mod:`~kidata.query.session` holds a warehouse's cached connection and runs queries;
 :mod:`~kidata.query.views` binds the tables and ``sql/*.sql`` views to DuckDB (connections
 from :mod:`~kidata.query.engine`), :mod:`~kidata.query.spark` to Spark SQL;
 :mod:`~kidata.query.analysis` (audit, regressions, compare); hand-off as terminal tables

@@ -8,11 +8,13 @@ The hard part is the swap: a reader listing ``runs/*.parquet`` must see either t
 or the new one, never both (duplicates) and never neither (lost rows). Renaming files one by
 one cannot do that, so compaction builds the table's next folder beside it — the merged file
 plus hard links to the files it keeps — and exchanges the two folders in one atomic step
-(``renameat2(RENAME_EXCHANGE)`` on Linux, ``renamex_np(RENAME_SWAP)`` on macOS). A crash at
-any moment leaves either the old folder in place (and the unfinished next folder under
-``_kidata/compact/``, removed by the next writer) or the new one. Compaction holds the writer
-lock throughout, so no load commits meanwhile, and it keeps every row as it was, ``load_id``
-included, so kidata's snapshot filter is unaffected.
+(``renameat2(RENAME_EXCHANGE)`` on Linux, ``renamex_np(RENAME_SWAP)`` on macOS). That step is
+a commit like any other (:func:`kidata.store.commit.replace_table`, a
+:class:`~kidata.store.commit.Transaction`): journalled, so a crash before the journal leaves
+the old folder (and the unfinished next one, removed by the next writer) and a crash after it
+is completed by the next writer. Compaction holds the writer lock throughout, so no load
+commits meanwhile, and it keeps every row as it was, ``load_id`` included, so kidata's
+snapshot filter is unaffected.
 
 Limit: a query that listed the old folder and opens a merged-away file after the swap fails
 with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
@@ -21,11 +23,7 @@ with "file not found" (never a wrong answer); run it again. See ``docs/guarantee
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,8 +32,7 @@ import pyarrow.parquet as pq
 from kidata.errors import UsageError, WarehouseError
 from kidata.query import engine
 from kidata.query import views as views_mod
-from kidata.store import durable
-from kidata.store.durable import fault
+from kidata.store import commit
 from kidata.store.pqwrite import write_reader
 from kidata.store.schema import COMMIT_ORDER, TABLES
 
@@ -103,24 +100,9 @@ def auto(wh: Warehouse) -> CompactReport:
         return CompactReport()
     at = max(2, at)
     plan = {t: _split(wh, t, SMALL_BYTES) for t in compactable()}
-    if not any(len(small) >= at for _, small in plan.values()) or not _can_exchange(wh):
+    if not any(len(small) >= at for _, small in plan.values()) or not commit.can_exchange(wh.path):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
     return _merge_tables(wh, plan, at)
-
-
-def _can_exchange(wh: Warehouse) -> bool:
-    """Whether the warehouse's file system swaps folders atomically (tried on two empty
-    folders), so that a load does not merge files only to find it cannot swap them in."""
-    probe = wh.layout.compact / f"probe-{secrets.token_hex(4)}"
-    try:
-        (probe / "a").mkdir(parents=True)
-        (probe / "b").mkdir()
-        durable.exchange(probe / "a", probe / "b")
-        return True
-    except (WarehouseError, OSError):
-        return False
-    finally:
-        shutil.rmtree(probe, ignore_errors=True)
 
 
 def _split(wh: Warehouse, table: str, small_bytes: int) -> tuple[list[Path], list[Path]]:
@@ -144,34 +126,8 @@ def _merge_tables(wh: Warehouse, plan: dict[str, tuple[list[Path], list[Path]]],
 
 
 def _compact_table(wh: Warehouse, table: str, small: list[Path], keep: list[Path]) -> int:
-    return swap_table(wh, table, lambda out: _merge(table, small, out), keep)
-
-
-def swap_table(wh: Warehouse, table: str, write: Callable[[Path], int],
-               keep: list[Path] | tuple[Path, ...] = ()) -> int:
-    """Replace a table's folder in one atomic step by a new one holding the file ``write``
-    writes (it returns the rows written) and the files ``keep``. Call under the writer lock."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    work = wh.layout.compact / f"{stamp}-{secrets.token_hex(4)}"
-    nxt = work / table
-    try:
-        nxt.mkdir(parents=True)
-        rows = write(nxt / f"compacted-{work.name}.parquet")
-        for path in keep:
-            try:
-                os.link(path, nxt / path.name)
-            except OSError:  # no hard links on this file system: a copy is as good
-                shutil.copy2(path, nxt / path.name)
-                durable.fsync_file(nxt / path.name)
-        durable.fsync_dir(nxt)
-        fault(f"compact-before-swap:{table}")
-        durable.exchange(nxt, wh.layout.table(table))  # the one atomic step
-        durable.fsync_dir(wh.path)
-        fault(f"compact-after-swap:{table}")
-    finally:
-        # Before the swap: the unfinished next folder; after it: the old generation.
-        shutil.rmtree(work, ignore_errors=True)
-    return rows
+    return commit.replace_table(wh.path, table, lambda out: _merge(table, small, out), keep,
+                                what=f"compaction of {table}", faults="compact-")
 
 
 def _merge(table: str, files: list[Path], out: Path) -> int:

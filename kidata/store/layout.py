@@ -10,7 +10,8 @@
     <warehouse>/_kidata/staging/<load>/          files of a load in progress (owner.lock inside)
     <warehouse>/_kidata/staging/<load>/final/    the load's final files, before their rename
     <warehouse>/_kidata/files/<load>.json        the input files a load read in full (skip list)
-    <warehouse>/_kidata/compact/                 compaction's work folders
+    <warehouse>/_kidata/compact/<name>/          work folders of commits other than loads
+                                                 (compaction, repair, reference tables)
 
 The names are the on-disk format that warehouses written by earlier versions keep: change none of
 them. Code elsewhere asks a :class:`Layout` for a path instead of joining names itself.
@@ -88,7 +89,13 @@ class Layout:
 
     @property
     def compact(self) -> Path:
+        """The folder of the work folders of commits other than loads (named for compaction,
+        its first user, in warehouses written by 0.2)."""
         return self.private / COMPACT
+
+    def work(self, name: str) -> Path:
+        """The work folder where a commit other than a load prepares its files."""
+        return self.compact / name
 
     def table(self, table: str) -> Path:
         return self.root / table

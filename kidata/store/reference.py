@@ -7,12 +7,12 @@ see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_model
 They live in the warehouse beside the loaded tables (``<warehouse>/<table>/reference.parquet``)
 so the views that use them (e.g. ``efficiency``) run unchanged in any engine over the same folder.
 
-:func:`write` refreshes them after every load (under the writer lock); each file is replaced
-atomically, and only when it is stale: missing, unreadable, or without the fingerprint of the
-packaged data in its Parquet metadata (checked with DuckDB alone, so a query's start-up needs
-no pyarrow). A warehouse written before these tables existed, or one that cannot be written,
-still answers queries: :func:`define` serves the packaged data to DuckDB for any table
-whose file is stale.
+:func:`write` refreshes them after every load (under the writer lock, as one commit); each
+file is replaced atomically, and only when it is stale: missing, unreadable, or without the
+fingerprint of the packaged data in its Parquet metadata (checked with DuckDB alone, so a
+query's start-up needs no pyarrow). A warehouse written before these tables existed, or one
+that cannot be written, still answers queries: :func:`define` serves the packaged data to
+DuckDB for any table whose file is stale.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from kidata.errors import KidataError
 from kidata.ingest.catalog import gpu_catalog
 from kidata.query import engine
 from kidata.store import durable
+from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, REFERENCE
 
 if TYPE_CHECKING:
@@ -308,25 +309,34 @@ def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list
 
 def write(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool:
     """Write the reference tables that are missing or out of date (checked on ``con``, if
-    given); False when the warehouse cannot be written (queries then use the packaged data,
+    given), as one commit (:class:`kidata.store.commit.Transaction`; call under the writer
+    lock); False when the warehouse cannot be written (queries then use the packaged data,
     see :func:`define`)."""
     try:
         names = stale(warehouse, con)
         if not names:
             return True
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        for name in names:
-            folder = warehouse / name
-            folder.mkdir(parents=True, exist_ok=True)
-            buffer = pa.BufferOutputStream()
-            table = tables()[name]
-            metadata = dict(table.schema.metadata or {})
-            metadata[FINGERPRINT_KEY.encode()] = fingerprint(name).encode()
-            pq.write_table(table.replace_schema_metadata(metadata), buffer)
-            # Its temporary name does not end in .parquet, so no reader's glob ever sees it.
-            durable.write_atomic(folder / FILE, buffer.getvalue().to_pybytes())
+        from kidata.store.commit import Transaction
+
+        # One commit replaces every stale file, each in one rename (a reader sees the old
+        # file or the new one).
+        tx = Transaction(warehouse, "refresh of the reference tables", faults="reference-")
+        try:
+            tx.work.mkdir(parents=True)
+            for name in names:
+                Layout(warehouse).table(name).mkdir(parents=True, exist_ok=True)
+                table = tables()[name]
+                metadata = dict(table.schema.metadata or {})
+                metadata[FINGERPRINT_KEY.encode()] = fingerprint(name).encode()
+                prepared = tx.work / f"{name}.parquet"
+                pq.write_table(table.replace_schema_metadata(metadata), prepared)
+                durable.fsync_file(prepared)
+                tx.replace(prepared, Layout(warehouse).table(name) / FILE)
+            tx.commit()
+        finally:
+            tx.discard()
     except OSError:
         return False
     return True

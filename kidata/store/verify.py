@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,7 +24,7 @@ from kidata.errors import WarehouseError
 from kidata.ingest.digest import digest
 from kidata.query import engine
 from kidata.query import views as views_mod
-from kidata.store import derived, durable, snapshot
+from kidata.store import commit, derived, durable, snapshot
 from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE
 from kidata.store.schema import KEYS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
@@ -125,6 +124,8 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
 
     con = engine.connect()
     done = []
+    # One commit for all the markers: each is a new file that makes its load visible whole.
+    tx = commit.Transaction(wh.path, "repair of the commit markers", faults="repair-")
     try:
         counts: dict[str, dict[str, int]] = {}
         stamps: dict[str, object] = {}
@@ -161,25 +162,33 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
                    "files": 0, "records": 0,
                    "added": json.dumps(added, sort_keys=True), "duplicates": 0,
                    "rejected": added.get("rejects", 0), "warnings": 0}
-            path = wh.layout.marker(load_id)
-            tmp = path.with_name(f".{path.name}.tmp")
-            pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), tmp)
-            durable.fsync_file(tmp)
-            os.replace(tmp, path)
-            durable.fsync_dir(path.parent)
+            tx.work.mkdir(parents=True, exist_ok=True)
+            prepared = tx.work / f"{load_id}.parquet"
+            pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), prepared)
+            durable.fsync_file(prepared)
+            tx.add(prepared, wh.layout.marker(load_id))
             done.append(f"wrote the missing commit marker of load {load_id} ("
                         + ", ".join(f"{n:,} {t}" for t, n in sorted(added.items())) + ")")
+        tx.commit()
     finally:
         con.close()
+        tx.discard()
     return done
 
 
 def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
     """Report commits in flight and leftovers; returns the ids of loads not complete yet."""
-    journals = sorted(wh.layout.journals.glob("*.json"))
-    for journal in journals:
+    loads = []
+    for _, load_id, what in commit.pending(wh.path):
+        if load_id is None:  # compaction, repair, reference tables: each table whole
+            report.notes.append(
+                f"{what} stopped after its commit point and is not complete yet: readers see "
+                "each table it changes whole, before or after it; `kidata check --repair` or "
+                "the next writer completes it")
+            continue
+        loads.append(load_id)
         report.problems.append(
-            f"load {journal.stem} stopped after its commit point and is not complete yet: "
+            f"load {load_id} stopped after its commit point and is not complete yet: "
             "plain-Parquet readers may see part of it (kidata's views do not); "
             "`kidata check --repair` or the next load completes it")
     staging = wh.layout.staging
@@ -191,9 +200,10 @@ def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
     compact = wh.layout.compact
     if compact.is_dir():
         for entry in sorted(compact.iterdir()):
-            report.notes.append(f"leftovers of compaction {entry.name} (in progress, or "
-                                "interrupted: invisible to readers, removed by the next writer)")
-    return {j.stem for j in journals}
+            report.notes.append(f"leftovers of commit {entry.name} (a compaction, repair or "
+                                "reference-table refresh in progress, or interrupted: "
+                                "invisible to readers, removed by the next writer)")
+    return set(loads)
 
 
 def _check_files(wh: Warehouse, report: CheckReport) -> dict[str, list[Path]]:
@@ -354,7 +364,6 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
 def _rewrite_derived(wh: Warehouse) -> list[str]:
     """Rewrite ``latest_runs`` from the committed loads' runs when it does not match them.
     Runs under the writer lock, after recovery and the missing commit markers."""
-    from kidata.store.compaction import swap_table
     from kidata.store.pqwrite import write_reader
 
     con = engine.connect()
@@ -374,9 +383,10 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
             return []
 
         order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
-        rows = swap_table(wh, "latest_runs", lambda out: write_reader(
+        rows = commit.replace_table(wh.path, "latest_runs", lambda out: write_reader(
             out, TABLES["latest_runs"], con.sql(f"{computed} ORDER BY {order}"
-                                                ).to_arrow_reader(8192), create_empty=True))
+                                                ).to_arrow_reader(8192), create_empty=True),
+            what="repair of latest_runs", faults="repair-")
     finally:
         con.close()
     wh.forget_connection()

@@ -15,6 +15,7 @@ import pytest
 
 from kidata import Warehouse
 from kidata.ingest import stage
+from kidata.store.load_commit import LoadCommit
 from kidata.store.schema import TABLES
 
 SEEDS = Path(__file__).parents[1] / "data" / "seeds"
@@ -159,7 +160,7 @@ def test_streamed_final_files_are_the_ordered_query(tmp_path, monkeypatch, input
     streamed = _load(tmp_path / "streamed", inputs)
     assert len(streamed_counts) == 2
     assert (None in streamed_counts) == (files == "all" and workers == "2")
-    monkeypatch.setattr(Warehouse, "_stream_final", staticmethod(lambda *args: None))
+    monkeypatch.setattr(LoadCommit, "_stream_final", staticmethod(lambda *args: None))
     queried = _load(tmp_path / "queried", inputs)
     assert streamed == queried
     assert _tables(tmp_path / "streamed") == _tables(tmp_path / "queried")

@@ -230,7 +230,7 @@ def test_compaction_killed_midway_changes_nothing_and_completes(point, several_l
     assert everything(several_loads, SOME_VIEWS) == before
     report = Warehouse(several_loads).check()
     assert report.problems == []
-    assert any("leftovers of compaction" in n for n in report.notes)
+    assert any("leftovers of commit" in n for n in report.notes)
     # The next compaction removes the leftovers and finishes the job.
     Warehouse(several_loads).compact()
     assert everything(several_loads, SOME_VIEWS) == before

@@ -62,14 +62,14 @@ def test_a_file_replaced_while_it_is_read_is_not_skipped_later(tmp_path, monkeyp
     """Version A is read; the file is atomically replaced by version B meanwhile. The next
     load must read B (0.2.2 hashed B from a second open, recorded it, and skipped B for good:
     "unchanged … not read again")."""
-    import kidata.warehouse as warehouse
+    import kidata.ingest.inputs as inputs
 
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps(bundle(SEED0)) + "\n")  # version A: seed 000
     b_version = tmp_path / "b.tmp"
     b_version.write_text(json.dumps(bundle(SEED1)) + "\n")  # version B: seed 001
     replaced = threading.Event()
-    real_read, real_fingerprint = warehouse.read_file, warehouse.fingerprint
+    real_read, real_fingerprint = inputs.read_file, inputs.fingerprint
 
     def read_then_replace(*args, **kw):
         for n, unit in enumerate(real_read(*args, **kw)):
@@ -82,8 +82,8 @@ def test_a_file_replaced_while_it_is_read_is_not_skipped_later(tmp_path, monkeyp
         replaced.wait(10)
         return real_fingerprint(*args, **kw)
 
-    monkeypatch.setattr(warehouse, "read_file", read_then_replace)
-    monkeypatch.setattr(warehouse, "fingerprint", late_fingerprint)
+    monkeypatch.setattr(inputs, "read_file", read_then_replace)
+    monkeypatch.setattr(inputs, "fingerprint", late_fingerprint)
     wh = tmp_path / "wh"
     assert Warehouse(wh).load([str(path)]).runs_added == 1
     assert runs(wh) == {RUN0}

@@ -1,0 +1,189 @@
+"""A query session over a warehouse: one cached DuckDB connection with the tables (kidata's
+snapshot of the committed loads, :mod:`kidata.store.snapshot`) and the ``sql/*.sql`` views
+defined, renewed when a load commits or a table folder changes.
+
+A compaction may swap a table folder between the listing of its files and their reading: the
+session then lists again (up to :data:`SWAP_RETRIES` times) while a query is planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from kidata.errors import NoSuchView, QueryError
+from kidata.query import engine
+from kidata.query import views as views_mod
+from kidata.store import reference, snapshot
+from kidata.store.layout import Layout
+from kidata.store.schema import COLUMNS
+
+# Times a reader lists a table folder again when a compaction swapped it while being read.
+SWAP_RETRIES = 5
+
+
+class Session:
+    """Queries over the warehouse at :attr:`path`; ``require`` raises unless it is one."""
+
+    def __init__(self, path: Path, require: Callable[[], None]):
+        self.path = path
+        self.require = require
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._con_state: tuple | None = None
+        self._con_views: set[str] = set()  # the views defined on _con
+
+    @property
+    def cached(self) -> duckdb.DuckDBPyConnection | None:
+        """The connection queries use now (None before the first)."""
+        return self._con
+
+    def forget(self) -> None:
+        """Open a fresh connection on the next query: files under the warehouse changed in a
+        way the cached one would not notice (a load, compaction, repair)."""
+        self._con_state = None
+
+    def table_files(self, table: str) -> list[Path]:
+        return Layout(self.path).table_files(table)
+
+    def names(self) -> dict[str, str]:
+        """Every table and view name, with ``table`` or ``view``."""
+        out = dict.fromkeys(COLUMNS, "table")
+        out.update(dict.fromkeys(views_mod.load_views(), "view"))
+        return out
+
+    def ready(self, views: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+        """The cached connection with every table and ``views`` (None: all) defined.
+
+        A query defines only the views it names and the views those read
+        (:func:`kidata.query.views.needed`): defining all of them costs ~0.1 s, the better part
+        of a one-query process."""
+        wanted = list(views_mod.load_views()) if views is None else views
+        for attempt in range(SWAP_RETRIES):
+            con = self._tables()
+            try:
+                for name in wanted:
+                    if name in self._con_views:
+                        continue
+                    view = views_mod.load_views()[name]
+                    try:
+                        con.execute(f"CREATE VIEW {view.name} AS {view.body}")
+                    except duckdb.IOException:
+                        raise
+                    except duckdb.Error as exc:
+                        raise QueryError(f"view {view.name} ({view.path}) is invalid: "
+                                         f"{exc}") from None
+                    self._con_views.add(name)
+            except duckdb.IOException as exc:
+                # A compaction swapped a table folder between listing and reading it (the
+                # views read file schemas when defined): define everything again.
+                self._con_state = None
+                if attempt == SWAP_RETRIES - 1:
+                    raise QueryError(str(exc)) from None
+                continue
+            return con
+        raise AssertionError("unreachable")
+
+    def _tables(self) -> duckdb.DuckDBPyConnection:
+        """The cached connection with the tables defined (a new one after a load committed
+        or a table folder was created); views are :meth:`ready`'s."""
+        self.require()
+        state = (tuple(bool(self.table_files(t)) for t in COLUMNS),
+                 snapshot.marker_state(self.path))
+        if self._con is not None and self._con_state == state:
+            return self._con
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        for attempt in range(SWAP_RETRIES):
+            con = engine.connect()
+            try:
+                # Tables show only rows of committed loads: a consistent state mid-commit.
+                snapshot.define(con, self.path)
+                reference.define(con, self.path)
+            except duckdb.IOException as exc:
+                con.close()  # a compaction swapped a folder mid-listing: again
+                if attempt == SWAP_RETRIES - 1:
+                    raise QueryError(str(exc)) from None
+                continue
+            except duckdb.Error as exc:
+                # A table file that is not Parquet (planted, half-copied): every table is
+                # defined up front, so name the file and the way to find every such problem.
+                con.close()
+                raise QueryError(f"cannot read the warehouse's tables: {first_line(exc)} "
+                                 "(kidata check lists every unreadable file)") from None
+            self._con, self._con_state, self._con_views = con, state, set()
+            return con
+        raise AssertionError("unreachable")
+
+    def sql(self, query: str, params: dict[str, Any] | list | None = None, *,
+            read_only: bool = False) -> duckdb.DuckDBPyRelation:
+        """Run SQL over the tables and views; returns a DuckDB relation (``.pl()``,
+        ``.arrow()``, ``.fetchall()``). Errors become :class:`QueryError` with DuckDB's text.
+        With ``read_only``, statements that could write are refused
+        (:mod:`kidata.query.readonly`)."""
+        views = views_mod.needed(query)
+        con = self.ready(views)
+        if read_only:
+            from kidata.query import readonly
+
+            readonly.check(con, query)
+        for attempt in range(SWAP_RETRIES):
+            try:
+                return con.sql(query, params=params)
+            except duckdb.IOException as exc:
+                # As in ready(): a folder swapped by a compaction while the query was being
+                # planned. Planning again lists the new files. (Once rows are being fetched,
+                # such an error reaches the caller, who may run the query again.)
+                if attempt == SWAP_RETRIES - 1:
+                    raise QueryError(str(exc)) from None
+                self._con_state = None
+                con = self.ready(views)
+            except duckdb.Error as exc:
+                raise QueryError(str(exc)) from None
+        raise AssertionError("unreachable")
+
+    def relation(self, name: str) -> duckdb.DuckDBPyRelation:
+        """A table or view by name."""
+        if name not in self.names():
+            raise NoSuchView(name, list(self.names()))
+        return self.sql(f"SELECT * FROM {views_mod.quote_identifier(name)}")
+
+    def info(self) -> dict[str, Any]:
+        """Tables with row and file counts, sources, GPUs and the time range of the runs."""
+        tables = {}
+        for table in COLUMNS:
+            count = self.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            tables[table] = {"rows": count, "files": len(self.table_files(table))}
+        sources = self.sql("SELECT coalesce(source, '(none)'), count(*) FROM runs "
+                           "GROUP BY 1 ORDER BY 1").fetchall()
+        gpus = self.sql("SELECT gpu, count(*) FROM runs GROUP BY 1 ORDER BY 1").fetchall()
+        lo, hi = self.sql("SELECT min(observed_at), max(observed_at) FROM runs").fetchall()[0]
+        return {
+            "warehouse": str(self.path),
+            "tables": tables,
+            "sources": dict(sources),
+            "gpus": dict(gpus),
+            "observed_from": lo,
+            "observed_to": hi,
+        }
+
+
+def first_line(exc: BaseException) -> str:
+    """DuckDB's message without the SQL excerpt it appends (the views' own SQL)."""
+    return str(exc).split("\n\nLINE ", 1)[0].strip()
+
+
+def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],
+                   params: dict[str, Any] | None = None) -> list[tuple]:
+    """The rows of a query over table folders read without the writer lock: when a compaction
+    swapped a folder between listing and reading it, the query (``sql()``) is made again."""
+    for attempt in range(SWAP_RETRIES):
+        try:
+            return con.sql(sql(), params=params).fetchall()
+        except duckdb.IOException:
+            if attempt == SWAP_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")

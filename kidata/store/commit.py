@@ -1,0 +1,363 @@
+"""The commit: the one way a change becomes visible in a warehouse, all or nothing.
+
+Every writer (a load, compaction, ``kidata check --repair``, the reference tables' refresh)
+holds the writer lock (:func:`writer_lock`), which first finishes what dead writers left
+(:func:`recover`, :func:`roll_forward`), and makes its change through a :class:`Transaction`:
+files prepared out of sight, the journal written as the commit point, then renames (or a
+folder exchange, :func:`replace_table`) applied in order.
+
+A load's commit (:class:`kidata.store.load_commit.LoadCommit`) prepares its files and commits
+them in one transaction, the marker last. See ``docs/architecture.md`` ("The commit protocol in one
+page") and ``docs/guarantees.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from kidata.errors import WarehouseError
+from kidata.store import durable
+from kidata.store.durable import fault
+from kidata.store.layout import (
+    LOCK_TIMEOUT,
+    NEW_STAGING_PREFIX,
+    TEMP_GLOB,
+    Layout,
+    owner_lock,
+)
+from kidata.store.schema import COLUMNS
+
+# A staging folder still being created this long after a crash is removed by the next writer.
+STALE_NEW_STAGING = 3600.0
+
+
+def ensure(root: Path) -> None:
+    """Create the warehouse's folders at ``root`` if missing (what a first load does)."""
+    if root.exists() and not root.is_dir():
+        raise WarehouseError(f"{root} exists and is not a folder")
+    try:
+        for sub in (*Layout(root).created(), *COLUMNS):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WarehouseError(f"cannot write to the warehouse {root}: {exc}") from None
+
+
+@contextlib.contextmanager
+def writer_lock(root: Path) -> Iterator[list[str]]:
+    """Hold the writer lock (one commit or compaction at a time), after finishing what
+    dead writers left (:func:`recover`); yields what the recovery did, one line each."""
+    ensure(root)
+    lock = FileLock(str(Layout(root).lock), timeout=LOCK_TIMEOUT)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise WarehouseError(f"{root} is locked by another writer for more than "
+                             f"{LOCK_TIMEOUT:.0f} s; is a load stuck?") from None
+    except OSError as exc:
+        raise WarehouseError(f"cannot lock {root} for writing: {exc}") from None
+    try:
+        yield recover(root)
+    finally:
+        lock.release()
+
+
+def recover(root: Path) -> list[str]:
+    """Complete (or, if a file it needs is gone, undo) every commit that stopped after its
+    journal was written; remove the staging folders of dead loads and the work folders of
+    other dead commits. Called with the writer lock held; returns one line per thing done."""
+    layout = Layout(root)
+    done = [roll_forward(root, journal) for journal in sorted(layout.journals.glob("*.json"))]
+    for tmp in layout.journals.glob("*.tmp"):
+        tmp.unlink(missing_ok=True)  # a journal that was never complete: never decided
+    for staging in layout.staging.iterdir():
+        # Live loads create and delete their own folders meanwhile (they hold no writer
+        # lock while staging): a folder may vanish at any step here.
+        try:
+            if staging.name.startswith(NEW_STAGING_PREFIX):
+                # Being created (its owner lock is taken before it gets its name); left
+                # behind only by a crash in that instant.
+                if time.time() - staging.stat().st_mtime > STALE_NEW_STAGING:
+                    shutil.rmtree(staging, ignore_errors=True)
+                continue
+            if not staging.is_dir():
+                continue
+            owner = FileLock(str(owner_lock(staging)), timeout=0)
+            with owner:
+                shutil.rmtree(staging, ignore_errors=True)
+        except Timeout:
+            continue  # a live load still owns it
+        except FileNotFoundError:
+            continue  # its load finished and removed it
+        done.append(f"removed the staging files of dead load {staging.name}")
+    # kidata 0.2 wrote reference tables and repaired markers as temporary files in table
+    # folders, under the writer lock: one there is the leftover of a killed writer.
+    for table in COLUMNS:
+        folder = layout.table(table)
+        for tmp in folder.glob(TEMP_GLOB) if folder.is_dir() else ():
+            tmp.unlink(missing_ok=True)
+            done.append(f"removed {table}/{tmp.name}, left by an interrupted write")
+    work = layout.compact
+    if work.is_dir():  # their commits hold the writer lock throughout: these are dead
+        for leftover in work.iterdir():
+            shutil.rmtree(leftover, ignore_errors=True)
+            done.append(f"removed the leftovers of interrupted commit {leftover.name}")
+    return done
+
+
+class Transaction:
+    """One change made visible to readers as a whole: the one way anything in a table folder
+    changes (a load's files, a compaction's merged folder, a repair's markers and rewritten
+    ``latest_runs``, the reference tables).
+
+    1. Prepare complete files (or a table's next folder) under :attr:`work` and fsync them;
+       nothing there is visible to any reader.
+    2. Record what goes where: :meth:`add` (a new file), :meth:`replace` (a new version of a
+       stored file), :meth:`exchange` (a table's next folder for its current one).
+    3. :meth:`commit`: the journal ``_kidata/journal/<name>.json`` is written atomically —
+       **the commit point** — then applied in order (renames, then folder exchanges), the
+       folders fsync'd and the journal deleted.
+
+    Before the commit point a crash changes nothing (the work folder is removed by the next
+    writer); after it, the next writer completes the journal (:func:`roll_forward`), so the
+    change is in whole. Call under the writer lock.
+
+    What a reader listing a table folder meanwhile sees: a rename adds or replaces one whole
+    file at once; an exchange swaps the whole set of a table's files at once, so replacing
+    N files by one (compaction) is never seen half done — the old set or the new, never both,
+    never neither. Across tables a reader may see one table changed and not yet the next; for
+    loads kidata's snapshot rule (the marker renamed last) hides that.
+    """
+
+    def __init__(self, root: Path, what: str, *, work: Path | None = None,
+                 load_id: str | None = None, faults: str = ""):
+        self.root = root
+        self.what = what  # said in messages: "load <id>", "compaction of runs", ...
+        self.load_id = load_id
+        self.name = load_id or new_id()
+        # Loads prepare in their staging folder; the others in a work folder of their own.
+        self.work = work if work is not None else Layout(root).work(self.name)
+        self.faults = faults  # prefix of this kind of commit's fault points (tests)
+        self.moves: list[tuple[str, str]] = []
+        self.replaces: list[str] = []
+        self.exchanges: list[tuple[str, str, str]] = []
+
+    @property
+    def journal(self) -> Path:
+        return Layout(self.root).journal(self.name)
+
+    def _relative(self, path: Path) -> str:
+        return str(path.resolve().relative_to(self.root.resolve()))
+
+    def add(self, prepared: Path, target: Path) -> None:
+        """Rename the complete, fsync'd file ``prepared`` to the new name ``target``."""
+        self.moves.append((self._relative(prepared), self._relative(target)))
+
+    def replace(self, prepared: Path, target: Path) -> None:
+        """Rename ``prepared`` over the stored file ``target`` (or to it, if missing). Never
+        undone: the stored file and its new version are each a whole, valid state."""
+        self.add(prepared, target)
+        self.replaces.append(self.moves[-1][1])
+
+    def exchange(self, prepared: Path, folder: Path, witness: str) -> None:
+        """Swap the folder ``prepared`` (a table's complete next folder) with ``folder`` in one
+        atomic step. ``witness`` is a file only the prepared folder holds: where it is tells
+        whether the exchange has happened (an exchange done twice would undo itself)."""
+        self.exchanges.append((self._relative(prepared), self._relative(folder), witness))
+
+    def commit(self) -> str | None:
+        """Write the journal (the commit point) and apply it. Returns None, or a warning when
+        applying failed and was completed at once; raises :class:`WarehouseError` when that
+        failed too (the next writer completes it)."""
+        if not self.moves and not self.exchanges:
+            return None
+        if self.exchanges:
+            probe_exchange(self.root)  # before the commit point: refuse, changing nothing
+        for folder in sorted({(self.root / src).parent for src, _ in self.moves}
+                             | {(self.root / p).parent for p, _, _ in self.exchanges}):
+            durable.fsync_dir(folder)
+        fault(f"{self.faults}before-journal")
+        journal = self.journal
+        durable.write_atomic(journal, json.dumps({
+            "load_id": self.load_id, "what": self.what, "moves": self.moves,
+            "replaces": self.replaces, "exchanges": self.exchanges}).encode())
+        # Commit point: from here on the change is decided and is completed, if not by this
+        # process then by the next writer (recover).
+        try:
+            fault(f"{self.faults}after-journal")
+            _apply(self.root, self.moves, self.exchanges, self.faults)
+            journal.unlink()
+            durable.fsync_dir(journal.parent)
+        except Exception as exc:
+            try:
+                roll_forward(self.root, journal)
+            except Exception as again:
+                raise WarehouseError(
+                    f"{self.what} passed its commit point but could not finish "
+                    f"({exc}; then: {again}); the next kidata command that writes to "
+                    f"{self.root} will complete it") from exc
+            return f"the commit of {self.what} was interrupted ({exc}) and has been completed"
+        return None
+
+    def discard(self) -> None:
+        """Remove the work folder, unless a journal still needs it (a commit that stopped
+        after its commit point: the next writer completes it from there)."""
+        if not self.journal.exists():
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def new_id() -> str:
+    """A fresh, sortable name for a load or another commit (time, then random)."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
+
+
+def _apply(root: Path, moves: list, exchanges: list, faults: str | None) -> None:
+    """Carry out a journal's moves, then its exchanges, and make them durable. ``faults`` is
+    the fault-point prefix of a live commit; None when rolling forward (then what is done
+    already is skipped, instead of failing)."""
+    resume = faults is None
+    for src, dst in moves:
+        if not resume or (root / src).exists():
+            os.replace(root / src, root / dst)
+        if not resume:
+            fault(f"{faults}after-move:{Path(dst).parent.name}")
+    for prepared, folder, witness in exchanges:
+        if not (root / folder / witness).exists():
+            durable.exchange(root / prepared, root / folder)
+        if not resume:
+            fault(f"{faults}after-swap:{Path(folder).name}")
+    # The folders whose names changed: those files were renamed into, and the parents of
+    # both exchanged folders (the table's in the warehouse, the work folder).
+    _fsync_dirs(root, [dst for _, dst in moves] + [name for p, f, _ in exchanges
+                                                   for name in (p, f)])
+
+
+def roll_forward(root: Path, journal: Path) -> str:
+    """Finish what a journal lists. If a file the commit needs is gone from both places
+    (someone deleted it), undo the commit instead, so it is fully out. Reads journals
+    written by kidata 0.2 (a load's renames) as well."""
+    try:
+        entry = json.loads(journal.read_bytes())
+        load_id, moves = entry["load_id"], entry["moves"]
+        exchanges = entry.get("exchanges", [])
+        what = entry.get("what") or f"load {load_id}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise WarehouseError(f"commit journal {journal} is unreadable ({exc}); move it "
+                             "aside and run `kidata check`") from None
+    # Stored files a commit replaces by new versions: never removed by an undo (the
+    # stored file and its new version are both a whole, valid state).
+    replaces = set(entry.get("replaces", ()))
+    lost = [src for src, dst in moves if dst not in replaces
+            and not (root / src).exists() and not (root / dst).exists()]
+    lost += [f"{prepared}/{witness}" for prepared, folder, witness in exchanges
+             if not (root / folder / witness).exists()
+             and not (root / prepared / witness).exists()]
+    if lost:
+        for src, dst in moves:
+            if dst in replaces:
+                (root / src).unlink(missing_ok=True)
+            else:
+                (root / dst).unlink(missing_ok=True)
+        for prepared, folder, witness in exchanges:
+            if (root / folder / witness).exists() and (root / prepared).is_dir():
+                durable.exchange(root / prepared, root / folder)  # swap the old set back
+        action = f"undid {what}: its staged file {lost[0]} is gone"
+    else:
+        _apply(root, moves, exchanges, None)
+        action = f"completed the interrupted commit of {what}"
+    journal.unlink()
+    durable.fsync_dir(journal.parent)
+    return action
+
+
+def pending(root: Path) -> list[tuple[str, str | None, str]]:
+    """``(name, load_id, what)`` of each commit stopped after its commit point (its journal
+    is still there); ``load_id`` is None for commits other than loads. A journal that cannot be
+    read is taken for a load's (the worse case)."""
+    out = []
+    for journal in sorted(Layout(root).journals.glob("*.json")):
+        try:
+            entry = json.loads(journal.read_bytes())
+            load_id = entry["load_id"]
+            out.append((journal.stem, load_id, entry.get("what") or f"load {load_id}"))
+        except (OSError, ValueError, KeyError, TypeError):
+            out.append((journal.stem, journal.stem, f"load {journal.stem}"))
+    return out
+
+
+def probe_exchange(root: Path) -> None:
+    """Raise :class:`WarehouseError` unless the warehouse's file system swaps folders
+    atomically (tried on two empty folders)."""
+    probe = Layout(root).work(f"probe-{secrets.token_hex(4)}")
+    try:
+        (probe / "a").mkdir(parents=True)
+        (probe / "b").mkdir()
+        durable.exchange(probe / "a", probe / "b")
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def can_exchange(root: Path) -> bool:
+    """Whether :func:`probe_exchange` passes."""
+    try:
+        probe_exchange(root)
+        return True
+    except (WarehouseError, OSError):
+        return False
+
+
+def replace_table(root: Path, table: str, write: Callable[[Path], int],
+                  keep: list[Path] | tuple[Path, ...] = (), *, what: str,
+                  faults: str) -> int:
+    """Replace the whole set of ``table``'s files, in one atomic step, by the file ``write``
+    writes (it returns the rows written) and the files ``keep``: a :class:`Transaction`
+    exchanging the table's folder with its prepared next folder. Call under the writer
+    lock."""
+    tx = Transaction(root, what, faults=faults)
+    nxt = tx.work / table
+    try:
+        nxt.mkdir(parents=True)
+        witness = f"compacted-{tx.name}.parquet"
+        rows = write(nxt / witness)
+        for path in keep:
+            try:
+                os.link(path, nxt / path.name)
+            except OSError:  # no hard links on this file system: a copy is as good
+                shutil.copy2(path, nxt / path.name)
+                durable.fsync_file(nxt / path.name)
+        durable.fsync_dir(nxt)
+        fault(f"{faults}before-swap:{table}")
+        tx.exchange(nxt, Layout(root).table(table), witness)
+        tx.commit()
+    finally:
+        # Before the commit point: the unfinished next folder; after it: the old generation.
+        tx.discard()
+    return rows
+
+
+def new_staging(root: Path, load_id: str) -> tuple[Path, FileLock]:
+    """A staging folder owned by this process. The owner lock is taken before the folder
+    gets its final name, so :func:`recover` never sees a live load's folder unlocked."""
+    folder = Layout(root).staging
+    fresh = folder / f"{NEW_STAGING_PREFIX}{load_id}"
+    fresh.mkdir()
+    owner = FileLock(str(owner_lock(fresh)), timeout=0)
+    owner.acquire()
+    staging = folder / load_id
+    os.rename(fresh, staging)
+    return staging, owner
+
+
+def _fsync_dirs(root: Path, relative_files: list[str]) -> None:
+    for folder in sorted({(root / f).parent for f in relative_files}):
+        if folder.exists():
+            durable.fsync_dir(folder)

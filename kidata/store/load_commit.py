@@ -1,0 +1,461 @@
+"""The commit of one load: what each staged row becomes and the files that make it visible.
+
+Under the writer lock, :class:`LoadCommit` plans with DuckDB what each staged run becomes
+(added, duplicate, conflict, or ``enrich``: a richer record of a stored run), writes one final
+file per table, the files its enriched rows replace, and the load's row of ``loads`` (its commit
+marker), then commits them all in one :class:`kidata.store.commit.Transaction`: the tables in
+``COMMIT_ORDER``, the marker last, then the replaced files. See ``docs/guarantees.md``, "How a
+load commits" and "Duplicates that carry more".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
+from kidata.query import engine
+from kidata.query import views as views_mod
+from kidata.store import derived, durable
+from kidata.store.commit import Transaction
+from kidata.store.durable import fault
+from kidata.store.layout import Layout, final_file, final_folder, staged_glob
+from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+
+# DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
+# tables are written without a database sort (kidata.ingest.stage.stream_final), so this stays
+# small.
+COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
+# ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
+# is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
+COMMIT_WRITE_MEMORY = os.environ.get("KIDATA_COMMIT_WRITE_MEMORY", "128MB")
+# Tables whose final file a commit writes straight from the staged files (LoadCommit.commit).
+STREAMED = ("measurements", "runs")
+
+
+# The documents a run points at, by table and digest column: a run's variant is richer the
+# more of them the warehouse (or the load) has (LoadCommit._plan_variants).
+DOCUMENT_KEYS = {"environments": "environment_id", "protocols": "protocol_id",
+                 "workloads": "workload_id", "implementations": "implementation_id"}
+# Columns the variants of one run must share to replace one another: what latest_runs and the
+# views derive from a run besides its documents. Variants that differ here are duplicates.
+VARIANT_SAME = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "metric",
+                "protocol_id", "observed_at", "status")
+
+
+class LoadCommit:
+    """The commit of one load into the warehouse at :attr:`path` (see the module's doc)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.path)
+
+    def table_files(self, table: str) -> list[Path]:
+        return self.layout.table_files(table)
+
+    def commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
+        """Commit the load staged in ``staging`` (under the writer lock), filling ``report``."""
+        # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
+        # load's memory does not grow with its size.
+        con = engine.connect({"memory_limit": COMMIT_MEMORY, "threads": 2,
+                                     "temp_directory": str(staging / "spill"),
+                                     # every query that writes has its own ORDER BY
+                                     "preserve_insertion_order": False})
+        try:
+            con.execute("SET enable_progress_bar = false")  # a long commit draws one on stdout
+            self._plan(con, staging)
+            con.execute(f"SET memory_limit = '{COMMIT_WRITE_MEMORY}'")
+            conflicts = con.sql(
+                "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq"
+            ).fetchall()
+            for file, position, reason in conflicts:
+                report.add_reject(Reject(file, position, "run.metadata.name", reason))
+            if strict and conflicts:
+                return
+            report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
+            report.duplicates += con.sql(
+                "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
+            ).fetchall()[0][0]
+            now = datetime.now(UTC)
+            final = final_folder(staging)
+            final.mkdir()
+            moves: list[tuple[str, str]] = []
+            # The two big tables are streamed from the staged files in threads (pyarrow
+            # releases the GIL), beside the small tables written by DuckDB here; latest_runs
+            # follows runs (COMMIT_ORDER), so DuckDB's memory for it is not added to theirs.
+            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added' "
+                           "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
+            with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
+                streamed = {table: pool.submit(self._stream_final, staging, table, keep,
+                                               final_file(staging, table), report.load_id, now)
+                            for table in STREAMED}
+                try:
+                    for table in COMMIT_ORDER:
+                        if table == "loads":
+                            continue
+                        path = final_file(staging, table)
+                        count = streamed[table].result() if table in streamed else None
+                        if count is None:
+                            count = self._write_final(con, table, path, report.load_id, now)
+                        report.added[table] = count
+                        if count:
+                            moves.append((str(path.relative_to(self.path)),
+                                          self.layout.part_relative(table, report.load_id)))
+                        fault(f"after-write:{table}")
+                finally:
+                    for future in streamed.values():
+                        future.cancel()
+            # Stored rows this load makes richer (docs/guarantees.md, "Duplicates that carry
+            # more"): their files are replaced after the marker, see below.
+            replaces: list[tuple[str, str]] = []
+            report.enriched = self._write_enriched(con, final, replaces)
+        finally:
+            con.close()
+        if not moves and not replaces:
+            report.committed = True
+            return
+        if moves:
+            # The load's row in `loads` is its commit marker, renamed after its files:
+            # kidata's readers show only rows of the loads listed there (kidata/store/snapshot.py).
+            marker = final_file(staging, "loads")
+            self._write_marker(marker, report, now)
+            moves.append((str(marker.relative_to(self.path)),
+                          self.layout.part_relative("loads", report.load_id)))
+        # Then the enriched files replace the stored ones, one rename each: until then a
+        # reader sees the stored row (consistent: it is what the warehouse held), after it
+        # the richer one, whose documents this load's files already made visible.
+        tx = Transaction(self.path, f"load {report.load_id}", work=final,
+                         load_id=report.load_id)
+        for src, dst in moves:
+            tx.add(self.path / src, self.path / dst)
+        for src, dst in replaces:
+            tx.replace(self.path / src, self.path / dst)
+        warning = tx.commit()
+        if warning:
+            report.add_warning(warning)
+        if moves:
+            report.added["loads"] = 1
+        report.committed = True
+
+    @staticmethod
+    def _write_marker(path: Path, report: LoadReport, now: datetime) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from kidata import __version__
+        from kidata.store.schema import TABLES
+
+        added = {t: n for t, n in sorted(report.added.items()) if n}
+        row = {"load_id": report.load_id, "loaded_at": now, "kidata_version": __version__,
+               "files": report.files, "records": report.records,
+               "added": json.dumps(added, sort_keys=True), "duplicates": report.duplicates,
+               "rejected": report.rejected, "warnings": report.warned,
+               "rejects_not_kept": report.rejects_not_kept}
+        pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), path,
+                       compression="zstd")
+        durable.fsync_file(path)
+
+    def _plan(self, con: duckdb.DuckDBPyConnection, staging: Path) -> None:
+        """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
+        from kidata.store.schema import staged_schema
+
+        for table in COLUMNS:
+            if table in REFERENCE:
+                continue  # not loaded (kidata/store/reference.py writes them)
+            existing = views_mod.table_sql(self.path, table)
+            con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
+            if any(staging.glob(staged_glob(table))):
+                src = f"SELECT * FROM {views_mod.parquet_source(staging, staged_glob(table))}"
+            else:
+                cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
+                                 f"{views_mod.quote_identifier(f.name)}"
+                                 for f in staged_schema(table))
+                src = f"SELECT {cols} WHERE 1 = 0"
+            con.execute(f"CREATE TEMP VIEW staged_{table} AS {src}")
+        con.execute("""
+            CREATE TEMP TABLE run_outcome_wide AS
+            WITH ranked AS (
+                SELECT s.run_id, s.content_hash, s.source_file, s._seq, s._position,
+                    row_number() OVER w AS _rn,
+                    first_value(content_hash) OVER w AS _first_hash,
+                    first_value(source_file) OVER w AS _first_file,
+                    first_value(_position) OVER w AS _first_position
+                FROM staged_runs s
+                WINDOW w AS (PARTITION BY run_id ORDER BY _seq
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+            )
+            SELECT r.*, e.content_hash AS _old_hash, e.source_file AS _old_file,
+                CASE
+                    WHEN r._rn > 1 AND r.content_hash = r._first_hash THEN 'duplicate'
+                    WHEN r._rn > 1 THEN 'conflict_load'
+                    WHEN e.run_id IS NULL THEN 'added'
+                    WHEN e.content_hash = r.content_hash THEN 'duplicate'
+                    ELSE 'conflict_existing'
+                END AS _outcome
+            FROM ranked r
+            LEFT JOIN (SELECT run_id, content_hash, source_file FROM existing_runs) e
+                ON e.run_id = r.run_id
+        """)
+        con.execute("""
+            CREATE TEMP TABLE conflict_rejects AS
+            SELECT o.source_file, o._position AS position, 'run.metadata.name' AS field,
+                CASE WHEN _outcome = 'conflict_load' THEN
+                    'conflict: run ' || o.run_id || ' appears earlier in this load (' ||
+                    _first_file || ', ' || _first_position || ') with different numbers'
+                ELSE
+                    'conflict: run ' || o.run_id || ' is already in the warehouse, loaded from ' ||
+                    _old_file || ', with different numbers'
+                END AS reason,
+                s.document AS raw, o._seq, o._position
+            FROM run_outcome_wide o JOIN staged_runs s ON s._seq = o._seq
+            WHERE o._outcome IN ('conflict_load', 'conflict_existing')
+        """)
+        self._plan_variants(con)
+        # What the rest of the commit needs of each run: its record's number and outcome.
+        # Without the wide rows (run ids, hashes, file names: ~150 MB at 1M runs) DuckDB has
+        # that memory for latest_runs while the big tables are streamed beside it.
+        con.execute("CREATE TEMP TABLE run_outcome AS "
+                    "SELECT _seq, _outcome FROM run_outcome_wide")
+        con.execute("DROP TABLE run_outcome_wide")
+
+    @staticmethod
+    def _plan_variants(con: duckdb.DuckDBPyConnection) -> None:
+        """Choose, for every run that several records give with the same numbers (in this
+        load, or in this load and the warehouse), the record kept: the richest variant
+        (the most documents the warehouse or the load holds among those it points at; on a
+        tie the smallest MD5 of its document), whatever the order of the loads. A staged
+        variant that beats the stored run becomes ``enrich`` (:meth:`_write_enriched`
+        replaces the stored row); the others stay ``duplicate``. Only runs with more than one
+        record are looked at, so a load of new runs pays one aggregate here."""
+        known = " UNION ".join(
+            f"SELECT {key} AS id FROM {side}_{table}"
+            + (" WHERE document IS NOT NULL" if table == "workloads" else "")
+            for table, key in DOCUMENT_KEYS.items() for side in ("existing", "staged"))
+        con.execute(f"CREATE TEMP TABLE known_documents AS {known}")
+
+        def richness(alias: str) -> str:
+            return " + ".join(f"(CASE WHEN {alias}.{key} IN (SELECT id FROM known_documents) "
+                              "THEN 1 ELSE 0 END)" for key in DOCUMENT_KEYS.values())
+
+        same = " AND ".join(f"e.{views_mod.quote_identifier(c)} IS NOT DISTINCT FROM "
+                            f"s.{views_mod.quote_identifier(c)}" for c in VARIANT_SAME)
+        stored_cols = ", ".join(f"e.{views_mod.quote_identifier(c)}" for c in
+                                dict.fromkeys(("run_id", *DOCUMENT_KEYS.values(),
+                                               *VARIANT_SAME)))
+        # Each source is scanned once into a small table of what choosing needs (the
+        # documents' text stays where it is: only hashes of it are carried).
+        con.execute("""
+            CREATE TEMP TABLE variant_ids AS
+            SELECT o.run_id, max(CASE WHEN o._rn = 1 THEN o._outcome END) AS first_outcome
+            FROM run_outcome_wide o
+            WHERE o.content_hash = o._first_hash
+            GROUP BY o.run_id
+            HAVING (count(*) > 1 OR first_outcome = 'duplicate')
+                AND first_outcome IN ('added', 'duplicate')
+        """)
+        con.execute(f"""
+            CREATE TEMP TABLE variant_stored AS
+            SELECT {stored_cols}, hash(e.document) AS _hash, {richness("e")} AS richness
+            FROM existing_runs e WHERE e.run_id IN (SELECT run_id FROM variant_ids)
+        """)
+        staged_cols = stored_cols.replace("e.", "s.")
+        con.execute(f"""
+            CREATE TEMP TABLE variant_staged AS
+            SELECT {staged_cols}, s._seq, hash(s.document) AS _hash,
+                {richness("s")} AS richness
+            FROM staged_runs s JOIN run_outcome_wide o ON o._seq = s._seq
+            WHERE o.run_id IN (SELECT run_id FROM variant_ids)
+                AND o.content_hash = o._first_hash
+        """)
+        con.execute(f"""
+            CREATE TEMP TABLE picked AS
+            WITH candidates AS (
+                SELECT s.run_id, s._seq, s._hash, s.richness, FALSE AS stored
+                FROM variant_staged s LEFT JOIN variant_stored e ON e.run_id = s.run_id
+                -- a variant may change only what no other table derives from the run
+                WHERE e.run_id IS NULL OR ({same})
+                UNION ALL
+                SELECT e.run_id, NULL, e._hash, e.richness, TRUE FROM variant_stored e
+            ),
+            differ AS (  -- runs whose records are not all the same document
+                SELECT run_id FROM candidates GROUP BY run_id
+                HAVING count(DISTINCT _hash) > 1
+            ),
+            -- Ties are broken by the MD5 of the document (stable; hash() is DuckDB's own),
+            -- computed only where records differ: a re-loaded file costs no MD5 at all.
+            staged_md5 AS (
+                SELECT _seq, md5(document) AS _doc FROM staged_runs
+                WHERE run_id IN (SELECT run_id FROM differ)
+            ),
+            stored_md5 AS (
+                SELECT run_id, md5(document) AS _doc FROM existing_runs
+                WHERE run_id IN (SELECT run_id FROM differ)
+            ),
+            ranked AS (
+                SELECT c.*, row_number() OVER (PARTITION BY c.run_id
+                    ORDER BY c.richness DESC, coalesce(t._doc, d._doc), c.stored DESC, c._seq
+                    ) AS _pick
+                FROM candidates c
+                LEFT JOIN staged_md5 t ON NOT c.stored AND t._seq = c._seq
+                LEFT JOIN stored_md5 d ON c.stored AND d.run_id = c.run_id
+            )
+            SELECT r.run_id, r._seq, r.stored, i.first_outcome
+            FROM ranked r JOIN variant_ids i ON i.run_id = r.run_id
+            WHERE r._pick = 1
+        """)
+        con.execute("UPDATE run_outcome_wide SET _outcome = 'duplicate' "
+                    "WHERE _outcome = 'added' AND run_id IN (SELECT run_id FROM picked)")
+        con.execute("UPDATE run_outcome_wide AS o SET _outcome = CASE WHEN p.first_outcome = "
+                    "'duplicate' THEN 'enrich' ELSE 'added' END FROM picked AS p "
+                    "WHERE o._seq = p._seq AND NOT p.stored")
+
+    def _write_enriched(self, con: duckdb.DuckDBPyConnection, final: Path,
+                        replaces: list[tuple[str, str]]) -> int:
+        """Write the new version of every stored file holding a row that this load enriches:
+        runs whose richer variant it brings (``enrich``), and workloads known only by digest
+        whose document it brings. Each file keeps its rows in order, the enriched ones
+        replaced by the new record's (keeping their ``load_id`` and ``loaded_at``: the row is
+        still the run its first load added). Appends ``(new file, stored file)`` to
+        ``replaces``; returns the rows replaced."""
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
+
+        con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s "
+                    "WHERE s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
+        con.execute("""
+            CREATE TEMP TABLE enrich_workloads AS
+            SELECT * EXCLUDE (_first) FROM (
+                SELECT s.*, row_number() OVER (PARTITION BY workload_id ORDER BY _seq) AS _first
+                FROM staged_workloads s WHERE s.document IS NOT NULL
+                    AND s.workload_id IN (SELECT workload_id FROM existing_workloads
+                                          WHERE document IS NULL)
+            ) WHERE _first = 1
+        """)
+        q = views_mod.quote_identifier
+        replaced = 0
+        for table, key in (("runs", "run_id"), ("workloads", "workload_id")):
+            [(count,)] = con.execute(f"SELECT count(*) FROM enrich_{table}").fetchall()
+            if not count:
+                continue
+            replaced += count
+            files = sorted({row[0] for row in con.execute(
+                f"SELECT DISTINCT filename FROM read_parquet($files, union_by_name = true, "
+                f"filename = true) WHERE {key} IN (SELECT {key} FROM enrich_{table})",
+                {"files": [str(f) for f in self.table_files(table)]}).fetchall()})
+            for n, stored in enumerate(files):
+                have = {row[0] for row in con.execute(
+                    "SELECT name FROM parquet_schema($f)", {"f": stored}).fetchall()}
+                cols = []
+                for field in TABLES[table]:
+                    name = q(field.name)
+                    old = f"f.{name}" if field.name in have else "NULL"
+                    if field.name in ("load_id", "loaded_at"):
+                        cols.append(f"{old} AS {name}")
+                    else:
+                        cols.append(f"CASE WHEN e.{q(key)} IS NULL THEN {old} "
+                                    f"ELSE e.{name} END AS {name}")
+                query = (f"SELECT {', '.join(cols)} FROM read_parquet($f, "
+                         f"file_row_number = true) f LEFT JOIN enrich_{table} e "
+                         f"ON e.{q(key)} = f.{q(key)} ORDER BY f.file_row_number")
+                out = final / f"enriched-{table}-{n}.parquet"
+                write_reader(out, TABLES[table],
+                             con.sql(query, params={"f": stored}).to_arrow_reader(8192))
+                durable.fsync_file(out)
+                replaces.append((str(out.relative_to(self.path)),
+                                 str(Path(stored).resolve().relative_to(self.path.resolve()))))
+        return replaced
+
+    def _select_final(self, table: str) -> str:
+        """The query giving the rows a commit adds to ``table``."""
+        cols = []
+        for f in COLUMNS[table]:
+            if f.name == "loaded_at":
+                cols.append("CAST($now AS TIMESTAMP WITH TIME ZONE) AS loaded_at")
+            elif f.name == "load_id":
+                cols.append("CAST($load_id AS VARCHAR) AS load_id")
+            else:
+                cols.append(f"s.{views_mod.quote_identifier(f.name)}")
+        select = ", ".join(cols)
+        if table == "runs":
+            # run_outcome holds only keys and outcomes (not the wide run rows): the added runs
+            # are found by their record's number (one run per record).
+            return (f"SELECT {select} FROM staged_runs s WHERE s._seq IN "
+                    f"(SELECT _seq FROM run_outcome WHERE _outcome = 'added') ORDER BY s._seq")
+        if table in ("measurements", "published"):
+            extra = ""
+            if table == "published":
+                extra = ("AND NOT EXISTS (SELECT 1 FROM existing_published e WHERE "
+                         "e.run_id = s.run_id AND e.quantity = s.quantity AND "
+                         "e.baseline_run_id IS NOT DISTINCT FROM s.baseline_run_id)")
+            # A record's measurements and claims are about its run (same run_id): keep those
+            # of the records whose run is added. Matching on the record number alone keeps
+            # the lookup table small (one integer per run).
+            return (f"SELECT {select} FROM staged_{table} s WHERE s._seq IN "
+                    f"(SELECT _seq FROM run_outcome WHERE _outcome = 'added') "
+                    f"{extra} ORDER BY s._seq, {_tiebreak(table)}")
+        if table == "rejects":
+            # A record rejected again for the same reason (a re-run) is kept once.
+            same = " AND ".join(f"e.{k} IS NOT DISTINCT FROM s.{k}" for k in KEYS["rejects"])
+            cols = ", ".join(KEYS["rejects"])
+            # The load's first max_kept_rejects() rejects, in input order (an int, not input).
+            return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY {cols} "
+                    f"ORDER BY _seq) AS _rn FROM (SELECT {cols}, _seq FROM staged_rejects "
+                    f"UNION ALL SELECT {cols}, _seq FROM conflict_rejects "
+                    f"ORDER BY _seq LIMIT {int(max_kept_rejects())})) s "
+                    f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_rejects e "
+                    f"WHERE {same}) ORDER BY s._seq")
+        keys = [views_mod.quote_identifier(k) for k in KEYS[table]]
+        prefer = "document IS NULL, " if table == "workloads" else ""
+        return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY "
+                f"{', '.join(keys)} ORDER BY {prefer}_seq) AS _rn FROM staged_{table}) s "
+                f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_{table} e "
+                f"WHERE {' AND '.join(f'e.{k} = s.{k}' for k in keys)}) "
+                f"ORDER BY s._seq, {_tiebreak(table)}")
+
+    def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
+                     load_id: str, now: datetime) -> int:
+        from kidata.store.pqwrite import write_reader
+        from kidata.store.schema import TABLES
+
+        if table == "latest_runs":  # derived, not staged
+            return derived.write_latest_runs(con, path, load_id)
+        params = {"load_id": load_id}
+        if "loaded_at" in TABLES[table].names:
+            params["now"] = now
+        reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
+        return write_reader(path, TABLES[table], reader,
+                            before_write=lambda: fault(f"write-final:{table}"))
+
+    @staticmethod
+    def _stream_final(staging: Path, table: str, keep: Any, path: Path, load_id: str,
+                      now: datetime) -> int | None:
+        """Write the final file of a big table (``STREAMED``) straight from the staged files:
+        the rows of :meth:`_select_final`, in its order, without sorting them in DuckDB
+        (memory stays flat at any load size). None when the staged files cannot be read in
+        order (see :func:`kidata.ingest.stage.stream_final`); the caller then asks DuckDB."""
+        from kidata.ingest.stage import stream_final
+        from kidata.store.schema import TABLES
+
+        order = [k for k in KEYS[table] if table != "runs"]
+        constants = {"load_id": load_id, "loaded_at": now}
+        count = stream_final(staging, table, keep, TABLES[table], order, constants, path,
+                             lambda: fault(f"write-final:{table}"))
+        if count:
+            durable.fsync_file(path)
+        return count
+
+
+def _tiebreak(table: str) -> str:
+    """Order of a record's rows within the record (one record gives several measurements or
+    parameters): by their key, so the row order of every file is the same for the same
+    input, however the staging files were split."""
+    return ", ".join(f"s.{views_mod.quote_identifier(k)}" for k in KEYS[table])
