@@ -56,7 +56,12 @@ def test_help_shows_no_internal_type_names(cli):
 
 @pytest.mark.slow
 def test_shell_completion_is_offered():
-    done = kidata("--show-completion", "bash")
+    # typer picks the shell from the parent process (shellingham), whatever is named after
+    # --show-completion; started from a shell-less parent (nohup, an IDE) it finds none. (A
+    # second command keeps bash from exec'ing kidata in its place.)
+    done = subprocess.run(["bash", "-c", f"'{KIDATA}' --show-completion bash; exit $?"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "100"})
     assert done.returncode == 0
     assert "_kidata_completion()" in done.stdout and "complete " in done.stdout
     assert "--install-completion" in kidata("--help").stdout
