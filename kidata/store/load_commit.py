@@ -54,13 +54,7 @@ class LoadCommit:
 
     def __init__(self, path: Path):
         self.path = path
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.path)
-
-    def table_files(self, table: str) -> list[Path]:
-        return self.layout.table_files(table)
+        self.layout = Layout(path)
 
     def commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
         """Commit the load staged in ``staging`` (under the writer lock), filling ``report``."""
@@ -350,7 +344,7 @@ class LoadCommit:
             files = sorted({row[0] for row in con.execute(
                 f"SELECT DISTINCT filename FROM read_parquet($files, union_by_name = true, "
                 f"filename = true) WHERE {key} IN (SELECT {key} FROM enrich_{table})",
-                {"files": [str(f) for f in self.table_files(table)]}).fetchall()})
+                {"files": [str(f) for f in self.layout.table_files(table)]}).fetchall()})
             for n, stored in enumerate(files):
                 have = {row[0] for row in con.execute(
                     "SELECT name FROM parquet_schema($f)", {"f": stored}).fetchall()}

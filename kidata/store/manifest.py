@@ -53,13 +53,7 @@ class FileManifest:
 
     def __init__(self, path: Path):
         self.path = path
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.path)
-
-    def table_files(self, table: str) -> list[Path]:
-        return self.layout.table_files(table)
+        self.layout = Layout(path)
 
     def loaded(self, con: duckdb.DuckDBPyConnection) -> dict[tuple, dict[str, Any]]:
         """Files that committed loads read in full with no reject, conflict or warning, by
@@ -138,7 +132,7 @@ class FileManifest:
         return count == seen["runs_added"]
 
     def existing_environments(self, con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
-        if not self.table_files("environments"):
+        if not self.layout.table_files("environments"):
             return []
         return fetch_retrying(con, lambda: "SELECT environment_id, gpu FROM "
                                f"({views_mod.table_sql(self.path, 'environments')})")
