@@ -20,13 +20,11 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-from filelock import FileLock, Timeout
 
 from kidata.errors import (
     NoSuchLoad,
@@ -37,7 +35,6 @@ from kidata.errors import (
     WarehouseError,
 )
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
-from kidata.ingest.readers import expand_paths, read_file
 from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived, durable, reference, snapshot
@@ -54,6 +51,12 @@ from kidata.store.layout import (
     staged_glob,
 )
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+
+if TYPE_CHECKING:
+    from filelock import FileLock
+
+# filelock (~0.05 s: it imports asyncio), the readers and the thread pool are imported where a
+# load or a repair uses them: a query process never does (tests/cli/test_startup.py).
 
 DEFAULT_BATCH = 10_000
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
@@ -155,6 +158,8 @@ class Warehouse:
     def writer_lock(self):
         """Hold the writer lock (one commit or compaction at a time), after finishing what
         dead writers left (:meth:`_recover`)."""
+        from filelock import FileLock, Timeout
+
         self._ensure()
         lock = FileLock(str(self.layout.lock), timeout=LOCK_TIMEOUT)
         try:
@@ -174,6 +179,8 @@ class Warehouse:
         """Complete (or, if a file it needs is gone, undo) every commit that stopped after its
         journal was written; remove staging and compaction folders of dead processes. Called
         with the writer lock held; returns one line per thing done."""
+        from filelock import FileLock, Timeout
+
         done = [self._roll_forward(journal)
                 for journal in sorted(self.layout.journals.glob("*.json"))]
         for tmp in self.layout.journals.glob("*.tmp"):
@@ -246,6 +253,8 @@ class Warehouse:
     def _new_staging(self, load_id: str) -> tuple[Path, FileLock]:
         """A staging folder owned by this process. The owner lock is taken before the folder
         gets its final name, so :meth:`_recover` never sees a live load's folder unlocked."""
+        from filelock import FileLock
+
         root = self.layout.staging
         fresh = root / f"{NEW_STAGING_PREFIX}{load_id}"
         fresh.mkdir()
@@ -272,6 +281,8 @@ class Warehouse:
         ``settings`` (``--set key=value``) supply context the field's formats lack;
         ``mapping`` reads every file by a TOML mapping (``docs/formats.md``).
         """
+        from kidata.ingest.readers import expand_paths
+
         skipped: list[str] = []
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)
@@ -345,6 +356,8 @@ class Warehouse:
         # Checking and flattening happen in kidata.ingest.stage (in worker processes for large
         # inputs); the result is the same as one pass over the input in order. It is set up
         # when the first file must be read.
+        from kidata.ingest.readers import read_file
+
         stage = None
         loaded = self._loaded_files(meta)
         label = fmt or "auto"
@@ -483,6 +496,8 @@ class Warehouse:
                                f"({views_mod.table_sql(self.path, 'environments')})")
 
     def _commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
         # load's memory does not grow with its size.
         con = engine.connect({"memory_limit": COMMIT_MEMORY, "threads": 2,
@@ -973,6 +988,7 @@ class Warehouse:
         (:mod:`kidata.query.readonly`)."""
         views = views_mod.needed(query)
         con = self._ready(views)
+        views_mod.materialize(con, views)
         if read_only:
             from kidata.query import readonly
 
