@@ -62,6 +62,7 @@ def test_a_file_replaced_while_it_is_read_is_not_skipped_later(tmp_path, monkeyp
     """Version A is read; the file is atomically replaced by version B meanwhile. The next
     load must read B (0.2.2 hashed B from a second open, recorded it, and skipped B for good:
     "unchanged … not read again")."""
+    import kidata.ingest.readers as readers
     import kidata.warehouse as warehouse
 
     path = tmp_path / "in.jsonl"
@@ -69,7 +70,8 @@ def test_a_file_replaced_while_it_is_read_is_not_skipped_later(tmp_path, monkeyp
     b_version = tmp_path / "b.tmp"
     b_version.write_text(json.dumps(bundle(SEED1)) + "\n")  # version B: seed 001
     replaced = threading.Event()
-    real_read, real_fingerprint = warehouse.read_file, warehouse.fingerprint
+    # The load imports read_file from the readers when it runs (a query never imports them).
+    real_read, real_fingerprint = readers.read_file, warehouse.fingerprint
 
     def read_then_replace(*args, **kw):
         for n, unit in enumerate(real_read(*args, **kw)):
@@ -82,7 +84,7 @@ def test_a_file_replaced_while_it_is_read_is_not_skipped_later(tmp_path, monkeyp
         replaced.wait(10)
         return real_fingerprint(*args, **kw)
 
-    monkeypatch.setattr(warehouse, "read_file", read_then_replace)
+    monkeypatch.setattr(readers, "read_file", read_then_replace)
     monkeypatch.setattr(warehouse, "fingerprint", late_fingerprint)
     wh = tmp_path / "wh"
     assert Warehouse(wh).load([str(path)]).runs_added == 1
