@@ -7,7 +7,9 @@ never prints.
 from __future__ import annotations
 
 import os
+import re
 import time
+from pathlib import Path
 from typing import IO
 
 from kidata.errors import KidataError
@@ -149,9 +151,80 @@ def plain_help(command) -> None:
             param.metavar = METAVARS.get(param.name, param.name.upper())
 
 
+_INTEGER = re.compile(r"[-+]?[0-9]+")
+_DECIMAL = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+_UNSURE = object()  # "not a plain value: let typer decide"
+
+
+class PlainValues:
+    """Typer's coercion of an option's value for the plain types kidata's options have (str,
+    int, float, Path, list[str]), without Pydantic.
+
+    Typer 0.2x coerces every value that is not a flag through a Pydantic ``TypeAdapter``, and
+    importing Pydantic to build them costs ~0.1–0.2 s of every command (a third of a query
+    process). Ordinary values (``-w DIR``, ``--max-rows 20``, ``-t 0.05``) give the same Python
+    value here; anything else (an unparsable number, a path typer would check, a type not
+    listed) goes to typer's own coercion, so its messages and rules stay the authority.
+    """
+
+    def __init__(self, param):
+        self.param = param
+
+    def coerce(self, value, param=None, ctx=None):
+        param = param or self.param
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        got = self._plain(value)
+        if got is _UNSURE:
+            param._runtime_param = None  # typer builds its own, once
+            return type(param).get_runtime_param(param).coerce(value, param=param, ctx=ctx)
+        return got
+
+    def _plain(self, value):
+        annotation = self.param.type_descriptor.annotation
+        if annotation is str:
+            return value if isinstance(value, str) else _UNSURE
+        if annotation is bool:
+            return value if isinstance(value, bool) else _UNSURE
+        if annotation is int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            return int(value) if isinstance(value, str) and _INTEGER.fullmatch(value) \
+                else _UNSURE
+        if annotation is float:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+            return float(value) if isinstance(value, str) and _DECIMAL.fullmatch(value) \
+                else _UNSURE
+        if annotation is Path:
+            info = self.param.type_descriptor.parameter_info
+            if (info.exists or info.resolve_path or info.writable or not info.file_okay
+                    or not info.dir_okay or info.path_type not in (None, Path)):
+                return _UNSURE  # typer checks the file system
+            if isinstance(value, Path):
+                return value
+            if not isinstance(value, str) or (info.readable and os.path.exists(value)
+                                              and not os.access(value, os.R_OK)):
+                return _UNSURE
+            return Path(value)
+        if annotation == list[str]:
+            if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+                return list(value)
+        return _UNSURE
+
+
+def plain_values(params) -> None:
+    """Give ``params`` :class:`PlainValues` (those typer has not coerced yet); a typer without
+    this hook (no ``_runtime_param``) keeps its own coercion."""
+    for param in params:
+        if getattr(param, "_runtime_param", _UNSURE) is None \
+                and hasattr(param, "type_descriptor"):
+            param._runtime_param = PlainValues(param)
+
+
 def group_class():
     """The Typer group class for :mod:`kidata.cli`: every command's help goes through
-    :func:`plain_help`."""
+    :func:`plain_help`, and its values through :class:`PlainValues`."""
     from typer.core import TyperGroup
 
     class KidataGroup(TyperGroup):
@@ -159,10 +232,13 @@ def group_class():
             command = super().get_command(ctx, cmd_name)
             if command is not None:
                 plain_help(command)
+                plain_values(command.get_params(ctx))  # with its --help option
             return command
 
         def get_params(self, ctx):
             plain_help(self)
-            return super().get_params(ctx)
+            params = super().get_params(ctx)
+            plain_values(params)
+            return params
 
     return KidataGroup

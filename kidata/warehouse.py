@@ -20,15 +20,15 @@ from typing import Any
 import duckdb
 
 from kidata.errors import NoSuchLoad, NotAWarehouse, QueryError, RecordError, WarehouseError
-from kidata.ingest.inputs import stage_inputs
 from kidata.ingest.load_report import LoadReport
-from kidata.ingest.readers import expand_paths
 from kidata.query import engine
 from kidata.query.session import Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
-from kidata.store.load_commit import LoadCommit
-from kidata.store.manifest import FileManifest
+
+# The readers, the load's commit (its thread pool) and filelock (~0.05 s: it imports asyncio)
+# are imported where a load or a repair uses them: a query process never does
+# (tests/cli/test_startup.py).
 
 DEFAULT_BATCH = 10_000
 
@@ -117,6 +117,11 @@ class Warehouse:
         ``settings`` (``--set key=value``) supply context the field's formats lack;
         ``mapping`` reads every file by a TOML mapping (``docs/formats.md``).
         """
+        from kidata.ingest.inputs import stage_inputs
+        from kidata.ingest.readers import expand_paths
+        from kidata.store.load_commit import LoadCommit
+        from kidata.store.manifest import FileManifest
+
         skipped: list[str] = []
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)

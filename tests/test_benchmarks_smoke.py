@@ -87,16 +87,19 @@ def test_runner_prints_every_figure(tmp_path):
                    "query `speedup_summary`, a new process each",
                    "query `speedups`, one warm process",
                    "query `speedup_summary`, one warm process",
+                   'fresh `kidata sql "select count(*) from runs"` over `python -c "import '
+                   'duckdb"`',
+                   'fresh `kidata sql "select * from speedup_summary"` over',
                    "start-up: `kidata --help`", "start-up: `kidata views`",
                    "growth: kidata load, one file (s)", "growth: peak RSS of a load (MB)",
                    "growth: query speedup_summary (s)"):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
-    # Each size gives 13 rows: 4 ingest, 2 memory, 2 incremental, 1 re-load, 2 queries in new
-    # processes and 2 in a warm one.
-    assert sum(" | 300 | " in r for r in rows) == 13
-    assert sum(" | 600 | " in r for r in rows) == 13
+    # Each size gives 15 rows: 4 ingest, 2 memory, 2 incremental, 1 re-load, 2 queries in new
+    # processes, 2 in a warm one and 2 fresh `kidata sql` processes beside DuckDB's import.
+    assert sum(" | 300 | " in r for r in rows) == 15
+    assert sum(" | 600 | " in r for r in rows) == 15
     raw = json.loads((tmp_path / "r.json").read_text())
     assert [r["runs"] for r in raw["results"]] == [300, 600]
     # The raw read_json query and the warehouse view answer with the same number of rows.

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import json
 import math
+import re
 import shutil
 import uuid
 from decimal import Decimal
@@ -23,6 +25,9 @@ import orjson
 FORMATS = ("table", "csv", "json", "ndjson", "markdown")
 # Widest a table may be when not written to a terminal (a pipe or a file is not cut).
 UNFITTED_WIDTH = 100_000
+# The table format counts a result of up to this many rows from the rows it fetched.
+COUNTED = 2_000
+_PLAIN = re.compile("[ -~⏎]*")
 
 
 def _number(value: float) -> float | str:
@@ -101,10 +106,14 @@ def write(relation, fmt: str, out: IO[str], max_rows: int = 100,
     fits ``width`` columns (default: the terminal's when ``out`` is one, else no limit)."""
     columns = relation.columns
     if fmt == "table":
-        rows = relation.limit(max_rows + 1).fetchall()
+        # One run of the query answers both the rows shown and how many there are, for any
+        # result of up to COUNTED rows (a view's answer, typically): counting by a second run
+        # would cost as much as the query again. Longer results are counted by DuckDB.
+        rows = relation.limit(max(max_rows, COUNTED) + 1).fetchall()
         _table(columns, rows[:max_rows], out, width)
         if len(rows) > max_rows:
-            total = relation.count("*").fetchall()[0][0]
+            total = (len(rows) if len(rows) <= COUNTED
+                     else relation.count("*").fetchall()[0][0])
             out.write(f"({max_rows} of {total:,} rows shown; use --max-rows or --format csv)\n")
         return
     rows = relation.fetchall()
@@ -135,10 +144,6 @@ def _md(cell: str) -> str:
 
 
 def _table(columns: list[str], rows: list[tuple], out: IO[str], width: int | None) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
     if width is None:
         width = (shutil.get_terminal_size().columns if getattr(out, "isatty", lambda: False)()
                  else UNFITTED_WIDTH)
@@ -148,6 +153,49 @@ def _table(columns: list[str], rows: list[tuple], out: IO[str], width: int | Non
     cells = [[text(v, short=True).replace("\n", "⏎") for v in r] for r in rows]
     widths = _fit([max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)],
                   [len(c) for c in columns], numeric, width)
+    if all(widths) and _plain(columns) and all(_plain(r) for r in cells):
+        lines = _plain_lines(columns, cells, numeric, widths)
+    else:
+        lines = _rich_lines(columns, cells, numeric, widths, width)
+    out.write("\n".join(line.rstrip() for line in lines) + "\n")
+    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+def _plain(cells: list[str]) -> bool:
+    """Whether every character of ``cells`` takes one column on a terminal and is drawn as
+    itself: printable ASCII, or the ⏎ standing for a line break."""
+    return all(_PLAIN.fullmatch(text) for text in cells)
+
+
+def _plain_lines(columns: list[str], cells: list[list[str]], numeric: list[bool],
+                 widths: list[int]) -> list[str]:
+    """The table as rich draws it (:func:`_rich_lines`: a header, a rule, the rows; columns
+    ``GAP`` apart, numbers right-aligned, a cell too wide cut to an ellipsis), for cells of
+    plain characters only: 100 rows of 23 columns take rich ~0.3 s, this ~5 ms."""
+    gap = " " * GAP
+
+    def cell(value: str, width: int, right: bool) -> str:
+        if right:
+            value = value.rstrip()  # as rich aligns right: trailing spaces go
+        if len(value) > width:
+            value = value[:width - 1] + "…"
+        return value.rjust(width) if right else value.ljust(width)
+
+    def line(values: list[str]) -> str:
+        return gap.join(cell(v, w, right)
+                        for v, w, right in zip(values, widths, numeric, strict=True))
+
+    rule = "─" * (sum(widths) + GAP * (len(widths) - 1))
+    return [line(columns), rule, *(line(r) for r in cells)]
+
+
+def _rich_lines(columns: list[str], cells: list[list[str]], numeric: list[bool],
+                widths: list[int], width: int) -> list[str]:
+    """The table drawn by rich, which knows how wide any character is on a terminal."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False,
                   header_style="bold")
     for name, is_number, fitted in zip(columns, numeric, widths, strict=True):
@@ -155,13 +203,12 @@ def _table(columns: list[str], rows: list[tuple], out: IO[str], width: int | Non
                          overflow="ellipsis", width=fitted)
     for r in cells:
         table.add_row(*r)
-    console = Console(file=out, width=max(width, sum(widths) + GAP * len(widths)),
+    console = Console(file=io.StringIO(), width=max(width, sum(widths) + GAP * len(widths)),
                       color_system=None, soft_wrap=False, highlight=False, emoji=False,
                       markup=False)
     with console.capture() as capture:
         console.print(table)
-    out.write("\n".join(line.rstrip() for line in capture.get().splitlines()) + "\n")
-    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+    return capture.get().splitlines()
 
 
 # Spaces between two columns of rich's SIMPLE_HEAD table: a blank divider and the padding.

@@ -126,6 +126,7 @@ class Session:
         (:mod:`kidata.query.readonly`)."""
         views = views_mod.needed(query)
         con = self.ready(views)
+        views_mod.materialize(con, views)
         if read_only:
             from kidata.query import readonly
 

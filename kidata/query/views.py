@@ -18,9 +18,9 @@ This module finds the files, parses their headers, orders views by dependency an
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from kidata.errors import KidataError
 from kidata.store.layout import PARQUET_GLOB, Layout
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
 
 # pyarrow and the table schemas are imported where used, not here: `kidata views` and
@@ -50,8 +51,10 @@ class View:
 
 
 def sql_dir() -> Path:
-    """The folder holding the view files: inside the installed package, or the source tree."""
-    packaged = Path(str(resources.files("kidata"))) / "sql"
+    """The folder holding the view files: inside the installed package, or the source tree.
+    (Found from this file's path, not with ``importlib.resources``, whose import costs a
+    query process ~10 ms: kidata is never run from a zip.)"""
+    packaged = Path(__file__).resolve().parents[1] / "sql"
     if packaged.is_dir():
         return packaged
     source_tree = Path(__file__).resolve().parents[2] / "sql"
@@ -104,8 +107,8 @@ def load_views() -> dict[str, View]:
     """All views, in an order where each comes after the views it reads."""
     found = {p.stem: parse(p) for p in sorted(sql_dir().glob("*.sql"))}
     for view in found.values():
-        view.depends = [n for n in found if n != view.name
-                        and re.search(rf"\b{re.escape(n)}\b", _strip_comments(view.body))]
+        words = set(re.findall(r"\w+", _strip_comments(view.body)))  # a name is a whole word
+        view.depends = [n for n in found if n != view.name and n in words]
     ordered: dict[str, View] = {}
 
     def visit(name: str, stack: tuple[str, ...] = ()) -> None:
@@ -147,6 +150,44 @@ def needed(query: str) -> list[str] | None:
             wanted.add(name)
             todo += found[name].depends
     return [name for name in found if name in wanted]
+
+
+# Views a connection keeps as a temporary table once a second query reads them, for as long as
+# it shows the same snapshot (a load's commit gives the Warehouse a new connection). Only
+# latest_latencies: the latest passed run of every key with its role and evidence, which
+# speedups, speedup_summary, calibration and remeasured read, costs ~65% of speedup_summary
+# (two window functions over every key; docs/benchmarks.md, Run O) and holds one row per key
+# (~20 MB at the 50,400 keys of the 1M benchmark). The first query reads the view as it is
+# (a one-query process, such as `kidata sql`, would pay ~0.1 s for a table it reads once).
+MATERIALIZED = ("latest_latencies",)
+_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cached_name(view: str) -> str:
+    """The temporary table holding ``view``'s rows on a connection that materialized it."""
+    return f"_kidata_cached_{view}"
+
+
+def materialize(con: duckdb.DuckDBPyConnection, names: list[str] | None) -> None:
+    """Note that a query on ``con`` reads the views ``names`` (None: it may read any); from the
+    second such query on, each view of :data:`MATERIALIZED` among them is read from a
+    temporary table of its rows, made now. The views that read it are bound by name when
+    queried, so they read the table from then on; every answer stays the same."""
+    import duckdb
+
+    reads = _reads.setdefault(con, {})
+    for name in MATERIALIZED:
+        if names is None or name not in names:  # a catalog query: it may not read the view
+            continue
+        reads[name] = reads.get(name, 0) + 1
+        if reads[name] != 2:
+            continue
+        table = quote_identifier(cached_name(name))
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name}")
+        except duckdb.Error:
+            continue  # e.g. a compaction swapped a folder meanwhile: the view stays a view
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {table}")
 
 
 def _strip_comments(sql: str) -> str:

@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING
 
 from kidata.errors import WarehouseError
 from kidata.store import durable
@@ -36,6 +35,12 @@ from kidata.store.layout import (
     owner_lock,
 )
 from kidata.store.schema import COLUMNS
+
+if TYPE_CHECKING:
+    from filelock import FileLock
+
+# filelock (~0.05 s: it imports asyncio) is imported where a lock is taken: a query never takes
+# one (tests/cli/test_startup.py).
 
 # A staging folder still being created this long after a crash is removed by the next writer.
 STALE_NEW_STAGING = 3600.0
@@ -56,6 +61,8 @@ def ensure(root: Path) -> None:
 def writer_lock(root: Path) -> Iterator[list[str]]:
     """Hold the writer lock (one commit or compaction at a time), after finishing what
     dead writers left (:func:`recover`); yields what the recovery did, one line each."""
+    from filelock import FileLock, Timeout
+
     ensure(root)
     lock = FileLock(str(Layout(root).lock), timeout=LOCK_TIMEOUT)
     try:
@@ -75,6 +82,8 @@ def recover(root: Path) -> list[str]:
     """Complete (or, if a file it needs is gone, undo) every commit that stopped after its
     journal was written; remove the staging folders of dead loads and the work folders of
     other dead commits. Called with the writer lock held; returns one line per thing done."""
+    from filelock import FileLock, Timeout
+
     layout = Layout(root)
     done = [roll_forward(root, journal) for journal in sorted(layout.journals.glob("*.json"))]
     for tmp in layout.journals.glob("*.tmp"):
@@ -347,6 +356,8 @@ def replace_table(root: Path, table: str, write: Callable[[Path], int],
 def new_staging(root: Path, load_id: str) -> tuple[Path, FileLock]:
     """A staging folder owned by this process. The owner lock is taken before the folder
     gets its final name, so :func:`recover` never sees a live load's folder unlocked."""
+    from filelock import FileLock
+
     folder = Layout(root).staging
     fresh = folder / f"{NEW_STAGING_PREFIX}{load_id}"
     fresh.mkdir()

@@ -68,6 +68,51 @@ def test_a_query_imports_duckdb_only(tmp_path):
     assert "pyarrow" in modules
 
 
+# Imported by a query process before these changes, and not needed to answer one: typer's
+# Pydantic coercion of option values (~0.15 s; kidata.console.PlainValues), rich for a table of
+# plain text (kidata.query.output), filelock, the readers and the thread pool (loads only).
+NOT_FOR_A_QUERY = ("pydantic", "pydantic_core", "rich", "filelock", "pyarrow", "polars",
+                   "pandas", "numpy", "kidata.ingest.readers", "kidata.ingest.stage",
+                   "concurrent.futures")
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_a_query_imports_nothing_it_does_not_use(tmp_path, fmt):
+    wh = tmp_path / "wh"
+    Warehouse(wh).load([str(SEEDS)])
+    done = subprocess.run([sys.executable, "-c", FULL_NAMES, json.dumps(
+        ["-w", str(wh), "sql", "--format", fmt, "--max-rows", "5",
+         "select gpu, candidate, baseline, geomean_speedup from speedup_summary"]),
+        json.dumps(NOT_FOR_A_QUERY)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "trainkernel" in done.stdout  # it answered (the seeds' candidate)
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_a_bad_option_value_gets_typers_message(tmp_path):
+    # Plain values skip typer's Pydantic coercion; anything else still goes through it.
+    Warehouse(tmp_path / "wh").load([str(SEEDS)])
+    bad = subprocess.run([sys.executable, "-m", "kidata", "-w", str(tmp_path / "wh"), "sql",
+                          "--max-rows", "many", "select 1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert "Invalid value for '--max-rows'" in bad.stderr
+
+
+FULL_NAMES = """
+import json, sys
+args, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sys.argv = ["kidata", *args]
+from kidata.cli import run
+from kidata._imports import refuse_pandas
+refuse_pandas()
+code = run()
+assert code == 0, code
+sys.stdout.write("\\n")
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+"""
+
+
 def test_reference_files_carry_their_fingerprint(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

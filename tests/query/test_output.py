@@ -14,6 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import SEEDS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kidata import Warehouse
 from kidata.query import output
@@ -92,3 +94,44 @@ def test_console_script_table_and_max_rows(tmp_path: Path):
 def test_csv_keeps_every_digit_and_the_table_six():
     assert render("csv", "SELECT 1 / 3 AS x") == "x\n0.3333333333333333\n"
     assert render("table", "SELECT 1 / 3 AS x", width=80).splitlines()[2] == "0.333333"
+
+
+# Cells of plain text (printable ASCII and ⏎) are drawn without rich; the lines must be rich's.
+_CELL = st.text(alphabet=st.sampled_from(list("ab Z09|-_.,⏎~")), max_size=14)
+
+
+@settings(max_examples=150, deadline=None)
+@given(columns=st.lists(st.text(alphabet="abcxyz_", min_size=1, max_size=9), min_size=1,
+                        max_size=5),
+       data=st.data(), width=st.integers(min_value=10, max_value=70))
+def test_plain_table_is_drawn_as_rich_draws_it(columns, data, width):
+    n = len(columns)
+    rows = data.draw(st.lists(st.lists(_CELL, min_size=n, max_size=n), max_size=4))
+    numeric = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    widths = output._fit([max([len(c)] + [len(r[i]) for r in rows]) for i, c in
+                          enumerate(columns)], [len(c) for c in columns], numeric, width)
+    if not all(widths):
+        return  # a column of nothing: drawn by rich
+    assert output._plain(columns) and all(output._plain(r) for r in rows)
+    plain = [line.rstrip() for line in output._plain_lines(columns, rows, numeric, widths)]
+    rich = [line.rstrip() for line in output._rich_lines(columns, rows, numeric, widths, width)]
+    assert plain == rich
+
+
+def test_wide_characters_go_to_rich():
+    # A CJK character takes two terminal columns: rich measures it (the column is 3 characters
+    # wide, so 6 columns of CJK are cut to one character and the ellipsis), the plain path
+    # would not.
+    assert not output._plain(["核函数"]) and not output._plain(["tab\there"])
+    lines = render("table", "SELECT '核函数' AS k, 1 AS n", width=80).splitlines()
+    assert lines[2] == "核…   1"
+
+
+def test_a_table_runs_its_query_once_up_to_counted_rows(tmp_path: Path):
+    # 150 rows > --max-rows 100: the count comes from the rows fetched (one run), and still
+    # says 150; above output.COUNTED rows DuckDB counts them.
+    assert render("table", "SELECT range AS n FROM range(150)").splitlines()[-1] == \
+        "(100 of 150 rows shown; use --max-rows or --format csv)"
+    big = output.COUNTED + 5
+    assert render("table", f"SELECT range AS n FROM range({big})").splitlines()[-1] == \
+        f"(100 of {big:,} rows shown; use --max-rows or --format csv)"
