@@ -28,7 +28,7 @@ import orjson
 
 from kidata.errors import RecordError
 from kidata.ingest.flatten import QUANTILE_ORDER, Flattener
-from kidata.ingest.readers import Item, Lines, Overlong, raw_text
+from kidata.ingest.readers.base import Item, Lines, Overlong, raw_text
 from kidata.ingest.readers.kernelindex import (
     json_error_message,
     long_digits,

@@ -15,7 +15,7 @@ import orjson
 
 from kidata.ingest.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.ingest.digest import canonical_json, digest
-from kidata.ingest.readers import Item
+from kidata.ingest.readers.base import Item
 from kidata.ingest.validate import COUNT_STATISTICS, UNITS, ZERO_STATISTICS, Checker
 
 QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")

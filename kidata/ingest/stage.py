@@ -52,7 +52,7 @@ from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
 from kidata.ingest.flatten import Flattener, NeedsEnvironment
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
-from kidata.ingest.readers import Item, Lines
+from kidata.ingest.readers.base import Item, Lines
 from kidata.store import pqwrite
 from kidata.store.durable import fault
 from kidata.store.layout import staged_glob, staged_name

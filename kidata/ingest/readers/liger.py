@@ -28,7 +28,7 @@ from kidata.errors import RecordError
 from kidata.ingest.catalog import Gpu, display_name, lookup_gpu, slugify
 from kidata.ingest.digest import digest
 from kidata.ingest.documents import document
-from kidata.ingest.readers import (
+from kidata.ingest.readers.base import (
     INT_RANGE,
     MAX_DEPTH,
     MAX_RECORD_BYTES,
