@@ -225,6 +225,50 @@ class Flattener:
             self._remember("protocol", key, found)
         return found
 
+    def workload(self, c: Checker, doc: Any) -> tuple[Named, dict, list[dict]]:
+        """The workload document checked: its digest and name, its row and its parameter rows
+        (shared: copy before changing them). Raises :class:`RecordError`."""
+        key, found = self._memo("workload", doc) if isinstance(doc, dict) else (None, None)
+        if found is None:
+            c.document(doc, "workload", "Workload")
+            workload_id = self._digest(doc)
+            name = c.text(doc, "spec.name", "workload.", required=False) \
+                or c.get(doc, "metadata.name")
+            params = c.get(doc, "spec.parameters")
+            if params is not None and not isinstance(params, dict):
+                raise c.fail("workload.spec.parameters", "expected an object")
+            found = (Named(True, workload_id, name), {
+                "workload_id": workload_id,
+                "name": name,
+                "kernel": c.string(doc, "spec.kernel", "workload."),
+                "parameters": _json(params),
+                "shape": _json(c.get(doc, "spec.shape")),
+                # As loaded, not canonical: the order of its parameters is the source's (and
+                # that of `parameters`), which an export must give back.
+                "document": orjson.dumps(doc).decode(),
+            }, [_parameter(workload_id, k, v) for k, v in sorted((params or {}).items())])
+            self._remember("workload", key, found)
+        return found
+
+    def implementation(self, c: Checker, doc: Any) -> tuple[Named, dict]:
+        """The implementation document checked: its digest and name, and its row (shared:
+        copy before changing it). Raises :class:`RecordError`."""
+        key, found = self._memo("implementation", doc) if isinstance(doc, dict) \
+            else (None, None)
+        if found is None:
+            c.document(doc, "implementation", "Implementation")
+            impl_id = self._digest(doc)
+            name = c.text(doc, "spec.name", "implementation.", required=False)
+            found = (Named(True, impl_id, name), {
+                "implementation_id": impl_id,
+                "name": name,
+                "kernel": c.string(doc, "spec.kernel", "implementation."),
+                "title": c.string(doc, "metadata.title", "implementation."),
+                "document": canonical_json(doc),
+            })
+            self._remember("implementation", key, found)
+        return found
+
     def flatten(self, item: Item) -> Flat:
         """The rows of one record, checked. Raises :class:`RecordError` (naming file, record
         and field) for the first thing wrong, or :class:`NeedsEnvironment`."""
@@ -237,44 +281,16 @@ class Flattener:
         protocol = None if protocol_doc is None else self.protocol(c, protocol_doc)
         workload_doc = docs.get("workload")
         impl_doc = docs.get("implementation")
-        workload_id = impl_id = None
-        workload_name = None
+        workload = implementation = None
         if workload_doc is not None:
-            c.document(workload_doc, "workload", "Workload")
-            workload_id = self._digest(workload_doc)
-            workload_name = c.text(workload_doc, "spec.name", "workload.", required=False) \
-                or c.get(workload_doc, "metadata.name")
-            params = c.get(workload_doc, "spec.parameters")
-            if params is not None and not isinstance(params, dict):
-                raise c.fail("workload.spec.parameters", "expected an object")
-            out.workloads.append({
-                "workload_id": workload_id,
-                "name": workload_name,
-                "kernel": c.string(workload_doc, "spec.kernel", "workload."),
-                "parameters": _json(params),
-                "shape": _json(c.get(workload_doc, "spec.shape")),
-                # As loaded, not canonical: the order of its parameters is the source's (and
-                # that of `parameters`), which an export must give back.
-                "document": orjson.dumps(workload_doc).decode(),
-            })
-            out.workload_parameters = [_parameter(workload_id, name, value)
-                                       for name, value in sorted((params or {}).items())]
-        impl_name = None
+            workload, row, parameters = self.workload(c, workload_doc)
+            out.workloads.append(dict(row))
+            out.workload_parameters = [dict(p) for p in parameters]
         if impl_doc is not None:
-            c.document(impl_doc, "implementation", "Implementation")
-            impl_id = self._digest(impl_doc)
-            impl_name = c.text(impl_doc, "spec.name", "implementation.", required=False)
-            out.implementations.append({
-                "implementation_id": impl_id,
-                "name": impl_name,
-                "kernel": c.string(impl_doc, "spec.kernel", "implementation."),
-                "title": c.string(impl_doc, "metadata.title", "implementation."),
-                "document": canonical_json(impl_doc),
-            })
+            implementation, row = self.implementation(c, impl_doc)
+            out.implementations.append(dict(row))
         run = docs.get("run")
-        return self.bundle(c, out, run, environment, protocol,
-                           Named(workload_doc is not None, workload_id, workload_name),
-                           Named(impl_doc is not None, impl_id, impl_name))
+        return self.bundle(c, out, run, environment, protocol, workload, implementation)
 
     def bundle(self, c: Checker, out: Flat, run: Any, environment: Environment | None,
                protocol: tuple[str, dict] | None, workload_doc: Named | None = None,
@@ -395,7 +411,7 @@ class Flattener:
             "title": title,
             "labels": labels_json,
             "content_hash": content_hash,
-            "document": orjson.dumps(run).decode(),
+            "document": orjson.dumps(run),  # UTF-8 JSON: staged as a string without a copy
         })
         if workload_id is not None and not workload_doc.present:
             # Only the digest is known: keep a row so every run's workload is listed.

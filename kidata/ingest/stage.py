@@ -240,15 +240,17 @@ def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str
     """Stage the rows of one flattened record (either path's: they are staged only here)."""
     report.records += 1
     tally[0] += 1
-    tally[1] += len(flat.runs)
-    tally[3] += len(flat.warnings)
-    for message in flat.warnings:
-        report.add_warning(message)
-    if flat.runs:  # one run per record: its latency quantiles, for latest_runs
+    runs = flat.runs
+    tally[1] += len(runs)
+    if flat.warnings:
+        tally[3] += len(flat.warnings)
+        for message in flat.warnings:
+            report.add_warning(message)
+    if runs:  # one run per record: its latency quantiles, for latest_runs
         latency = {m["statistic"]: m["value"] for m in flat.measurements
                    if m["metric"] == "latency"}
         for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
-            flat.runs[0][column] = latency.get(statistic)
+            runs[0][column] = latency.get(statistic)
     for table in FLAT_TABLES:
         rows = getattr(flat, table)
         if not rows:
@@ -257,11 +259,22 @@ def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str
             for row in rows:
                 row["source_file"] = name
         if table in _DIMENSIONS:
+            seen = stager.seen.get(table)
             for row in rows:
+                if seen is not None and table in _ALWAYS_DOCUMENTED \
+                        and (row[_DIMENSIONS[table][0]],) in seen:
+                    continue  # staged already: add() would drop it
                 stager.add(table, row, seq, position)  # drops rows it has already staged
         else:
             _append(stager, table, rows, seq, position)
     stager.maybe_flush()
+
+
+# Dimension tables whose rows always count as documented for StagingWriter.add (every table
+# but workloads, whose digest-only rows give way to a later row with a document), keyed by one
+# column: a row whose key is in ``seen`` is one add() drops.
+_ALWAYS_DOCUMENTED = frozenset(t for t, key in _DIMENSIONS.items()
+                               if t != "workloads" and len(key) == 1)
 
 
 # Per table: the staged column names a getter was made for, and the getter (a row dict to the
