@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from kidata.ingest import validate
 from kidata.ingest.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.ingest.digest import canonical_json, digest
 from kidata.ingest.readers.base import Item
@@ -28,9 +29,6 @@ from kidata.ingest.validate import (
     UNITS,
     ZERO_STATISTICS,
     Checker,
-    is_text,
-    known_time,
-    positive_number,
 )
 
 QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")
@@ -380,15 +378,16 @@ class Flattener:
         labels_json, version = self._labels(labels)
         observed_at = spec.get("observedAt")
         if observed_at is not None:  # a time already read, else the check
-            observed_at = known_time(observed_at) or c.timestamp(spec, "observedAt", "run.spec.")
+            observed_at = validate.known_time(observed_at) \
+                or c.timestamp(spec, "observedAt", "run.spec.")
         status = spec.get("status")
         if status is None:
             status = "unknown"
-        elif not is_text(status):
-            c.text(spec, "status", "run.spec.")  # raises
+        elif not validate.is_text(status):
+            status = c.text(spec, "status", "run.spec.")  # says why
         title = meta.get("title")
         if title is not None and not isinstance(title, str):
-            c.string(meta, "title", "run.metadata.")  # raises
+            title = c.string(meta, "title", "run.metadata.")  # says why
         out.runs.append({
             "run_id": run_id,
             "source": native.get("source") if isinstance(native.get("source"), str) else None,
@@ -465,9 +464,9 @@ class Flattener:
         latency = timing.get("latencyNs")
         median = latency.get("median") if isinstance(latency, dict) else None
         if median is not None:
-            value = positive_number(median)
-            if value is None:
-                c.positive_value(median, "run.spec.timing.latencyNs.median")  # raises
+            value = validate.positive_number(median)
+            if value is None:  # the Checker says why (or, if its rule differs, decides)
+                value = c.positive_value(median, "run.spec.timing.latencyNs.median")
             rows[("latency", "median")] = {"run_id": run_id, "metric": "latency",
                                            "statistic": "median", "unit": "ns",
                                            "value": value, "resolution": resolution}
@@ -478,9 +477,10 @@ class Flattener:
             if not isinstance(m, dict):
                 raise c.fail(f"run.spec.measurements[{i}]", "expected an object")
             metric, statistic, unit = m.get("metric"), m.get("statistic"), m.get("unit")
-            if not (is_text(metric) and is_text(statistic) and is_text(unit)):
-                for key in ("metric", "statistic", "unit"):
-                    c.text(m, key, f"run.spec.measurements[{i}].")  # the first not a text raises
+            if not (validate.is_text(metric) and validate.is_text(statistic)
+                    and validate.is_text(unit)):  # the Checker says which and why
+                metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
+                                           for key in ("metric", "statistic", "unit"))
             conversion = _CONVERSIONS.get((metric, statistic, unit))
             if conversion is None:
                 conversion = _conversion(c, i, metric, statistic, unit)
@@ -489,15 +489,16 @@ class Flattener:
             if statistic in ZERO_STATISTICS and value == 0 and not isinstance(value, bool):
                 value = 0.0
             else:
-                number = positive_number(value)
-                if number is None:
-                    c.positive(m, "value", f"run.spec.measurements[{i}].")  # raises: says why
+                number = validate.positive_number(value)
+                if number is None:  # the Checker says why
+                    number = c.positive(m, "value", f"run.spec.measurements[{i}].")
                 value = number * factor
             res = m.get("resolution")
             if res is not None:
-                res = positive_number(res)
-                if res is None:
-                    c.positive(m, "resolution", f"run.spec.measurements[{i}].")  # raises
+                number = validate.positive_number(res)
+                if number is None:  # the Checker says why
+                    number = c.positive(m, "resolution", f"run.spec.measurements[{i}].")
+                res = number
             key = (metric, statistic)
             if key in rows and rows[key]["value"] != value:
                 raise c.fail(f"run.spec.measurements[{i}].value",

@@ -251,22 +251,22 @@ def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str
                    if m["metric"] == "latency"}
         for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
             runs[0][column] = latency.get(statistic)
-    for table in FLAT_TABLES:
-        rows = getattr(flat, table)
+    for table, rows in ((t, getattr(flat, t)) for t in FLAT_TABLES):
         if not rows:
             continue
-        if table != "measurements":
-            for row in rows:
-                row["source_file"] = name
-        if table in _DIMENSIONS:
-            seen = stager.seen.get(table)
-            for row in rows:
-                if seen is not None and table in _ALWAYS_DOCUMENTED \
-                        and (row[_DIMENSIONS[table][0]],) in seen:
-                    continue  # staged already: add() would drop it
-                stager.add(table, row, seq, position)  # drops rows it has already staged
-        else:
+        if table == "measurements":
             _append(stager, table, rows, seq, position)
+            continue
+        for row in rows:
+            row["source_file"] = name
+        if table not in _DIMENSIONS:
+            _append(stager, table, rows, seq, position)
+            continue
+        seen = stager.seen.get(table) if table in _ALWAYS_DOCUMENTED else None
+        for row in rows:
+            if seen is not None and (row[_DIMENSIONS[table][0]],) in seen:
+                continue  # staged already: add() would drop it
+            stager.add(table, row, seq, position)  # drops rows it has already staged
     stager.maybe_flush()
 
 

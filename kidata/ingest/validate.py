@@ -138,17 +138,15 @@ class Checker:
         number = positive_number(value)
         if number is not None:
             return number
-        # Not a measured value: say why.
+        # Not a measured value (positive_number decides): say why.
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(field, f"expected a number, got {_show(value)}")
         try:
-            number = float(value)
+            float(value)
         except OverflowError:  # an integer beyond the float range
             raise self.fail(field, f"expected a number that fits a 64-bit float, got "
                                    f"{_show(value)}") from None
-        if not math.isfinite(number) or number <= 0:
-            raise self.fail(field, f"expected a finite number > 0, got {_show(value)}")
-        return number
+        raise self.fail(field, f"expected a finite number > 0, got {_show(value)}")
 
     def timestamp(self, obj: Any, path: str, prefix: str) -> datetime | None:
         value = self.get(obj, path)
