@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,19 @@ SEEDS = DATA / "seeds"
 # without it (CI always has it).
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 SHARED_MISSING = f"needs the upstream sample data in {SHARED} (not in a user's clone)"
+
+
+def same_rows(a: list[tuple], b: list[tuple]) -> bool:
+    """Equal row for row; floats to 12 significant digits. A view's geometric means and
+    intervals are sums of logarithms, which DuckDB may add in another order on another
+    connection (a table kept by ``views.materialize``, a different scan): the last bits may
+    differ, never the answer."""
+    def close(x, y) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return math.isclose(x, y, rel_tol=1e-12)
+        return x == y and type(x) is type(y)
+    return len(a) == len(b) and all(
+        len(r) == len(s) and all(map(close, r, s)) for r, s in zip(a, b, strict=True))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

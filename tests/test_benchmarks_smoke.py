@@ -78,6 +78,8 @@ def test_runner_prints_every_figure(tmp_path):
                    "ingest, many files (3 files) vs DuckDB read_json",
                    "ingest, one file vs pandas json_normalize",
                    "ingest, many files vs pandas json_normalize",
+                   "ingest CPU per run, one file (kidata load vs DuckDB read_json flatten)",
+                   "Liger CSV load per run (300 rows) vs JSON Lines load per run",
                    "peak RSS of a load",
                    "peak RSS of a load without workers (KIDATA_WORKERS=0)",
                    "add 50 new runs: warehouse of 600 vs empty",
@@ -96,10 +98,11 @@ def test_runner_prints_every_figure(tmp_path):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
-    # Each size gives 15 rows: 4 ingest, 2 memory, 2 incremental, 1 re-load, 2 queries in new
-    # processes, 2 in a warm one and 2 fresh `kidata sql` processes beside DuckDB's import.
-    assert sum(" | 300 | " in r for r in rows) == 15
-    assert sum(" | 600 | " in r for r in rows) == 15
+    # Each size gives 17 rows: 4 ingest, CPU per run, Liger CSV, 2 memory, 2 incremental,
+    # 1 re-load, 2 queries in new processes, 2 in a warm one and 2 fresh `kidata sql`
+    # processes beside DuckDB's import.
+    assert sum(" | 300 | " in r for r in rows) == 17
+    assert sum(" | 600 | " in r for r in rows) == 17
     raw = json.loads((tmp_path / "r.json").read_text())
     assert [r["runs"] for r in raw["results"]] == [300, 600]
     # The raw read_json query and the warehouse view answer with the same number of rows.

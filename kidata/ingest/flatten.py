@@ -1,22 +1,35 @@
 """Flatten validated kernelindex records into table rows (one dict per row).
 
-One code path for every source: readers turn their input into kernelindex documents, this
-module checks them (:mod:`kidata.ingest.validate`) and maps them onto the tables of
-:mod:`kidata.store.schema`.
+One code path for every source and every load path: readers turn their input into kernelindex
+documents, this module checks them (:mod:`kidata.ingest.validate`: what each field must be) and
+maps them onto the tables of :mod:`kidata.store.schema`. Every rule that derives a row is here,
+once: identity, content hash, kernel/pass split, implementation, workload, version, GPU name,
+unit conversion, quantile order, the workload row of a run that names only a digest.
+
+:meth:`Flattener.flatten` takes a record read by any reader. The fast path of a load
+(:mod:`kidata.ingest.fast`) only decodes the common bundle more cheaply and then calls the same
+methods (:meth:`Flattener.environment`, :meth:`Flattener.protocol`, :meth:`Flattener.bundle`),
+so the two cannot disagree: there is no second copy of a rule to drift.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+from kidata.ingest import validate
 from kidata.ingest.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.ingest.digest import canonical_json, digest
-from kidata.ingest.readers import Item
-from kidata.ingest.validate import COUNT_STATISTICS, UNITS, ZERO_STATISTICS, Checker
+from kidata.ingest.readers.base import Item
+from kidata.ingest.validate import (
+    COUNT_STATISTICS,
+    UNITS,
+    ZERO_STATISTICS,
+    Checker,
+)
 
 QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")
 
@@ -36,6 +49,27 @@ class Flat:
     warnings: list[str] = field(default_factory=list)
 
 
+class Environment(NamedTuple):
+    """A checked environment document: what runs take from it."""
+
+    environment_id: str
+    gpu: Gpu
+    row: dict  # the environments row (shared: copy before changing it)
+    gpu_name: str  # "product formFactor": a run's GPU name without a gpu_name label
+
+
+class Named(NamedTuple):
+    """A workload or implementation document of a record, checked: present or not, its
+    digest and the name runs take from it."""
+
+    present: bool
+    digest: str | None
+    name: str | None
+
+
+_NONE = Named(False, None, None)
+
+
 def _json(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
 
@@ -51,6 +85,32 @@ def _parameter(workload_id: str, name: str, value: Any) -> dict:
             return {"workload_id": workload_id, "name": name, "value": None, "text": str(value)}
     text = None if number is not None else value if isinstance(value, str) else _json(value)
     return {"workload_id": workload_id, "name": name, "value": number, "text": text}
+
+
+# A measurement's (metric, statistic, unit) already converted: the warehouse unit and factor.
+_CONVERSIONS: dict[tuple[str, str, str], tuple[str, float]] = {}
+
+
+def _conversion(c: Checker, i: int, metric: str, statistic: str, unit: str
+                ) -> tuple[str, float]:
+    """The warehouse unit of measurement ``i`` and the factor to it; raises when the metric
+    or the unit is unknown. One unit per metric (``UNITS``); a count statistic (the sample
+    count) is a count whatever the metric."""
+    prefix = f"run.spec.measurements[{i}]."
+    if metric not in UNITS:
+        raise c.fail(f"{prefix}metric",
+                     f"unknown metric {metric!r}; expected one of {', '.join(UNITS)}")
+    target, factors = UNITS[metric]
+    if statistic in COUNT_STATISTICS:
+        target, factors = "count", {"count": 1.0}
+    if unit not in factors:
+        raise c.fail(f"{prefix}unit", f"unknown unit {unit!r} for {metric}"
+                                      f"{' ' + statistic if target == 'count' else ''}"
+                                      f"; expected one of {', '.join(factors)}")
+    if len(_CONVERSIONS) >= 10_000:
+        _CONVERSIONS.clear()
+    found = _CONVERSIONS[(metric, statistic, unit)] = (target, factors[unit])
+    return found
 
 
 class NeedsEnvironment(Exception):
@@ -74,6 +134,7 @@ class Flattener:
         self.env_gpu: dict[str, Gpu] = {}
         self._digests: dict[bytes, str] = {}
         self._done: dict[tuple[str, bytes], Any] = {}
+        self._label_sets: dict[str, tuple[str, str | None]] = {}
 
     def know_environment(self, environment_id: str, gpu_key: str) -> None:
         self.env_gpu[environment_id] = lookup_gpu(gpu_key)
@@ -100,7 +161,9 @@ class Flattener:
             self._done.clear()
         self._done[(role, key)] = value
 
-    def environment(self, c: Checker, env_doc: Any) -> tuple[str, Gpu, dict]:
+    def environment(self, c: Checker, env_doc: Any) -> Environment:
+        """The environment document checked: its digest, GPU, row and the GPU's display name
+        for runs without a ``gpu_name`` label. Raises :class:`RecordError`."""
         key, found = self._memo("environment", env_doc) if isinstance(env_doc, dict) \
             else (None, None)
         if found is None:
@@ -112,7 +175,8 @@ class Flattener:
                 for k in ("vendor", "formFactor", "architecture"))
             env_id = self._digest(env_doc)
             gpu = gpu_from_hardware(hardware)
-            found = (env_id, gpu, {
+            gpu_name = f"{hardware.get('product', '')} {hardware.get('formFactor', '')}".strip()
+            found = Environment(env_id, gpu, {
                 "environment_id": env_id,
                 "name": c.get(env_doc, "metadata.name"),
                 "title": c.string(env_doc, "metadata.title", "environment."),
@@ -123,11 +187,19 @@ class Flattener:
                 "architecture": architecture,
                 "software": _json(c.get(env_doc, "spec.software")),
                 "document": canonical_json(env_doc),
-            })
+            }, gpu_name)
             self._remember("environment", key, found)
-        return found[0], found[1], dict(found[2])
+        self.note_environment(found)
+        return found
+
+    def note_environment(self, environment: Environment) -> None:
+        """Know a checked environment from here on, whatever the rest of its record: a later
+        run that names only its digest takes its GPU (:meth:`environment` notes each)."""
+        self.env_gpu[environment.environment_id] = environment.gpu
 
     def protocol(self, c: Checker, protocol_doc: Any) -> tuple[str, dict]:
+        """The protocol document checked: its digest and row (shared: copy before changing
+        it). Raises :class:`RecordError`."""
         key, found = self._memo("protocol", protocol_doc) if isinstance(protocol_doc, dict) \
             else (None, None)
         if found is None:
@@ -149,74 +221,114 @@ class Flattener:
                 "document": canonical_json(protocol_doc),
             })
             self._remember("protocol", key, found)
-        return found[0], dict(found[1])
+        return found
+
+    def workload(self, c: Checker, doc: Any) -> tuple[Named, dict, list[dict]]:
+        """The workload document checked: its digest and name, its row and its parameter rows
+        (shared: copy before changing them). Raises :class:`RecordError`."""
+        key, found = self._memo("workload", doc) if isinstance(doc, dict) else (None, None)
+        if found is None:
+            c.document(doc, "workload", "Workload")
+            workload_id = self._digest(doc)
+            name = c.text(doc, "spec.name", "workload.", required=False) \
+                or c.get(doc, "metadata.name")
+            params = c.get(doc, "spec.parameters")
+            if params is not None and not isinstance(params, dict):
+                raise c.fail("workload.spec.parameters", "expected an object")
+            found = (Named(True, workload_id, name), {
+                "workload_id": workload_id,
+                "name": name,
+                "kernel": c.string(doc, "spec.kernel", "workload."),
+                "parameters": _json(params),
+                "shape": _json(c.get(doc, "spec.shape")),
+                # As loaded, not canonical: the order of its parameters is the source's (and
+                # that of `parameters`), which an export must give back.
+                "document": orjson.dumps(doc).decode(),
+            }, [_parameter(workload_id, k, v) for k, v in sorted((params or {}).items())])
+            self._remember("workload", key, found)
+        return found
+
+    def implementation(self, c: Checker, doc: Any) -> tuple[Named, dict]:
+        """The implementation document checked: its digest and name, and its row (shared:
+        copy before changing it). Raises :class:`RecordError`."""
+        key, found = self._memo("implementation", doc) if isinstance(doc, dict) \
+            else (None, None)
+        if found is None:
+            c.document(doc, "implementation", "Implementation")
+            impl_id = self._digest(doc)
+            name = c.text(doc, "spec.name", "implementation.", required=False)
+            found = (Named(True, impl_id, name), {
+                "implementation_id": impl_id,
+                "name": name,
+                "kernel": c.string(doc, "spec.kernel", "implementation."),
+                "title": c.string(doc, "metadata.title", "implementation."),
+                "document": canonical_json(doc),
+            })
+            self._remember("implementation", key, found)
+        return found
 
     def flatten(self, item: Item) -> Flat:
+        """The rows of one record, checked. Raises :class:`RecordError` (naming file, record
+        and field) for the first thing wrong, or :class:`NeedsEnvironment`."""
         c = Checker(item.file, item.position)
         out = Flat(warnings=list(item.warnings))
         docs = item.docs
         env_doc = docs.get("environment")
         protocol_doc = docs.get("protocol")
+        environment = None if env_doc is None else self.environment(c, env_doc)
+        protocol = None if protocol_doc is None else self.protocol(c, protocol_doc)
         workload_doc = docs.get("workload")
         impl_doc = docs.get("implementation")
-        env_id = protocol_id = workload_id = impl_id = None
-        gpu: Gpu | None = None
-        if env_doc is not None:
-            env_id, gpu, row = self.environment(c, env_doc)
-            self.env_gpu[env_id] = gpu
-            out.environments.append(row)
-        if protocol_doc is not None:
-            protocol_id, row = self.protocol(c, protocol_doc)
-            out.protocols.append(row)
-        workload_name = None
+        workload = implementation = None
         if workload_doc is not None:
-            c.document(workload_doc, "workload", "Workload")
-            workload_id = self._digest(workload_doc)
-            workload_name = c.text(workload_doc, "spec.name", "workload.", required=False) \
-                or c.get(workload_doc, "metadata.name")
-            params = c.get(workload_doc, "spec.parameters")
-            if params is not None and not isinstance(params, dict):
-                raise c.fail("workload.spec.parameters", "expected an object")
-            out.workloads.append({
-                "workload_id": workload_id,
-                "name": workload_name,
-                "kernel": c.string(workload_doc, "spec.kernel", "workload."),
-                "parameters": _json(params),
-                "shape": _json(c.get(workload_doc, "spec.shape")),
-                # As loaded, not canonical: the order of its parameters is the source's (and
-                # that of `parameters`), which an export must give back.
-                "document": orjson.dumps(workload_doc).decode(),
-            })
-            out.workload_parameters = [_parameter(workload_id, name, value)
-                                       for name, value in sorted((params or {}).items())]
-        impl_name = None
+            workload, row, parameters = self.workload(c, workload_doc)
+            out.workloads.append(dict(row))
+            out.workload_parameters = [dict(p) for p in parameters]
         if impl_doc is not None:
-            c.document(impl_doc, "implementation", "Implementation")
-            impl_id = self._digest(impl_doc)
-            impl_name = c.text(impl_doc, "spec.name", "implementation.", required=False)
-            out.implementations.append({
-                "implementation_id": impl_id,
-                "name": impl_name,
-                "kernel": c.string(impl_doc, "spec.kernel", "implementation."),
-                "title": c.string(impl_doc, "metadata.title", "implementation."),
-                "document": canonical_json(impl_doc),
-            })
-
+            implementation, row = self.implementation(c, impl_doc)
+            out.implementations.append(dict(row))
         run = docs.get("run")
+        return self.bundle(c, out, run, environment, protocol, workload, implementation)
+
+    def bundle(self, c: Checker, out: Flat, run: Any, environment: Environment | None,
+               protocol: tuple[str, dict] | None, workload_doc: Named | None = None,
+               impl_doc: Named | None = None) -> Flat:
+        """Add to ``out`` the rows of a record whose other documents are already checked:
+        its environment and protocol (from :meth:`environment` and :meth:`protocol`, or None
+        when the record has none), its workload and implementation documents' digest and
+        name (:class:`Named`, or None when it has none), then its run, if any."""
+        workload_doc = workload_doc or _NONE
+        impl_doc = impl_doc or _NONE
+        env_id = gpu = protocol_id = None
+        if environment is not None:
+            env_id, gpu, row, _ = environment
+            out.environments.append(dict(row))
+        if protocol is not None:
+            protocol_id, row = protocol
+            out.protocols.append(dict(row))
         if run is None:
             return out
         c.document(run, "run", "BenchmarkRun")
-        run_id = c.get(run, "metadata.name")
-        env_id = c.declared_digest(run, "environmentDigest", env_doc, "environment", env_id)
-        protocol_id = c.declared_digest(run, "protocolDigest", protocol_doc, "protocol",
-                                        protocol_id)
-        workload_id = c.declared_digest(run, "workloadDigest", workload_doc, "workload",
-                                        workload_id)
-        impl_id = c.declared_digest(run, "implementationDigest", impl_doc, "implementation",
-                                    impl_id)
+        # Checked by c.document: metadata (with a name) and spec are objects, labels an
+        # object of strings or missing.
+        meta, spec = run["metadata"], run["spec"]
+        run_id = meta["name"]
+        env_id = c.declared_digest(spec, "environmentDigest", environment is not None,
+                                   "environment", env_id)
+        protocol_id = c.declared_digest(spec, "protocolDigest", protocol is not None,
+                                        "protocol", protocol_id)
+        workload_id = c.declared_digest(spec, "workloadDigest", workload_doc.present,
+                                        "workload", workload_doc.digest)
+        impl_id = c.declared_digest(spec, "implementationDigest", impl_doc.present,
+                                    "implementation", impl_doc.digest)
+        workload_name, impl_name = workload_doc.name, impl_doc.name
 
-        labels: dict[str, str] = c.get(run, "metadata.labels") or {}
-        native = c.obj(run, "spec.sourceNative", "run.", required=False) or {}
+        labels: dict[str, str] = meta.get("labels") or {}
+        native = spec.get("sourceNative")
+        if native is None:
+            native = {}
+        elif not isinstance(native, dict):
+            c.obj(spec, "sourceNative", "run.spec.")  # raises: not an object
         external_id = native.get("externalId")
         parts = external_id.split("/") if isinstance(external_id, str) else []
         six = len(parts) == 6  # {kernel}/{pass}/{implementation}/{gpu}/{workload}/{time}
@@ -251,20 +363,31 @@ class Flattener:
                              f"environment {env_id} is not in this record, this load or the "
                              "warehouse, and no label 'gpu_name' names the GPU")
             gpu = lookup_gpu(hint)
-        if gpu_name is None and env_doc is not None:
-            hw = env_doc["spec"]["hardware"]
-            gpu_name = f"{hw.get('product', '')} {hw.get('formFactor', '')}".strip()
+        if gpu_name is None and environment is not None:
+            gpu_name = environment.gpu_name
         if not gpu.known:
-            out.warnings.append(f"{item.file}, {item.position}: unknown GPU "
+            out.warnings.append(f"{c.file}, {c.position}: unknown GPU "
                                 f"{gpu_name or gpu.product!r}; loaded under derived key "
                                 f"{gpu.key!r} (add it to kidata/data/gpus.toml)")
 
-        measurements, metric = self._measurements(c, run, run_id)
+        measurements, metric = self._measurements(c, spec, run_id)
         out.measurements = measurements
-        numbers = sorted((m["metric"], m["statistic"], m["unit"], m["value"]) for m in measurements)
+        numbers = sorted([(m["metric"], m["statistic"], m["unit"], m["value"])
+                          for m in measurements])
         content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
-        version = labels.get("version") or next(
-            (v for k, v in sorted(labels.items()) if k.endswith("version")), None)
+        labels_json, version = self._labels(labels)
+        observed_at = spec.get("observedAt")
+        if observed_at is not None:  # a time already read, else the check
+            observed_at = validate.known_time(observed_at) \
+                or c.timestamp(spec, "observedAt", "run.spec.")
+        status = spec.get("status")
+        if status is None:
+            status = "unknown"
+        elif not validate.is_text(status):
+            status = c.text(spec, "status", "run.spec.")  # says why
+        title = meta.get("title")
+        if title is not None and not isinstance(title, str):
+            title = c.string(meta, "title", "run.metadata.")  # says why
         out.runs.append({
             "run_id": run_id,
             "source": native.get("source") if isinstance(native.get("source"), str) else None,
@@ -281,15 +404,15 @@ class Flattener:
             "protocol_id": protocol_id,
             "workload_id": workload_id,
             "implementation_id": impl_id,
-            "observed_at": c.timestamp(run, "spec.observedAt", "run."),
-            "status": c.text(run, "spec.status", "run.", required=False) or "unknown",
+            "observed_at": observed_at,
+            "status": status,
             "version": version,
-            "title": c.string(run, "metadata.title", "run."),
-            "labels": _json(labels) if labels else None,
+            "title": title,
+            "labels": labels_json,
             "content_hash": content_hash,
-            "document": orjson.dumps(run).decode(),
+            "document": orjson.dumps(run),  # UTF-8 JSON: staged as a string without a copy
         })
-        if workload_id is not None and workload_doc is None:
+        if workload_id is not None and not workload_doc.present:
             # Only the digest is known: keep a row so every run's workload is listed.
             out.workloads.append({"workload_id": workload_id, "name": workload,
                                   "kernel": kernel, "parameters": None, "shape": None,
@@ -312,56 +435,83 @@ class Flattener:
             })
         return out
 
-    def _measurements(self, c: Checker, run: dict, run_id: str) -> tuple[list[dict], str]:
+    def _labels(self, labels: dict[str, str]) -> tuple[str | None, str | None]:
+        """A run's labels as stored (JSON, None when there are none) and the version they
+        give: the label ``version``, else the first label (by name) ending in ``version``.
+        Remembered by the labels' JSON: runs repeat a few label sets."""
+        if not labels:
+            return None, None
+        text = _json(labels)
+        found = self._label_sets.get(text)
+        if found is None:
+            version = labels.get("version") or next(
+                (v for k, v in sorted(labels.items()) if k.endswith("version")), None)
+            if len(self._label_sets) >= 10_000:
+                self._label_sets.clear()
+            found = self._label_sets[text] = (text, version)
+        return found
+
+    def _measurements(self, c: Checker, spec: dict, run_id: str) -> tuple[list[dict], str]:
+        """The run's measurement rows (units converted, quantiles in order) and its primary
+        metric; ``spec`` is the run's spec."""
         rows: dict[tuple[str, str], dict] = {}
-        resolution = c.get(run, "spec.timing.resolutionNs")
+        timing = spec.get("timing")
+        if not isinstance(timing, dict):
+            timing = {}
+        resolution = timing.get("resolutionNs")
         if resolution is not None:
             resolution = c.positive_value(resolution, "run.spec.timing.resolutionNs")
-        median = c.get(run, "spec.timing.latencyNs.median")
+        latency = timing.get("latencyNs")
+        median = latency.get("median") if isinstance(latency, dict) else None
         if median is not None:
-            value = c.positive_value(median, "run.spec.timing.latencyNs.median")
+            value = validate.positive_number(median)
+            if value is None:  # the Checker says why (or, if its rule differs, decides)
+                value = c.positive_value(median, "run.spec.timing.latencyNs.median")
             rows[("latency", "median")] = {"run_id": run_id, "metric": "latency",
                                            "statistic": "median", "unit": "ns",
                                            "value": value, "resolution": resolution}
-        items = c.get(run, "spec.measurements")
+        items = spec.get("measurements")
         if items is not None and not isinstance(items, list):
             raise c.fail("run.spec.measurements", "expected a list")
         for i, m in enumerate(items or []):
-            prefix = f"run.spec.measurements[{i}]."
             if not isinstance(m, dict):
-                raise c.fail(prefix[:-1], "expected an object")
-            metric = c.text(m, "metric", prefix)
-            statistic = c.text(m, "statistic", prefix)
-            unit = c.text(m, "unit", prefix)
-            if metric not in UNITS:
-                raise c.fail(f"{prefix}metric",
-                             f"unknown metric {metric!r}; expected one of {', '.join(UNITS)}")
-            target, factors = UNITS[metric]
-            if statistic in COUNT_STATISTICS:
-                target, factors = "count", {"count": 1.0}
-            if unit not in factors:
-                raise c.fail(f"{prefix}unit", f"unknown unit {unit!r} for {metric}"
-                                              f"{' ' + statistic if target == 'count' else ''}"
-                                              f"; expected one of {', '.join(factors)}")
-            if statistic in ZERO_STATISTICS and m.get("value") == 0 \
-                    and not isinstance(m.get("value"), bool):
+                raise c.fail(f"run.spec.measurements[{i}]", "expected an object")
+            metric, statistic, unit = m.get("metric"), m.get("statistic"), m.get("unit")
+            if not (validate.is_text(metric) and validate.is_text(statistic)
+                    and validate.is_text(unit)):  # the Checker says which and why
+                metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
+                                           for key in ("metric", "statistic", "unit"))
+            conversion = _CONVERSIONS.get((metric, statistic, unit))
+            if conversion is None:
+                conversion = _conversion(c, i, metric, statistic, unit)
+            target, factor = conversion
+            value = m.get("value")
+            if statistic in ZERO_STATISTICS and value == 0 and not isinstance(value, bool):
                 value = 0.0
             else:
-                value = c.positive(m, "value", prefix) * factors[unit]
-            res = c.positive(m, "resolution", prefix, required=False)
+                number = validate.positive_number(value)
+                if number is None:  # the Checker says why
+                    number = c.positive(m, "value", f"run.spec.measurements[{i}].")
+                value = number * factor
+            res = m.get("resolution")
+            if res is not None:
+                number = validate.positive_number(res)
+                if number is None:  # the Checker says why
+                    number = c.positive(m, "resolution", f"run.spec.measurements[{i}].")
+                res = number
             key = (metric, statistic)
             if key in rows and rows[key]["value"] != value:
-                raise c.fail(f"{prefix}value",
+                raise c.fail(f"run.spec.measurements[{i}].value",
                              f"{metric} {statistic} given twice with different values "
                              f"({rows[key]['value']} and {value})")
             rows[key] = {"run_id": run_id, "metric": metric, "statistic": statistic,
                          "unit": target, "value": value,
-                         "resolution": res * factors[unit] if res is not None
+                         "resolution": res * factor if res is not None
                          else (resolution if metric == "latency" and target != "count"
                                else None)}
         # A source without a median (KernelBench, old nvbench: mean and stddev only) names its
         # primary statistic in spec.timing.primaryStatistic (docs/formats.md).
-        primary_statistic = c.get(run, "spec.timing.primaryStatistic")
+        primary_statistic = timing.get("primaryStatistic")
         metrics = sorted({m for m, s in rows if s == "median"}) or sorted(
             {m for m, s in rows if s == primary_statistic and s not in COUNT_STATISTICS})
         if not metrics:
@@ -370,14 +520,18 @@ class Flattener:
                          "with statistic 'median' (or the statistic named by "
                          "spec.timing.primaryStatistic)")
         for metric in {m for m, _ in rows}:
-            present = [(s, rows[(metric, s)]["value"]) for s in QUANTILE_ORDER
-                       if (metric, s) in rows]
-            for (s1, v1), (s2, v2) in zip(present, present[1:], strict=False):
-                if v1 > v2:
+            s1 = v1 = None  # the quantile before, among those given
+            for s2 in QUANTILE_ORDER:
+                row = rows.get((metric, s2))
+                if row is None:
+                    continue
+                v2 = row["value"]
+                if v1 is not None and v1 > v2:
                     raise c.fail("run.spec.measurements",
                                  f"quantiles out of order for {metric}: {s1} = {v1:g} is above "
                                  f"{s2} = {v2:g}; expected "
                                  + ("p20 <= median <= p80" if {s1, s2} <= {"p20", "median", "p80"}
                                     else "min <= p20 <= p25 <= median <= p75 <= p80 <= max"))
+                s1, v1 = s2, v2
         primary = "latency" if "latency" in metrics else metrics[0]
         return list(rows.values()), primary

@@ -44,7 +44,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from kidata.errors import RecordError, UsageError
-from kidata.ingest.readers import Item, open_binary
+from kidata.ingest.readers.base import Item, open_binary
 from kidata.ingest.readers.builder import STATISTICS, Builder, Harness, Measured, typed
 from kidata.ingest.readers.tabular import by_name, csv_rows, raw_json, read_json
 

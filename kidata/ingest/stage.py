@@ -6,9 +6,10 @@ process or in a worker. The readers hand out the lines of JSON Lines files unpar
 (:class:`~kidata.ingest.readers.Lines`); once there are enough of them, they go in batches to a
 pool of worker processes (``KIDATA_WORKERS``, default one per core; ``0`` turns the pool off) that
 parse, check and flatten them and write their own staging files. Everything else is done here.
-In both places a JSON line of the common bundle shape is staged by the fast path
-(:mod:`kidata.ingest.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record by
-:func:`stage_record`; the two give the same rows.
+In both places a JSON line of the common bundle shape is decoded by the fast path
+(:mod:`kidata.ingest.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record read by
+the readers; both are flattened by the same :class:`~kidata.ingest.flatten.Flattener` and staged
+by the same function (:func:`stage_record` / :func:`stage_fast`), so they give the same rows.
 
 The result is the same as reading the input in one pass, in order:
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import bisect
 import collections
 import itertools
+import operator
 import os
 import pickle
 import subprocess
@@ -50,9 +52,9 @@ import pyarrow.parquet as pq
 from kidata.errors import RecordError, WarehouseError
 from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
-from kidata.ingest.flatten import Flattener, NeedsEnvironment
+from kidata.ingest.flatten import Flat, Flattener, NeedsEnvironment
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
-from kidata.ingest.readers import Item, Lines
+from kidata.ingest.readers.base import Item, Lines
 from kidata.store import pqwrite
 from kidata.store.durable import fault
 from kidata.store.layout import staged_glob, staged_name
@@ -189,15 +191,20 @@ def workers() -> int:
     return 0 if cores < 2 else min(cores, 4)
 
 
+def _tally(counts: dict[str, list[int]], name: str) -> list[int]:
+    tally = counts.get(name)
+    if tally is None:
+        tally = counts[name] = [0, 0, 0, 0]
+    return tally
+
+
 def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport,
                  item: Item | RecordError, name: str, seq: int,
                  counts: dict[str, list[int]]) -> None:
     """Check and flatten one record and stage its rows, or stage its reject. Raises
     :class:`NeedsEnvironment` (before staging anything) when the flattener defers it.
     ``counts[name]`` tallies the file's records, runs, rejects and warnings."""
-    tally = counts.get(name)
-    if tally is None:
-        tally = counts[name] = [0, 0, 0, 0]
+    tally = _tally(counts, name)
     if isinstance(item, RecordError):
         report.records += 1
         tally[0] += 1
@@ -212,50 +219,103 @@ def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport
         tally[2] += 1
         _reject(stager, report, err, item.raw, seq)
         return
-    report.records += 1
-    tally[0] += 1
-    tally[1] += len(flat.runs)
-    tally[3] += len(flat.warnings)
-    for message in flat.warnings:
-        report.add_warning(message)
-    if flat.runs:  # one run per record: its latency quantiles, for latest_runs
-        latency = {m["statistic"]: m["value"] for m in flat.measurements
-                   if m["metric"] == "latency"}
-        for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
-            flat.runs[0][column] = latency.get(statistic)
-        if "median" not in latency:  # the center: the median, else the mean (run_statistics)
-            flat.runs[0][STAGED_LATENCY[0]] = latency.get("mean")
-    for table in FLAT_TABLES:
-        for row in getattr(flat, table):
-            if table != "measurements":
-                row["source_file"] = name
-            stager.add(table, row, seq, item.position)
-    stager.maybe_flush()
+    _stage_flat(stager, report, flat, name, seq, item.position, tally)
 
 
 def stage_fast(fast: FastPath, report: LoadReport, line: bytes, file: str, position: str,
                name: str, seq: int, counts: dict[str, list[int]]) -> bool:
-    """Stage one JSON line by the fast path (:mod:`kidata.ingest.fast`), counting it as
-    :func:`stage_record` would; False (nothing staged or counted) when the line must take the
-    general path."""
-    if not fast.stage(line, file, position, name, seq):
+    """Stage one JSON line by the fast path (:mod:`kidata.ingest.fast`: the same flattener,
+    staged here by the same function as :func:`stage_record`); False (nothing staged or
+    counted) when the line must take the general path."""
+    flat = fast.flatten(line, file, position)
+    if flat is None:
         return False
-    tally = counts.get(name)
-    if tally is None:
-        tally = counts[name] = [0, 0, 0, 0]
-    report.records += 1
     report.fast_path += 1
-    tally[0] += 1
-    tally[1] += 1
-    fast.stager.maybe_flush()
+    _stage_flat(fast.stager, report, flat, name, seq, position, _tally(counts, name))
     return True
+
+
+def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str, seq: int,
+                position: str, tally: list[int]) -> None:
+    """Stage the rows of one flattened record (either path's: they are staged only here)."""
+    report.records += 1
+    tally[0] += 1
+    runs = flat.runs
+    tally[1] += len(runs)
+    if flat.warnings:
+        tally[3] += len(flat.warnings)
+        for message in flat.warnings:
+            report.add_warning(message)
+    if runs:  # one run per record: its latency quantiles, for latest_runs
+        latency = {m["statistic"]: m["value"] for m in flat.measurements
+                   if m["metric"] == "latency"}
+        for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
+            runs[0][column] = latency.get(statistic)
+        if "median" not in latency:  # the center: the median, else the mean (run_statistics)
+            runs[0][STAGED_LATENCY[0]] = latency.get("mean")
+    for table, rows in ((t, getattr(flat, t)) for t in FLAT_TABLES):
+        if not rows:
+            continue
+        if table == "measurements":
+            _append(stager, table, rows, seq, position)
+            continue
+        for row in rows:
+            row["source_file"] = name
+        if table not in _DIMENSIONS:
+            _append(stager, table, rows, seq, position)
+            continue
+        seen = stager.seen.get(table) if table in _ALWAYS_DOCUMENTED else None
+        for row in rows:
+            if seen is not None and (row[_DIMENSIONS[table][0]],) in seen:
+                continue  # staged already: add() would drop it
+            stager.add(table, row, seq, position)  # drops rows it has already staged
+    stager.maybe_flush()
+
+
+# Dimension tables whose rows always count as documented for StagingWriter.add (every table
+# but workloads, whose digest-only rows give way to a later row with a document), keyed by one
+# column: a row whose key is in ``seen`` is one add() drops.
+_ALWAYS_DOCUMENTED = frozenset(t for t, key in _DIMENSIONS.items()
+                               if t != "workloads" and len(key) == 1)
+
+
+# Per table: the staged column names a getter was made for, and the getter (a row dict to the
+# tuple StagingWriter.add would make, in C).
+_GETTERS: dict[str, tuple[list[str], Callable[[dict], tuple]]] = {}
+
+
+def _append(stager: StagingWriter, table: str, rows: list[dict], seq: int,
+            position: str) -> None:
+    """``stager.add`` for each row of a table with no repeats to drop (runs, measurements,
+    published), without its per-cell loop: each row to its tuple in ``stager.names`` order by
+    one ``operator.itemgetter`` call. A row that lacks a column goes through ``add``."""
+    names = stager.names[table]
+    found = _GETTERS.get(table)
+    if found is None or found[0] is not names:
+        found = _GETTERS[table] = (names, operator.itemgetter(*names))
+    getter = found[1]
+    staged = stager.rows[table]
+    blobs = stager.blobs.get(table)
+    blob = _BLOBS.get(table)
+    for row in rows:
+        row["_seq"] = seq
+        row["_position"] = position
+        try:
+            values = getter(row)
+        except KeyError:
+            stager.add(table, row, seq, position)
+            continue
+        staged.append(values if len(names) > 1 else (values,))
+        if blobs is not None:
+            blobs.append(row.get(blob))
+        stager.counts[table] += 1
 
 
 def _reject(stager: StagingWriter, report: LoadReport, err: RecordError, raw: str | None,
             seq: int) -> None:
     report.add_reject(Reject(err.file, err.position, err.field, err.reason))
     # Each process stages at most the cap, its first in input order: among them are the
-    # load's first `cap` rejects, which the commit keeps (Warehouse._select_final).
+    # load's first `cap` rejects, which the commit keeps (kidata.store.load_commit).
     if stager.rejects_staged >= stager.max_rejects:
         return
     stager.rejects_staged += 1

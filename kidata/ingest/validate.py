@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kidata.errors import RecordError
-from kidata.ingest.digest import digest
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -36,6 +35,49 @@ ZERO_STATISTICS = ("stddev",)
 
 # Dotted paths split once: the checks ask for the same few dozen paths millions of times.
 _PATHS: dict[str, tuple[str, ...]] = {}
+# Timestamps already read (a load repeats a few): the text and its UTC time.
+_TIMES: dict[str, datetime] = {}
+_INF = math.inf
+# Declared digests already found well formed (runs repeat a few documents' digests).
+_GOOD_DIGESTS: set[str] = set()
+
+
+def _good_digest(text: str) -> bool:
+    if not DIGEST_RE.match(text):
+        return False
+    if len(_GOOD_DIGESTS) >= 10_000:
+        _GOOD_DIGESTS.clear()
+    _GOOD_DIGESTS.add(text)
+    return True
+
+
+# What a field must be, as predicates on a value: the Checker's methods below decide with these
+# and say what is wrong; a hot loop may test a value with them first and call the Checker
+# only when one fails (to raise its error), so each rule is still written once.
+
+def is_text(value: Any) -> bool:
+    """A required text: a string with something other than whitespace."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def known_time(value: Any) -> datetime | None:
+    """The UTC time of a timestamp text :meth:`Checker.timestamp` has already read, else None."""
+    return _TIMES.get(value) if type(value) is str else None
+
+
+def positive_number(value: Any) -> float | None:
+    """A measured value: the float of a finite number > 0 (not a boolean); None otherwise."""
+    kind = type(value)
+    if kind is float:
+        number = value
+    elif kind is int or (not isinstance(value, bool) and isinstance(value, int | float)):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            return None
+    else:
+        return None
+    return number if 0.0 < number < _INF else None
 
 
 class Checker:
@@ -74,7 +116,7 @@ class Checker:
         value = self.get(obj, path)
         if value is None and not required:
             return None
-        if not isinstance(value, str) or not value.strip():
+        if not is_text(value):
             raise self.fail(f"{prefix}{path}", f"expected a non-empty string, got {_show(value)}")
         return value
 
@@ -93,16 +135,18 @@ class Checker:
         return self.positive_value(value, f"{prefix}{path}")
 
     def positive_value(self, value: Any, field: str) -> float:
+        number = positive_number(value)
+        if number is not None:
+            return number
+        # Not a measured value (positive_number decides): say why.
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(field, f"expected a number, got {_show(value)}")
         try:
-            number = float(value)
+            float(value)
         except OverflowError:  # an integer beyond the float range
             raise self.fail(field, f"expected a number that fits a 64-bit float, got "
                                    f"{_show(value)}") from None
-        if not math.isfinite(number) or number <= 0:
-            raise self.fail(field, f"expected a finite number > 0, got {_show(value)}")
-        return number
+        raise self.fail(field, f"expected a finite number > 0, got {_show(value)}")
 
     def timestamp(self, obj: Any, path: str, prefix: str) -> datetime | None:
         value = self.get(obj, path)
@@ -111,6 +155,9 @@ class Checker:
         if not isinstance(value, str):
             raise self.fail(f"{prefix}{path}",
                             f"expected an ISO 8601 timestamp, got {_show(value)}")
+        found = _TIMES.get(value)
+        if found is not None:
+            return found
         try:
             ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
@@ -121,11 +168,15 @@ class Checker:
             raise self.fail(f"{prefix}{path}",
                             f"timestamp {value!r} has no time zone; expected e.g. a trailing Z")
         try:
-            return ts.astimezone(UTC)
+            found = ts.astimezone(UTC)
         except OverflowError:
             raise self.fail(f"{prefix}{path}",
                             f"timestamp {value!r} is outside years 1-9999 once converted to "
                             "UTC") from None
+        if len(_TIMES) >= 10_000:
+            _TIMES.clear()
+        _TIMES[value] = found
+        return found
 
     def document(self, doc: Any, role: str, kind: str) -> dict:
         """Check the envelope every kernelindex document shares."""
@@ -136,30 +187,33 @@ class Checker:
             raise self.fail(f"{role}.apiVersion", f"expected {API_VERSION!r}, got {_show(api)}")
         if doc.get("kind") != kind:
             raise self.fail(f"{role}.kind", f"expected {kind!r}, got {_show(doc.get('kind'))}")
-        self.text(doc, "metadata.name", f"{role}.")
-        self.obj(doc, "spec", f"{role}.")
-        labels = self.get(doc, "metadata.labels")
+        meta = doc.get("metadata")
+        if not (isinstance(meta, dict) and is_text(meta.get("name"))):
+            self.text(doc, "metadata.name", f"{role}.")  # raises: says what is wrong
+        if not isinstance(doc.get("spec"), dict):
+            self.obj(doc, "spec", f"{role}.")  # raises
+        labels = meta.get("labels")
         if labels is not None and not (isinstance(labels, dict)
                                        and all(isinstance(v, str) for v in labels.values())):
             raise self.fail(f"{role}.metadata.labels", "expected an object of strings")
         return doc
 
-    def declared_digest(self, run: dict, key: str, doc: dict | None, role: str,
+    def declared_digest(self, spec: dict, key: str, present: bool, role: str,
                         actual: str | None = None) -> str | None:
-        """The digest a run declares for a document, checked against the document if given
-        (``actual``: the document's digest when the caller has already computed it)."""
-        field = f"run.spec.{key}"
-        declared = self.get(run, f"spec.{key}")
-        if declared is not None and (not isinstance(declared, str)
-                                     or not DIGEST_RE.match(declared)):
-            raise self.fail(field, f"expected 'sha256:' and 64 hex digits, got {_show(declared)}")
-        if doc is None:
+        """The digest a run declares for a document (``spec``: the run's spec), checked
+        against the record's document when it has one (``present``; ``actual``: that
+        document's digest)."""
+        declared = spec.get(key)
+        if declared is not None and not (isinstance(declared, str) and (
+                declared in _GOOD_DIGESTS or _good_digest(declared))):
+            raise self.fail(f"run.spec.{key}",
+                            f"expected 'sha256:' and 64 hex digits, got {_show(declared)}")
+        if not present:
             return declared
-        if actual is None:
-            actual = digest(doc)
         if declared is not None and declared != actual:
-            raise self.fail(field, f"digest mismatch: the run declares {declared} but the "
-                                   f"{role} document in the record hashes to {actual}")
+            raise self.fail(f"run.spec.{key}",
+                            f"digest mismatch: the run declares {declared} but the {role} "
+                            f"document in the record hashes to {actual}")
         return actual
 
 

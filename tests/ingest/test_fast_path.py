@@ -348,3 +348,57 @@ def test_whitespace_around_and_between_lines(tmp_path, monkeypatch):
     assert out[1].runs_added == 12 and out[1].rejected == 1
     assert out[1].rejects[0].position == f"line {12 * 2 + 1}"
     assert_same(*out)
+
+
+# -- one home for every rule ----------------------------------------------------------------
+
+def test_the_fast_path_holds_no_record_rule():
+    # The fast path only decodes: it names none of the rules' tables and helpers (units,
+    # quantile order, digest format, content hash, API version), so a rule cannot be changed
+    # in it alone. Read from its source, without importing.
+    source = (ROOT / "kidata" / "ingest" / "fast.py").read_text()
+    code = "\n".join(line for line in source.splitlines()
+                     if not line.lstrip().startswith("#"))
+    code = code.split('"""', 2)[2]  # after the module docstring
+    for name in ("UNITS", "QUANTILE_ORDER", "DIGEST_RE", "API_VERSION", "hashlib",
+                 "COUNT_STATISTICS", "ZERO_STATISTICS", "positive_number", "is_text",
+                 "blake2b", "externalId", "benchmark", "labels", "measurements"):
+        assert name not in code, name
+
+
+def test_a_rule_changed_in_one_place_changes_both_paths(monkeypatch):
+    # Change two rules where they are written: the version a run's labels give (flatten.py)
+    # and what a measured value must be (validate.py: here also below 240,000 ns). Both paths
+    # follow: the fast path still takes the records it takes, and gives what the general
+    # path gives.
+    from kidata.ingest import flatten, validate
+
+    real_labels = flatten.Flattener._labels
+    real_positive = validate.positive_number
+
+    def labels(self, values):
+        return real_labels(self, values)[0], "patched"
+
+    def below(value):
+        number = real_positive(value)
+        return number if number is not None and number < 240_000 else None
+
+    monkeypatch.setattr(flatten.Flattener, "_labels", labels)
+    monkeypatch.setattr(validate, "positive_number", below)
+    # GEN 0 has median 244,107 ns (the first line of benchmarks' generated bundles): above
+    # the changed limit, rejected by both paths; GEN 1 (median 212,406, p20 208,964, p80
+    # 214,756) is kept, its version "patched" (the labels say liger_version 0.2.0).
+    lines = [json.dumps(GEN.bundle(0)).encode(), json.dumps(GEN.bundle(1)).encode()]
+    slow = _stage_lines(lines, fast_on=False)
+    fast = _stage_lines(lines, fast_on=True)
+    assert fast == slow
+    rows, _, _, rejects, *_ = fast
+    assert [(r.position, r.field) for r in rejects] == [
+        ("line 1", "run.spec.timing.latencyNs.median")]
+    assert "expected a finite number > 0" in rejects[0].reason
+    version = stager_names()["runs"].index("version")
+    assert [r[version] for r in rows["runs"]] == ["patched"]
+
+
+def stager_names() -> dict[str, list[str]]:
+    return StagingWriter(Path("/nonexistent"), batch=1).names

@@ -72,6 +72,8 @@ def test_an_overlong_line_ending_inside_a_block_and_one_without_newline():
 
 
 def test_a_file_read_for_workers_comes_in_blocks_with_the_same_records(tmp_path):
+    from kidata.ingest.readers import kernelindex
+
     # The reader hands JSON Lines to a load as a first listed line, then blocks.
     bundle = json.loads((SEEDS / "000_ef9e0295e36a82ef.txt").read_text().split("\n", 2)[2])
     text = "\n".join(json.dumps(dict(bundle, n=i)) for i in range(5)) + "\n\n  \r\n{bad\n"
@@ -81,7 +83,7 @@ def test_a_file_read_for_workers_comes_in_blocks_with_the_same_records(tmp_path)
     assert [u.count for u in units] == [1, 2, 2, 2, 1]
     assert units[0].lines and all(u.data for u in units[1:])
     whole = list(read_file(str(path)))
-    parts = [item for u in units for item in u.items()]
+    parts = [item for u in units for item in kernelindex.parse_lines(u)]
     assert [(getattr(i, "position", None), type(i).__name__) for i in parts] == \
         [(getattr(i, "position", None), type(i).__name__) for i in whole]
     assert len(parts) == 6 and type(parts[-1]).__name__ == "RecordError"

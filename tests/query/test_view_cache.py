@@ -4,10 +4,9 @@ the table, and a load's commit (a new snapshot, a new connection) starts afresh.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-from conftest import SEEDS
+from conftest import SEEDS, same_rows
 
 from kidata import Warehouse
 from kidata.query import views
@@ -34,18 +33,6 @@ def fresh(path: Path, query: str) -> list[tuple]:
     return answer
 
 
-def same(a: list[tuple], b: list[tuple]) -> bool:
-    """Equal row for row; floats to 12 significant digits. The geometric means of
-    speedup_summary are sums of logarithms, and a table read in another order than the view
-    may sum them in another order: the last bit may differ, never the answer."""
-    def close(x, y) -> bool:
-        if isinstance(x, float) and isinstance(y, float):
-            return math.isclose(x, y, rel_tol=1e-12)
-        return x == y
-    return len(a) == len(b) and all(
-        len(r) == len(s) and all(map(close, r, s)) for r, s in zip(a, b, strict=True))
-
-
 def test_second_query_reads_the_table_and_answers_the_same(tmp_path):
     path = tmp_path / "wh"
     assert Warehouse(path).load([str(SEEDS), str(VIEWS / "speedups.jsonl")]).ok
@@ -57,7 +44,7 @@ def test_second_query_reads_the_table_and_answers_the_same(tmp_path):
     assert wh.sql(QUERIES[1]).fetchall() == first
     assert cached(wh)
     for query in QUERIES:
-        assert same(wh.sql(query).fetchall(), fresh(path, query)), query
+        assert same_rows(wh.sql(query).fetchall(), fresh(path, query)), query
 
 
 def test_a_commit_starts_a_new_snapshot_without_the_table(tmp_path):
@@ -65,10 +52,10 @@ def test_a_commit_starts_a_new_snapshot_without_the_table(tmp_path):
     assert Warehouse(path).load([str(SEEDS)]).ok
     wh = Warehouse(path)
     before = wh.sql(QUERIES[0]).fetchall()
-    assert wh.sql(QUERIES[0]).fetchall() == before and cached(wh)
+    assert same_rows(wh.sql(QUERIES[0]).fetchall(), before) and cached(wh)
     # Another process (here another Warehouse) commits a load: the next query sees it.
     assert Warehouse(path).load([str(VIEWS / "speedups.jsonl")]).ok
     after = wh.sql(QUERIES[0]).fetchall()
     assert not cached(wh)  # a new connection for the new snapshot
-    assert same(after, fresh(path, QUERIES[0]))
+    assert same_rows(after, fresh(path, QUERIES[0]))
     assert len(after) > len(before)  # the load's latest runs are there

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import SHARED
+from conftest import SHARED, same_rows
 
 from kidata import Warehouse
 from kidata.store import derived
@@ -130,7 +130,7 @@ def test_latest_runs_hold_mean_only_runs(tmp_path: Path, monkeypatch, slow_path:
     pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
     again = Warehouse(wh.path)
     for name, rows in before.items():
-        assert again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows, name
+        assert same_rows(again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall(), rows), name
     assert again.check().problems == []
 
 

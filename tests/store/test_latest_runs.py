@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SHARED
+from conftest import SHARED, same_rows
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from runs_factory import bundle
@@ -185,7 +185,7 @@ def test_loads_of_kidata_0_1_are_derived_on_the_fly(by_hand, cli, monkeypatch):
         assert not (wh.path / "latest_runs" / f"part-{first}.parquet").exists()
         again = Warehouse(wh.path)
         for name, rows in before.items():
-            assert again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows, name
+            assert same_rows(again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall(), rows), name
         # kidata check trusts no rows of old loads, so it finds nothing to report.
         assert again.check().problems == []
     # A new load on top of old ones: its rows are derived at commit, the old ones on the fly.
@@ -307,7 +307,7 @@ def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(t
                                             ).names
     again = Warehouse(wh.path)
     for name, rows in before.items():
-        assert again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows, name
+        assert same_rows(again.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall(), rows), name
     assert again.check().problems == []
     # A lost marker: --repair writes one saying 'unknown' (the rows lack their evidence), so
     # readers still derive the rows.
@@ -316,7 +316,8 @@ def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(t
     assert check(Warehouse(wh.path), repair=True).problems == []
     assert pq.read_table(marker).column("kidata_version").to_pylist() == ["unknown"]
     for name, rows in before.items():
-        assert Warehouse(wh.path).sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows
+        assert same_rows(
+            Warehouse(wh.path).sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall(), rows), name
     # The version is what tells: the same files under a 0.2.4 marker are trusted, and the
     # columns they lack are missing.
     row = pq.read_table(marker).to_pylist()[0]

@@ -33,7 +33,7 @@ from kidata.ingest.catalog import lookup_gpu, slugify
 from kidata.ingest.digest import digest
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
-from kidata.ingest.readers import Item
+from kidata.ingest.readers.base import Item
 
 # The keys `--set` accepts, with what each supplies (shown by `kidata formats`).
 SETTINGS = {

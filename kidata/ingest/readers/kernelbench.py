@@ -18,7 +18,7 @@ from typing import IO
 
 from kidata.errors import RecordError
 from kidata.ingest.catalog import slugify
-from kidata.ingest.readers import Item
+from kidata.ingest.readers.base import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured
 from kidata.ingest.readers.tabular import raw_json, read_json
 

@@ -12,7 +12,7 @@ from typing import IO, Any
 import orjson
 
 from kidata.errors import RecordError
-from kidata.ingest.readers import (
+from kidata.ingest.readers.base import (
     INT_RANGE,
     MAX_DEPTH,
     MAX_RECORD_BYTES,

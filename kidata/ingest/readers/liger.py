@@ -28,7 +28,7 @@ from kidata.errors import RecordError
 from kidata.ingest.catalog import Gpu, display_name, lookup_gpu, slugify
 from kidata.ingest.digest import digest
 from kidata.ingest.documents import document
-from kidata.ingest.readers import (
+from kidata.ingest.readers.base import (
     INT_RANGE,
     MAX_DEPTH,
     MAX_RECORD_BYTES,
@@ -274,6 +274,11 @@ class _Docs:
 
     def __init__(self) -> None:
         self.cache: dict[tuple, tuple[dict, str]] = {}
+        # Per config text: the parsed config; per (x name, x value, config text): the
+        # workload's parameters, slug and key. Rows repeat a few of each.
+        self.configs: dict[str, dict[str, Any]] = {}
+        self.workloads: dict[tuple, tuple[dict[str, Any], str, str]] = {}
+        self.gpu_slugs: dict[str, str] = {}
 
     def get(self, key: tuple, build) -> tuple[dict, str]:
         found = self.cache.get(key)
@@ -445,6 +450,32 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
             yield err
 
 
+def _config(row: _Row, config_text: str) -> dict[str, Any]:
+    """The row's ``extra_benchmark_config_str`` parsed and checked: a JSON object of numbers
+    kidata keeps exactly, nested shallowly enough to store (empty or null: no config). Only
+    read afterwards (rows with the same text share it)."""
+    try:
+        config = json.loads(config_text, parse_constant=_reject_json_constant,
+                            parse_int=_int_in_range, parse_float=_finite_float) \
+            if config_text else {}
+    except _Unkeepable as exc:
+        raise row.fail("extra_benchmark_config_str", str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise row.fail("extra_benchmark_config_str",
+                       f"expected a JSON object, got invalid JSON: {exc}") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise row.fail("extra_benchmark_config_str",
+                       f"expected a JSON object, got {type(config).__name__}")
+    # The config becomes a Workload document's spec.parameters: three levels below its top.
+    if nesting_depth(config) > MAX_DEPTH - 3:
+        raise row.fail("extra_benchmark_config_str",
+                       f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores documents up "
+                       f"to {MAX_DEPTH} levels deep")
+    return config
+
+
 def _item(values: list[str], index: dict[str, int], header: list[str], file: str,
           position: str, raw: str | None, docs: _Docs) -> Item:
     row = _Row(values, index, file, position)
@@ -486,27 +517,17 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                                      f"y_value_50 <= y_value_80, got {numbers['20'][1]}, "
                                      f"{numbers['50'][1]}, {numbers['80'][1]}")
     config_text = row.get("extra_benchmark_config_str").strip()
-    try:
-        config = json.loads(config_text, parse_constant=_reject_json_constant,
-                            parse_int=_int_in_range, parse_float=_finite_float) \
-            if config_text else {}
-    except _Unkeepable as exc:
-        raise row.fail("extra_benchmark_config_str", str(exc)) from None
-    except (ValueError, RecursionError) as exc:
-        raise row.fail("extra_benchmark_config_str",
-                       f"expected a JSON object, got invalid JSON: {exc}") from None
+    config = docs.configs.get(config_text)
     if config is None:
-        config = {}
-    if not isinstance(config, dict):
-        raise row.fail("extra_benchmark_config_str",
-                       f"expected a JSON object, got {type(config).__name__}")
-    # The config becomes a Workload document's spec.parameters: three levels below its top.
-    if nesting_depth(config) > MAX_DEPTH - 3:
-        raise row.fail("extra_benchmark_config_str",
-                       f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores documents up "
-                       f"to {MAX_DEPTH} levels deep")
+        config = _config(row, config_text)
+        if len(docs.configs) < 10_000:
+            docs.configs[config_text] = config
     gpu_name = row.text("gpu_name")
-    gpu_slug = slugify(gpu_name)
+    gpu_slug = docs.gpu_slugs.get(gpu_name)
+    if gpu_slug is None:
+        gpu_slug = slugify(gpu_name)
+        if len(docs.gpu_slugs) < 10_000:
+            docs.gpu_slugs[gpu_name] = gpu_slug
     if not gpu_slug:
         raise row.fail("gpu_name", f"expected a GPU name with letters or digits, got {gpu_name!r}")
     stamp = row.text("timestamp")
@@ -520,8 +541,15 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                                     f"got {stamp!r}") from None
     version = row.get("liger_version").strip()
 
-    params = workload_parameters(x_name, x_value, config)
-    slug = workload_slug(x_name, x_value, config)
+    workload_key = (x_name, type(x_value), repr(x_value), config_text)  # -0.0 is not 0.0
+    found = docs.workloads.get(workload_key)
+    if found is None:
+        params = workload_parameters(x_name, x_value, config)
+        found = (params, workload_slug(x_name, x_value, config),
+                 json.dumps(params, sort_keys=True))
+        if len(docs.workloads) < 100_000:
+            docs.workloads[workload_key] = found
+    params, slug, params_key = found
     kernel_title = display_name("kernels", kernel)
     gpu = lookup_gpu(gpu_name)
     env, env_digest = docs.get(("env", gpu_name), lambda: _environment(gpu_name, gpu))
@@ -530,7 +558,7 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     else:
         protocol, protocol_digest = docs.get(("memory", mode), lambda: memory_protocol(mode))
     workload, workload_digest = docs.get(
-        ("workload", kernel, json.dumps(params, sort_keys=True), x_label),
+        ("workload", kernel, params_key, x_label),
         lambda: document("Workload", f"liger-{kernel}-{slug}".replace("_", "-"),
                          f"{kernel_title} · {slug}",
                          {"kernel": kernel, "name": slug, "parameters": params},

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from kidata.errors import RecordError
 from kidata.ingest.dtypes import normalise_dtype
-from kidata.ingest.readers import Item
+from kidata.ingest.readers.base import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured, typed
 from kidata.ingest.readers.tabular import csv_rows, raw_json, read_benchmarks_json
 

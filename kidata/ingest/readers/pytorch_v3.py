@@ -22,7 +22,7 @@ from typing import IO, Any
 import orjson
 
 from kidata.errors import RecordError
-from kidata.ingest.readers import Item
+from kidata.ingest.readers.base import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured
 from kidata.ingest.readers.tabular import raw_json, read_text
 

@@ -11,7 +11,7 @@ from typing import IO, Any
 import orjson
 
 from kidata.errors import RecordError
-from kidata.ingest.readers import raw_text
+from kidata.ingest.readers.base import raw_text
 
 # A result file larger than this is rejected unread (the formats here are whole documents).
 MAX_BYTES = 256 * 1024 * 1024

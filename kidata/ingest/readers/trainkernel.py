@@ -19,7 +19,7 @@ import orjson
 from kidata.errors import RecordError
 from kidata.ingest.catalog import lookup_gpu, slugify
 from kidata.ingest.documents import document, environment_document
-from kidata.ingest.readers import Item, raw_text
+from kidata.ingest.readers.base import Item, raw_text
 
 SOURCE = "trainkernel-results"
 KERNEL = "train_step"
