@@ -40,7 +40,7 @@ from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.ingest.readers import expand_paths, read_file
 from kidata.query import engine
 from kidata.query import views as views_mod
-from kidata.store import derived, durable, reference, snapshot
+from kidata.store import derived, durable, finalize, reference, snapshot
 from kidata.store.durable import fault
 from kidata.store.layout import (
     LOCK_TIMEOUT,
@@ -51,7 +51,6 @@ from kidata.store.layout import (
     final_file,
     final_folder,
     owner_lock,
-    staged_glob,
 )
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
@@ -67,8 +66,8 @@ COMMIT_WRITE_MEMORY = os.environ.get("KIDATA_COMMIT_WRITE_MEMORY", "128MB")
 STALE_NEW_STAGING = 3600.0
 # Times a reader lists a table folder again when a compaction swapped it while being read.
 SWAP_RETRIES = 5
-# Tables whose final file a commit writes straight from the staged files (Warehouse._commit).
-STREAMED = ("measurements", "runs")
+# Tables staged in their final form, which a commit renames (or copies the kept rows of).
+STREAMED = finalize.DIRECT
 
 
 # The documents a run points at, by table and digest column: a run's variant is richer the
@@ -276,7 +275,7 @@ class Warehouse:
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)
         self._ensure()
-        load_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
+        load_id = finalize.load_id_at(datetime.now(UTC)) + "-" + secrets.token_hex(4)
         report = LoadReport(load_id=load_id)
         for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
             report.add_warning(message)
@@ -504,7 +503,7 @@ class Warehouse:
             report.duplicates += con.sql(
                 "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
             ).fetchall()[0][0]
-            now = datetime.now(UTC)
+            now = finalize.started_at(report.load_id)  # as in the rows staged in final form
             final = final_folder(staging)
             final.mkdir()
             moves: list[tuple[str, str]] = []
@@ -609,9 +608,8 @@ class Warehouse:
                 continue  # not loaded (kidata/store/reference.py writes them)
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
-            if any(staging.glob(staged_glob(table))):
-                src = f"SELECT * FROM {views_mod.parquet_source(staging, staged_glob(table))}"
-            else:
+            src = finalize.staged_source(staging, table)
+            if src is None:
                 cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
                                  f"{views_mod.quote_identifier(f.name)}"
                                  for f in staged_schema(table))
@@ -874,20 +872,10 @@ class Warehouse:
     @staticmethod
     def _stream_final(staging: Path, table: str, keep: Any, path: Path, load_id: str,
                       now: datetime) -> int | None:
-        """Write the final file of a big table (``STREAMED``) straight from the staged files:
-        the rows of :meth:`_select_final`, in its order, without sorting them in DuckDB
-        (memory stays flat at any load size). None when the staged files cannot be read in
-        order (see :func:`kidata.ingest.stage.stream_final`); the caller then asks DuckDB."""
-        from kidata.ingest.stage import stream_final
-        from kidata.store.schema import TABLES
-
-        order = [k for k in KEYS[table] if table != "runs"]
-        constants = {"load_id": load_id, "loaded_at": now}
-        count = stream_final(staging, table, keep, TABLES[table], order, constants, path,
-                             lambda: fault(f"write-final:{table}"))
-        if count:
-            durable.fsync_file(path)
-        return count
+        """Put the final file of a big table (``STREAMED``), staged in final form, at
+        ``path``: the staged file itself when the load keeps all its rows, else a copy of
+        the kept ones (:func:`kidata.store.finalize.finish`)."""
+        return finalize.finish(staging, table, keep, path, lambda: fault(f"write-final:{table}"))
 
     # -- query --------------------------------------------------------------------------------
 
