@@ -22,8 +22,13 @@ The result is the same as reading the input in one pass, in order:
   before it;
 - results are merged in input order, so the report lists rejects and warnings in input order.
 
+The rows of ``runs`` and ``measurements`` are written once, by the loading process, in their
+final form (:mod:`kidata.store.finalize`): a worker hands them back with its batch's result, as
+Arrow buffers, and they are written in input order (a deferred record's rows at its place).
+The other tables' rows are staged by each process into files of their own.
+
 Memory stays bounded: at most ``workers + 1`` batches are in flight and each process stages
-at most a batch of rows before writing them.
+at most a batch of rows before writing them; the final files are written a row group at a time.
 """
 
 from __future__ import annotations
