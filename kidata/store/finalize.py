@@ -45,7 +45,7 @@ SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "measurements": ("_se
 CONSTANT = ("load_id", "loaded_at")
 # Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
 BATCH = 8192
-# How each commit of this process finished its direct tables, per table: ``linked`` (the
+# How each commit of this process finished its direct tables, per table: ``as-staged`` (the
 # staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.
 finished: collections.Counter[tuple[str, str]] = collections.Counter()
 
@@ -193,7 +193,7 @@ def finish(staging: Path, table: str, keep: pa.Array, path: Path,
         except OSError:  # a file system without hard links: a copy of the bytes will do
             shutil.copyfile(data, path)
         durable.fsync_file(path)
-        finished[(table, "linked")] += 1
+        finished[(table, "as-staged")] += 1
         return total
     finished[(table, "rewritten")] += 1
     if not kept:

@@ -53,7 +53,7 @@ def test_a_clean_load_renames_its_staged_files_without_rewriting_them(tmp_path, 
     report = wh.load([str(source)])
     # 7 new runs, 3 measurements each (runs_factory.bundle: median, p20, p80).
     assert (report.added["runs"], report.added["measurements"], report.rejected) == (7, 21, 0)
-    assert finalize.finished == {("runs", "linked"): 1, ("measurements", "linked"): 1}
+    assert finalize.finished == {("runs", "as-staged"): 1, ("measurements", "as-staged"): 1}
     for table in ("runs", "measurements"):
         part = wh.layout.part(table, report.load_id)
         # The very file staged, renamed: never read and written again.
@@ -119,3 +119,23 @@ def test_a_load_with_duplicates_and_a_conflict_keeps_none_of_them(tmp_path, monk
     assert finalize.finished == {("runs", "rewritten"): 1, ("measurements", "rewritten"): 1}
     assert not wh.layout.part("runs", third.load_id).exists()
     assert not wh.layout.part("measurements", third.load_id).exists()
+
+
+def test_without_hard_links_the_staged_file_is_copied_as_it_is(tmp_path, monkeypatch):
+    # A file system that refuses hard links (some network and FUSE file systems): the commit
+    # copies the staged file's bytes instead, and the load is the same.
+    monkeypatch.setenv("KIDATA_WORKERS", "0")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refuse)
+    source = write_runs(tmp_path / "a.jsonl", range(4))
+    finalize.finished.clear()
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load([str(source)])
+    assert (report.added["runs"], report.added["measurements"]) == (4, 12)
+    assert finalize.finished == {("runs", "as-staged"): 1, ("measurements", "as-staged"): 1}
+    assert _rows(wh.layout.part("runs", report.load_id), ["run_id"]) == [
+        (f"{NAME}-{i}",) for i in range(4)]
+    assert wh.check().problems == []
