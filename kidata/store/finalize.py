@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 DIRECT = ("runs", "measurements")
 # Staging-only columns of each direct table, kept in its sidecar file.
 SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "measurements": ("_seq",)}
-# Columns a commit fills in: the same value in every row of a load.
+# Columns with one value for a whole load, filled in while it stages.
 CONSTANT = ("load_id", "loaded_at")
 # Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
 BATCH = 8192
