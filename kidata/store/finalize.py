@@ -187,6 +187,7 @@ def finish(staging: Path, table: str, keep: pa.Array, path: Path,
     mask = pc.is_in(numbers, value_set=keep)
     total, kept = len(numbers), pc.sum(mask).as_py() or 0
     del numbers
+    pa.default_memory_pool().release_unused()  # ~60 MB at 1M runs, before latest_runs
     if kept == total:
         try:
             os.link(data, path)
