@@ -23,14 +23,19 @@ The result is the same as reading the input in one pass, in order:
   before it;
 - results are merged in input order, so the report lists rejects and warnings in input order.
 
+The rows of ``runs`` and ``measurements`` are written once, by the loading process, in their
+final form (:mod:`kidata.store.finalize`): a worker hands them back with its batch's result, as
+Arrow buffers, and they are written in input order (a deferred record's rows at its place).
+The other tables' rows are staged by each process into files of their own.
+
 Memory stays bounded: at most ``workers + 1`` batches are in flight and each process stages
-at most a batch of rows before writing them.
+at most a batch of rows before writing them; the final files are written a row group at a time.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
+import contextlib
 import itertools
 import operator
 import os
@@ -55,10 +60,9 @@ from kidata.ingest.fast import FastPath
 from kidata.ingest.flatten import Flat, Flattener, NeedsEnvironment
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.ingest.readers.base import Item, Lines
-from kidata.store import pqwrite
+from kidata.store import commit, finalize, pqwrite
 from kidata.store.durable import fault
-from kidata.store.layout import staged_glob, staged_name
-from kidata.store.pqwrite import GroupedWriter
+from kidata.store.layout import staged_name
 from kidata.store.schema import STAGED_LATENCY, TABLES, staged_schema
 
 # Tables whose rows repeat across records (one row per key): the stager drops repeats it has
@@ -78,13 +82,19 @@ _BLOBS = {"runs": "document"}
 
 
 class StagingWriter:
-    """Buffers rows per table and writes them to staging Parquet files in batches.
+    """Buffers rows per table and writes them in batches: the rows of
+    :data:`~kidata.store.finalize.DIRECT` tables (runs, measurements) in their final form
+    (:class:`~kidata.store.finalize.DirectWriter`), the other tables to staging Parquet files.
 
     A row is a tuple of its values in the order of :attr:`names` (the staged schema without
     the table's blob column, if any: that one's values are in :attr:`blobs`, a ``str`` or
-    UTF-8 ``bytes`` each)."""
+    UTF-8 ``bytes`` each).
 
-    def __init__(self, folder: Path, batch: int):
+    In a worker process (``ship``), the direct tables' rows are not written but kept as Arrow
+    tables (:meth:`shipped`) for the loading process to write (:meth:`append`), so that one
+    file per table holds the load in input order."""
+
+    def __init__(self, folder: Path, batch: int, ship: bool = False):
         self.folder = folder
         self.batch = batch
         self.schemas = {t: staged_schema(t) for t in TABLES}
@@ -101,6 +111,9 @@ class StagingWriter:
         self.tag = ""  # in file names: worker processes stage into the same folder
         self.max_rejects = max_kept_rejects()
         self.rejects_staged = 0
+        self.outbox: dict[str, list[pa.Table]] | None = (
+            {t: [] for t in finalize.DIRECT} if ship else None)
+        self.direct: finalize.DirectWriter | None = None
 
     def add(self, table: str, row: dict, seq: int, position: str) -> None:
         seen = self.seen.get(table)
@@ -124,27 +137,74 @@ class StagingWriter:
         if self.counts["runs"] >= self.batch or self.counts["rejects"] >= self.batch:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, direct_only: bool = False) -> None:
+        """Write the buffered rows (``direct_only``: of the direct tables only, so that rows
+        staged elsewhere can follow them in order)."""
         for table, rows in self.rows.items():
-            if not self.counts[table]:
+            direct = table in finalize.DIRECT
+            if not self.counts[table] or (direct_only and not direct):
                 continue
-            schema = self.schemas[table]
-            # The row tuples converted in one pass (as a struct array), not column by column
-            # from a Python transpose.
-            columns = dict(zip(self.names[table],
-                               pa.array(rows, type=self.structs[table]).flatten(),
-                               strict=True))
-            if table in self.blobs:
-                name = _BLOBS[table]
-                columns[name] = _text_array(self.blobs[table], schema.field(name).type)
-                self.blobs[table].clear()
-            data = pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
-            fault("stage-write")
-            pq.write_table(data, self.folder / staged_name(table, f"{self.tag}{self.parts:06d}"),
-                           **pqwrite.options(schema, compression="lz4"))
+            data = self._table(table, rows)
             rows.clear()
             self.counts[table] = 0
-        self.parts += 1
+            if direct:
+                if len(finalize.sort_keys(table)) > 1:
+                    data = data.sort_by(finalize.sort_keys(table))
+                if self.outbox is not None:
+                    self.outbox[table].append(data)
+                else:
+                    self._direct().write(table, data)
+                continue
+            fault("stage-write")
+            pq.write_table(data, self.folder / staged_name(table, f"{self.tag}{self.parts:06d}"),
+                           **pqwrite.options(data.schema, compression="lz4"))
+        if not direct_only:
+            self.parts += 1
+
+    def _table(self, table: str, rows: list[tuple]) -> pa.Table:
+        schema = self.schemas[table]
+        # The row tuples converted in one pass (as a struct array), not column by column
+        # from a Python transpose.
+        columns = dict(zip(self.names[table],
+                           pa.array(rows, type=self.structs[table]).flatten(), strict=True))
+        if table in self.blobs:
+            name = _BLOBS[table]
+            columns[name] = _text_array(self.blobs[table], schema.field(name).type)
+            self.blobs[table].clear()
+        return pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
+
+    def _direct(self) -> finalize.DirectWriter:
+        if self.direct is None:
+            # The staging folder is named after the load.
+            load_id = self.folder.name
+            self.direct = finalize.DirectWriter(self.folder, load_id,
+                                                commit.started_at(load_id))
+        return self.direct
+
+    def shipped(self) -> dict[str, pa.Table]:
+        """A worker's direct rows since the last call, one table each (after :meth:`flush`)."""
+        assert self.outbox is not None
+        out = {t: pa.concat_tables(parts) for t, parts in self.outbox.items() if parts}
+        for parts in self.outbox.values():
+            parts.clear()
+        return out
+
+    def append(self, tables: dict[str, pa.Table]) -> None:
+        """Write direct rows a worker staged (:meth:`shipped`), after the rows buffered
+        here: all of them come before, in input order."""
+        self.flush(direct_only=True)
+        for table, data in tables.items():
+            self._direct().write(table, data)
+
+    def close(self) -> None:
+        """Write everything buffered and close the final-form files."""
+        self.flush()
+        if self.direct is not None:
+            self.direct.close()
+
+    def abort(self) -> None:
+        if self.direct is not None:
+            self.direct.abort()
 
 
 def _text_array(values: list, type_: pa.DataType) -> pa.Array:
@@ -332,11 +392,13 @@ class _Events(LoadReport):
     """A worker's report of one batch: what happened, each with its sequence number, in order.
     ``events`` holds ``(seq, kind, payload)``: ``reject`` (a Reject), ``warn`` (a message),
     ``env`` (an environment id and its GPU, newly seen) and ``defer`` (a record to flatten in
-    the loading process)."""
+    the loading process). ``tables`` holds the batch's rows of the direct tables
+    (:meth:`StagingWriter.shipped`), for the loading process to write."""
 
     seq: int = 0
     events: list[tuple[int, str, Any]] = field(default_factory=list)
     counts: dict[str, list[int]] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
 
     def add_reject(self, reject: Reject) -> None:
         self.rejected += 1
@@ -356,7 +418,7 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     flattener = Flattener(defer_unknown_environments=True)
     for env_id, gpu in known:
         flattener.know_environment(env_id, gpu)
-    stager = StagingWriter(Path(staging), batch)
+    stager = StagingWriter(Path(staging), batch, ship=True)
     _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
 
 
@@ -385,8 +447,62 @@ def _serve() -> None:
             # and the traceback apart, for --debug.
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
             result = ("error", what, traceback.format_exc())
-        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
-        out.flush()
+        _send_result(out, result)
+
+
+def _send_result(out: Any, result: Any) -> None:
+    """Write a job's result: the sizes of its Arrow buffers, the buffers, then the pickle
+    that refers to them (out of band, :pep:`574`), so that the loading process reads them
+    straight into Arrow memory (:func:`_receive_result`)."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+    views = [b.raw() for b in buffers]
+    pickle.dump([v.nbytes for v in views], out, protocol=5)
+    for view in views:
+        out.write(view)
+    out.write(data)
+    out.flush()
+
+
+def _receive_result(stream: Any) -> Any:
+    """Read what :func:`_send_result` wrote. The rows' buffers are allocated by Arrow's
+    memory pool, which gives memory back to the system once they are written: as Python
+    ``bytes`` (an ordinary pickle) they fragmented the heap, and the loading process grew by
+    ~70 MB."""
+    sizes = pickle.load(stream)
+    buffers = []
+    for size in sizes:
+        buffer = pa.allocate_buffer(size)
+        view, got = memoryview(buffer), 0
+        while got < size:
+            n = stream.readinto(view[got:])
+            if not n:
+                raise EOFError
+            got += n
+        buffers.append(buffer)
+    return pickle.load(stream, buffers=buffers)
+
+
+_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+@contextlib.contextmanager
+def system_memory():
+    """Arrow's allocations on the C library's allocator while a load stages (as in the
+    worker processes), unless ``ARROW_DEFAULT_MEMORY_POOL`` says otherwise. The loading
+    process writes the final files while the workers run; on mimalloc, Arrow's default, it
+    kept ~50 MB more of what it had freed (and each worker ~15 MB), which the peak of a
+    load (< 500 MB) cannot spare. Measured: the same CPU time."""
+    if os.environ.get(_POOL_VARIABLE):
+        yield
+        return
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.default_memory_pool().release_unused()
+        pa.set_memory_pool(before)
 
 
 class _Worker:
@@ -400,6 +516,7 @@ class _Worker:
         # ('' being the current folder), and not first a `kidata` folder in the current
         # folder that this process did not import (-P).
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env.setdefault(_POOL_VARIABLE, "system")  # see system_memory()
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-c", "from kidata.ingest.stage import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -426,8 +543,8 @@ class _Worker:
     def _read(self) -> None:
         while True:
             try:
-                result = pickle.load(self.proc.stdout)
-            except (EOFError, OSError, pickle.UnpicklingError):
+                result = _receive_result(self.proc.stdout)
+            except (EOFError, OSError, pickle.UnpicklingError, ValueError):
                 break
             with self.lock:
                 future = self.waiting.popleft()
@@ -483,6 +600,7 @@ def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Event
                 for env in list(flattener.env_gpu.items())[known:]:
                     out.events.append((seq, "env", env))
     stager.flush()
+    out.tables = stager.shipped()
     return out
 
 
@@ -499,6 +617,8 @@ class Stage:
         self.known = known
         self.report = report
         self.progress = progress
+        self.memory = contextlib.ExitStack()  # until close()
+        self.memory.enter_context(system_memory())
         self.stager = StagingWriter(staging, batch)
         self.flattener = Flattener()
         for env_id, gpu in known:
@@ -542,7 +662,7 @@ class Stage:
         """Process everything still pending and write the last staging files."""
         self._send()
         self._drain(block=True)
-        self.stager.flush()
+        self.stager.close()
 
     def summaries(self) -> list[dict[str, Any]]:
         """What was read of each file: size, SHA-256, modification time, format and counts
@@ -560,10 +680,12 @@ class Stage:
         return out
 
     def close(self) -> None:
+        self.stager.abort()  # after finish(): nothing left to abort
         if self.pool is not None:
             for worker in self.pool:
                 worker.close()
             self.pool = None
+        self.memory.close()
 
     def _send(self) -> None:
         """Send the collected lines to a worker, or, while no pool is worth starting (less
@@ -629,6 +751,9 @@ class Stage:
 
     def _merge(self, result: _Events) -> None:
         report = self.report
+        # The batch's direct rows are written here, in input order: those before a record
+        # the worker deferred, then that record's, then the rest.
+        shipped = _InOrder(result.tables)
         report.records += result.records
         report.fast_path += result.fast_path
         for name, tally in result.counts.items():
@@ -644,104 +769,31 @@ class Stage:
                 self.flattener.env_gpu[payload[0]] = payload[1]
             else:  # defer: every record before it has been merged
                 item, name = payload  # the worker did not count it
+                self.stager.append(shipped.before(seq))
                 self._local(item, name, seq)
+        self.stager.append(shipped.before(None))
         listed_rejects = sum(1 for e in result.events if e[1] == "reject")
         listed_warnings = sum(1 for e in result.events if e[1] == "warn")
         report.rejected += result.rejected - listed_rejects
         report.warned += result.warned - listed_warnings
 
 
-# -- commit side -------------------------------------------------------------------------------
+class _InOrder:
+    """A worker's direct rows (each table in ``_seq`` order), handed out in pieces."""
 
-def _seq_range(path: Path) -> tuple[int, int] | None:
-    """The smallest and largest ``_seq`` of a staged file, from its Parquet statistics."""
-    meta = pq.ParquetFile(path).metadata
-    column = meta.schema.names.index("_seq")
-    lo = hi = None
-    for i in range(meta.num_row_groups):
-        stats = meta.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:
-            return None
-        lo = stats.min if lo is None else min(lo, stats.min)
-        hi = stats.max if hi is None else max(hi, stats.max)
-    return None if lo is None else (lo, hi)
+    def __init__(self, tables: dict[str, pa.Table]):
+        self.tables = tables
+        self.done = dict.fromkeys(tables, 0)
 
-
-def _number(value: pa.Scalar) -> Any:
-    return value.as_py()
-
-
-def stream_final(staging: Path, table: str, keep: pa.Array, schema: pa.Schema,
-                 order: list[str], constants: dict[str, Any], path: Path,
-                 before_write: Callable[[], None]) -> int | None:
-    """Write the final file of ``table`` without a database sort: the staged rows whose
-    ``_seq`` is in ``keep`` (ascending), ordered by ``_seq`` then ``order``, with the
-    ``constants`` columns added. Returns the rows written, or None (nothing written) when the
-    staged files' record ranges interleave; the caller then sorts with DuckDB.
-
-    Every staged file is in ``_seq`` order (each process stages its records in order), so when
-    the files' ranges do not interleave, reading them by range is reading in order. Memory is
-    one slice of one file at a time, whatever the size of the load."""
-    ranges = []
-    for file in staging.glob(staged_glob(table)):
-        found = _seq_range(file)
-        if found is None:
-            return None
-        ranges.append((*found, file))
-    ranges.sort(key=lambda r: (r[0], r[1]))
-    if any(a[1] >= b[0] for a, b in zip(ranges, ranges[1:], strict=False)):
-        return None
-    # As DuckDB orders (ascending, nulls last), so both writers give the same files.
-    sort_keys = [("_seq", "ascending", "at_end"), *((k, "ascending", "at_end") for k in order)]
-    writer = GroupedWriter(path, schema, before_write=before_write)
-    filled: dict[str, pa.Array] = {}
-
-    def constant(field: pa.Field, n: int) -> pa.Array:
-        """``n`` copies of a constant column's value (converted once, then sliced)."""
-        found = filled.get(field.name)
-        if found is None or len(found) < n:
-            found = filled[field.name] = pa.array([constants[field.name]] * max(n, 8192),
-                                                  type=field.type)
-        return found.slice(0, n)
-
-    def emit(rows: pa.Table, kept: pa.Array | None) -> None:
-        if kept is not None:
-            rows = rows.filter(pc.is_in(rows["_seq"], value_set=kept))
-        if not rows.num_rows:
-            return
-        if order:
-            rows = rows.sort_by(sort_keys)
-        columns = [rows[f.name] if f.name in rows.column_names else constant(f, rows.num_rows)
-                   for f in schema]
-        writer.write(pa.Table.from_arrays(columns, schema=schema))
-
-    with writer:
-        for lo, hi, file in ranges:
-            # The kept numbers of this file's range, found by binary search (filtering the
-            # whole array for each staged file cost seconds at 1M runs); None when every
-            # number of the range is kept (then so is every row: no filtering, which would
-            # copy every run document).
-            start = bisect.bisect_left(keep, lo, key=_number)
-            end = bisect.bisect_right(keep, hi, lo=start, key=_number)
-            kept: pa.Array | None = keep.slice(start, end - start)
-            if pc.count_distinct(kept).as_py() == hi - lo + 1:
-                kept = None
-            carry = None
-            for batch in pq.ParquetFile(file).iter_batches(batch_size=8192):
-                rows = pa.Table.from_batches([batch])
-                if not order:  # in _seq order already, nothing to sort: no rows carried
-                    emit(rows, kept)
-                    continue
-                if carry is not None:
-                    rows = pa.concat_tables([carry, rows])
-                # Rows of one record stay together (they are sorted among themselves).
-                cut = pc.index(rows["_seq"], rows["_seq"][-1]).as_py()
-                emit(rows.slice(0, cut), kept)
-                carry = rows.slice(cut)
-            if carry is not None:
-                emit(carry, kept)
-            # Keep the process's memory flat. (Releasing only every 64 MB read saved ~1 s of
-            # page faults per 300k runs, but cost ~50 MB of peak memory with two tables
-            # streamed at once: the 500 MB bound at 1M runs comes first.)
-            pa.default_memory_pool().release_unused()
-    return writer.rows
+    def before(self, seq: int | None) -> dict[str, pa.Table]:
+        """The rows not handed out yet whose ``_seq`` is below ``seq`` (None: all)."""
+        out = {}
+        for table, data in self.tables.items():
+            start = self.done[table]
+            end = data.num_rows
+            if seq is not None:
+                end = start + pc.sum(pc.less(data["_seq"].slice(start), seq)).as_py()
+            if end > start:
+                out[table] = data.slice(start, end - start)
+                self.done[table] = end
+        return out

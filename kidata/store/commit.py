@@ -224,9 +224,22 @@ class Transaction:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+_ID_TIME = "%Y%m%dT%H%M%S%fZ"
+
+
 def new_id() -> str:
     """A fresh, sortable name for a load or another commit (time, then random)."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(4)
+    return datetime.now(UTC).strftime(_ID_TIME) + "-" + secrets.token_hex(4)
+
+
+def started_at(name: str) -> datetime:
+    """When the load or commit ``name`` (a :func:`new_id`) started: the time it begins with; a
+    load's ``loaded_at``. (A name not made by :func:`new_id`, as in tests staging into any
+    folder, gives the present time.)"""
+    try:
+        return datetime.strptime(name.split("-", 1)[0], _ID_TIME).replace(tzinfo=UTC)
+    except ValueError:
+        return datetime.now(UTC)
 
 
 def _apply(root: Path, moves: list, exchanges: list, faults: str | None) -> None:

@@ -8,6 +8,8 @@
     <warehouse>/_kidata/lock                     writer lock (one commit or compaction at a time)
     <warehouse>/_kidata/journal/<load>.json      commits whose files are being moved into place
     <warehouse>/_kidata/staging/<load>/          files of a load in progress (owner.lock inside)
+    <warehouse>/_kidata/staging/<load>/<table>.parquet       a big table's rows in final form,
+    <warehouse>/_kidata/staging/<load>/<table>.seq.parquet   and their staging-only columns
     <warehouse>/_kidata/staging/<load>/final/    the load's final files, before their rename
     <warehouse>/_kidata/files/<load>.json        the input files a load read in full (skip list)
     <warehouse>/_kidata/compact/<name>/          work folders of commits other than loads
@@ -52,6 +54,16 @@ def staged_glob(table: str) -> str:
 def staged_name(table: str, tag: str) -> str:
     """One staged file of ``table``; ``tag`` tells the writer and batch apart."""
     return f"{table}-{tag}.parquet"
+
+
+def direct_file(staging: Path, table: str) -> Path:
+    """The rows of ``table`` a load stages already in final form (kidata.store.finalize)."""
+    return staging / f"{table}.parquet"
+
+
+def direct_sidecar(staging: Path, table: str) -> Path:
+    """The staging-only columns (``_seq``, …) of :func:`direct_file`'s rows, row for row."""
+    return staging / f"{table}.seq.parquet"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +22,21 @@ import duckdb
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.query import engine
 from kidata.query import views as views_mod
-from kidata.store import derived, durable
-from kidata.store.commit import Transaction
+from kidata.store import derived, durable, finalize
+from kidata.store.commit import Transaction, started_at
 from kidata.store.durable import fault
-from kidata.store.layout import Layout, final_file, final_folder, staged_glob
+from kidata.store.layout import Layout, final_file, final_folder
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
-# tables are written without a database sort (kidata.ingest.stage.stream_final), so this stays
-# small.
+# tables are staged in final form and never sorted by the database (kidata.store.finalize),
+# so this stays small.
 COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 # ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
 # is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
 COMMIT_WRITE_MEMORY = os.environ.get("KIDATA_COMMIT_WRITE_MEMORY", "128MB")
-# Tables whose final file a commit writes straight from the staged files (LoadCommit.commit).
-STREAMED = ("measurements", "runs")
+# Tables staged in their final form, which a commit renames (or copies the kept rows of).
+STREAMED = finalize.DIRECT
 
 
 # The documents a run points at, by table and digest column: a run's variant is richer the
@@ -79,18 +79,19 @@ class LoadCommit:
             report.duplicates += con.sql(
                 "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
             ).fetchall()[0][0]
-            now = datetime.now(UTC)
+            now = started_at(report.load_id)  # as in the rows staged in final form
             final = final_folder(staging)
             final.mkdir()
             moves: list[tuple[str, str]] = []
-            # The two big tables are streamed from the staged files in threads (pyarrow
-            # releases the GIL), beside the small tables written by DuckDB here; latest_runs
-            # follows runs (COMMIT_ORDER), so DuckDB's memory for it is not added to theirs.
+            # The two big tables, staged in final form, are put in place (or their kept rows
+            # copied) in threads (pyarrow releases the GIL), beside the small tables written
+            # by DuckDB here; latest_runs follows runs (COMMIT_ORDER), so DuckDB's memory for
+            # it is not added to theirs.
             keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added' "
                            "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
             with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
                 streamed = {table: pool.submit(self._stream_final, staging, table, keep,
-                                               final_file(staging, table), report.load_id, now)
+                                               final_file(staging, table))
                             for table in STREAMED}
                 try:
                     for table in COMMIT_ORDER:
@@ -167,9 +168,8 @@ class LoadCommit:
                 continue  # not loaded (kidata/store/reference.py writes them)
             existing = views_mod.table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
-            if any(staging.glob(staged_glob(table))):
-                src = f"SELECT * FROM {views_mod.parquet_source(staging, staged_glob(table))}"
-            else:
+            src = finalize.staged_source(staging, table)
+            if src is None:
                 cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
                                  f"{views_mod.quote_identifier(f.name)}"
                                  for f in staged_schema(table))
@@ -430,22 +430,11 @@ class LoadCommit:
                             before_write=lambda: fault(f"write-final:{table}"))
 
     @staticmethod
-    def _stream_final(staging: Path, table: str, keep: Any, path: Path, load_id: str,
-                      now: datetime) -> int | None:
-        """Write the final file of a big table (``STREAMED``) straight from the staged files:
-        the rows of :meth:`_select_final`, in its order, without sorting them in DuckDB
-        (memory stays flat at any load size). None when the staged files cannot be read in
-        order (see :func:`kidata.ingest.stage.stream_final`); the caller then asks DuckDB."""
-        from kidata.ingest.stage import stream_final
-        from kidata.store.schema import TABLES
-
-        order = [k for k in KEYS[table] if table != "runs"]
-        constants = {"load_id": load_id, "loaded_at": now}
-        count = stream_final(staging, table, keep, TABLES[table], order, constants, path,
-                             lambda: fault(f"write-final:{table}"))
-        if count:
-            durable.fsync_file(path)
-        return count
+    def _stream_final(staging: Path, table: str, keep: Any, path: Path) -> int | None:
+        """Put the final file of a big table (``STREAMED``), staged in final form, at
+        ``path``: the staged file itself when the load keeps all its rows, else a copy of
+        the kept ones (:func:`kidata.store.finalize.finish`)."""
+        return finalize.finish(staging, table, keep, path, lambda: fault(f"write-final:{table}"))
 
 
 def _tiebreak(table: str) -> str:

@@ -34,7 +34,8 @@ def _f(name: str, type_: str, description: str, nullable: bool = True) -> Column
 
 _PROVENANCE = [
     _f("source_file", STRING, "Path of the input file the row was read from.", False),
-    _f("loaded_at", TS, "When the load that added the row committed (UTC).", False),
+    _f("loaded_at", TS, "When the load that added the row started (UTC): the time its `load_id` "
+       "begins with (until 0.2.4: when it committed).", False),
     _f("load_id", STRING, "Identifier of the load (commit) that added the row.", False),
 ]
 
@@ -217,7 +218,8 @@ REJECTS = (
     _f("field", STRING, "Field or column at fault, when one is."),
     _f("reason", STRING, "What was wrong and what was expected.", False),
     _f("raw", STRING, "The raw record text (truncated to 64 KiB)."),
-    _f("loaded_at", TS, "When the load committed (UTC).", False),
+    _f("loaded_at", TS, "When the load started (UTC), as its `load_id` says (until 0.2.4: "
+       "when it committed).", False),
     _f("load_id", STRING, "The load that rejected it.", False),
 )
 
@@ -264,7 +266,8 @@ LATEST_RUNS = (
 LOADS = (
     _f("load_id", STRING, "Identifier of the load (commit); every row a load added "
        "carries it.", False),
-    _f("loaded_at", TS, "When the load committed (UTC).", False),
+    _f("loaded_at", TS, "When the load started (UTC), as its `load_id` says (until 0.2.4: "
+       "when it committed).", False),
     _f("kidata_version", STRING, "Version of kidata that wrote the load.", False),
     _f("files", INT64, "Input files read.", False),
     _f("records", INT64, "Records read (added, duplicate or rejected).", False),

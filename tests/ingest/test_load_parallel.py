@@ -15,6 +15,7 @@ import pytest
 
 from kidata import Warehouse
 from kidata.ingest import stage
+from kidata.store import finalize
 from kidata.store.load_commit import LoadCommit
 from kidata.store.schema import TABLES
 
@@ -132,34 +133,26 @@ def test_runs_named_by_an_earlier_batch_get_its_gpu(tmp_path, monkeypatch, input
 
 
 @pytest.mark.parametrize("workers,files", [("0", "all"), ("2", "all"), ("2", "jsonl")])
-def test_streamed_final_files_are_the_ordered_query(tmp_path, monkeypatch, inputs, workers,
-                                                    files):
-    # The commit writes runs and measurements straight from the staged files, in two threads,
-    # filtering only the staged ranges where some record is not added (here: a duplicate, a
-    # conflict, rejects, blank lines). DuckDB's ordered query, which the commit falls back
-    # to, is the reference: the same rows in the same order. (With workers and the seeds,
-    # staged ranges interleave: the fallback itself is what runs.)
+def test_final_files_staged_in_final_form_are_the_ordered_query(tmp_path, monkeypatch, inputs,
+                                                                workers, files):
+    # Runs and measurements are staged in their final form (kidata/store/finalize.py, the
+    # workers' rows written by the loading process in input order, a deferred record's rows
+    # at its place); this load has a duplicate and a conflict, so the commit copies the kept
+    # rows. DuckDB's ordered query over the staged rows, which the commit used to write them
+    # with, is the reference: the same rows in the same order.
     monkeypatch.setenv("KIDATA_WORKERS", workers)
     monkeypatch.setattr(stage, "BATCH_LINES", 3)
     if files == "jsonl":
-        # No seeds and no bare runs (those are staged by the loading process, whose staged
-        # range then spans the workers'): every staged range is separate, so streamed.
+        # No seeds and no bare runs (those are staged by the loading process between the
+        # workers' rows).
         inputs = [p for p in inputs if p.endswith(".jsonl")]
         first = Path(inputs[0])
         kept = [line for line in first.read_text().splitlines()
                 if not line.startswith("{") or '"environment"' in line]
         first.write_text("\n".join(kept) + "\n")
-    streamed_counts = []
-    real = stage.stream_final
-
-    def counted(*args, **kwargs):
-        streamed_counts.append(real(*args, **kwargs))
-        return streamed_counts[-1]
-
-    monkeypatch.setattr(stage, "stream_final", counted)
+    finalize.finished.clear()
     streamed = _load(tmp_path / "streamed", inputs)
-    assert len(streamed_counts) == 2
-    assert (None in streamed_counts) == (files == "all" and workers == "2")
+    assert finalize.finished == {("runs", "rewritten"): 1, ("measurements", "rewritten"): 1}
     monkeypatch.setattr(LoadCommit, "_stream_final", staticmethod(lambda *args: None))
     queried = _load(tmp_path / "queried", inputs)
     assert streamed == queried

@@ -1,0 +1,197 @@
+"""A load's big tables written once: staged in their final form, then renamed into place.
+
+``runs`` and ``measurements`` (:data:`DIRECT`) hold nearly all of a load's bytes. The loading
+process writes their rows while it stages them, in input order, straight into the file that
+becomes ``<table>/part-<load>.parquet`` (:class:`DirectWriter`): the final schema, zstd, the
+final row groups, ``load_id`` and ``loaded_at`` filled in. The columns only the commit needs
+(the record's number ``_seq``, its position, a run's latency quantiles: :data:`SIDECAR`) go,
+row for row, to a small sidecar file beside it, which never leaves the staging folder. Worker
+processes hand their rows to the loading process (as Arrow tables) instead of writing them, so
+that one file per table holds the load in input order, as a single pass would write it.
+
+At the commit (:func:`finish`), a table whose staged rows are all kept (no duplicate, no
+conflict, no richer variant of a stored run) is linked to the name the commit renames, without
+reading it; otherwise its kept rows are copied into a new file, in the same order, and only
+then. Either way the commit's DuckDB queries see the staged rows, sidecar included, as one
+relation (:func:`staged_source`, a positional join), while the files are being finished.
+
+``loaded_at`` is written while staging, so it is the time the load started (the time in its
+``load_id``), the same in every table and in its commit marker
+(:func:`kidata.store.commit.started_at`).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kidata.store import durable
+from kidata.store.durable import fault
+from kidata.store.layout import direct_file, direct_sidecar, staged_glob
+from kidata.store.schema import COLUMNS, KEYS, STAGED_LATENCY
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Tables a load stages in final form (the others are small: the commit writes them).
+DIRECT = ("runs", "measurements")
+# Staging-only columns of each direct table, kept in its sidecar file.
+SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "measurements": ("_seq",)}
+# Columns with one value for a whole load, filled in while it stages.
+CONSTANT = ("load_id", "loaded_at")
+# Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
+BATCH = 8192
+# How each commit of this process finished its direct tables, per table: ``as-staged`` (the
+# staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.
+finished: collections.Counter[tuple[str, str]] = collections.Counter()
+
+def sort_keys(table: str) -> list[tuple[str, str, str]]:
+    """The order of a table's rows in its final file: by record (``_seq``), then, within a
+    record, by the table's key, so that a file's order does not depend on how the record was
+    flattened (as DuckDB orders: ascending, nulls last)."""
+    keys = () if table == "runs" else KEYS[table]
+    return [("_seq", "ascending", "at_end"), *((k, "ascending", "at_end") for k in keys)]
+
+
+class DirectWriter:
+    """Writes the rows of the :data:`DIRECT` tables a load stages to their final-form files
+    and sidecars in ``staging``; rows arrive in input order (``_seq`` ascending) with the
+    staged schema (:func:`kidata.store.schema.staged_schema`)."""
+
+    def __init__(self, staging: Path, load_id: str, loaded_at: datetime):
+        self.staging = staging
+        self.values = {"load_id": load_id, "loaded_at": loaded_at}
+        self.writers: dict[str, tuple] = {}
+        self._constants: dict[str, pa.Array] = {}
+
+    def write(self, table: str, data: pa.Table) -> None:
+        if not data.num_rows:
+            return
+        import pyarrow as pa
+
+        from kidata.store.pqwrite import GroupedWriter
+        from kidata.store.schema import TABLES
+
+        found = self.writers.get(table)
+        if found is None:
+            side = pa.schema([data.schema.field(n) for n in SIDECAR[table]])
+            found = self.writers[table] = (
+                GroupedWriter(direct_file(self.staging, table), TABLES[table],
+                              before_write=lambda: fault(f"write-final:{table}")),
+                GroupedWriter(direct_sidecar(self.staging, table), side,
+                              before_write=lambda: fault("stage-write")))
+        final, sidecar = found
+        n = data.num_rows
+        columns = [data[f.name] if f.name not in CONSTANT else self._constant(f, n)
+                   for f in final.schema]
+        final.write(pa.Table.from_arrays(columns, schema=final.schema))
+        sidecar.write(data.select(list(SIDECAR[table])))
+        # What a row group's encoding took goes back to the system, not to the pool: the
+        # loading process then stays at its size while the workers run beside it.
+        pa.default_memory_pool().release_unused()
+
+    def _constant(self, field: pa.Field, n: int) -> pa.Array:
+        """``n`` copies of a constant column's value (converted once, then sliced)."""
+        import pyarrow as pa
+
+        found = self._constants.get(field.name)
+        if found is None or len(found) < n:
+            found = self._constants[field.name] = pa.array(
+                [self.values[field.name]] * max(n, BATCH), type=field.type)
+        return found.slice(0, n)
+
+    def close(self) -> None:
+        """Write what is buffered and close the files (not fsync'd: :func:`finish` does)."""
+        writers, self.writers = self.writers, {}
+        for final, sidecar in writers.values():
+            final.close()
+            sidecar.close()
+
+    def abort(self) -> None:
+        writers, self.writers = self.writers, {}
+        for final, sidecar in writers.values():
+            final.abort()
+            sidecar.abort()
+
+
+def staged_source(staging: Path, table: str) -> str | None:
+    """The ``SELECT`` giving the rows a load staged for ``table``, with the staged schema
+    (final columns without :data:`CONSTANT`, then the staging-only ones); None when it staged
+    none. A direct table's file and its sidecar are read side by side (``POSITIONAL JOIN``)."""
+    from kidata.query.views import parquet_source, quote_identifier
+
+    if table not in DIRECT:
+        if not any(staging.glob(staged_glob(table))):
+            return None
+        return f"SELECT * FROM {parquet_source(staging, staged_glob(table))}"
+    data, sidecar = direct_file(staging, table), direct_sidecar(staging, table)
+    if not data.exists():
+        return None
+    # Joined on the row number, not by DuckDB's POSITIONAL JOIN: a positional scan has no
+    # row estimate, so the optimizer took it for the small side of every semi-join
+    # (``staged_runs WHERE _seq IN (…)``) and hashed every staged document.
+    final = ", ".join(f"f.{quote_identifier(c.name)}" for c in COLUMNS[table]
+                      if c.name not in CONSTANT)
+    side = ", ".join(f"s.{quote_identifier(c)}" for c in SIDECAR[table])
+    return (f"SELECT {final}, {side} FROM {_numbered(data)} f "
+            f"JOIN {_numbered(sidecar)} s USING (file_row_number)")
+
+
+def _numbered(file: Path) -> str:
+    """``read_parquet`` of one file with its rows' numbers (a list of one path: no glob)."""
+    from kidata.query.views import quote_literal
+
+    return f"read_parquet([{quote_literal(str(file))}], file_row_number = true)"
+
+
+def finish(staging: Path, table: str, keep: pa.Array, path: Path,
+           before_write: Callable[[], None] | None = None) -> int:
+    """Put the final file of a direct ``table`` at ``path``: the staged rows whose ``_seq``
+    is in ``keep``, in their staged order. When every staged row is kept, ``path`` is a hard
+    link to the staged file (nothing is read or written); otherwise the kept rows are copied
+    into it (memory: :data:`BATCH` rows at a time). The file is fsync'd. Returns the rows in
+    it (0: no file)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from kidata.store.pqwrite import GroupedWriter
+    from kidata.store.schema import TABLES
+
+    data = direct_file(staging, table)
+    if not data.exists():
+        return 0
+    numbers = pq.ParquetFile(direct_sidecar(staging, table)).read(columns=["_seq"]).column(0)
+    mask = pc.is_in(numbers, value_set=keep)
+    total, kept = len(numbers), pc.sum(mask).as_py() or 0
+    del numbers
+    pa.default_memory_pool().release_unused()  # ~60 MB at 1M runs, before latest_runs
+    if kept == total:
+        try:
+            os.link(data, path)
+        except OSError:  # a file system without hard links: a copy of the bytes will do
+            shutil.copyfile(data, path)
+        durable.fsync_file(path)
+        finished[(table, "as-staged")] += 1
+        return total
+    finished[(table, "rewritten")] += 1
+    if not kept:
+        return 0
+    schema = TABLES[table]
+    offset = 0
+    with GroupedWriter(path, schema, before_write=before_write) as writer:
+        for batch in pq.ParquetFile(data).iter_batches(batch_size=BATCH):
+            rows = pa.Table.from_batches([batch])
+            rows = rows.filter(mask.slice(offset, rows.num_rows))
+            writer.write(rows if rows.schema.equals(schema, check_metadata=True)
+                         else rows.cast(schema))
+            offset += rows.num_rows
+            # Keep the process's memory flat (runs: one batch of documents at a time).
+            pa.default_memory_pool().release_unused()
+    durable.fsync_file(path)
+    return writer.rows
