@@ -109,16 +109,24 @@ class FastPath:
         """The rows of the record on ``line`` (one JSON line) if it is a plainly valid common
         bundle, by the general path's own methods; None sends it to the general path, with
         nothing learnt that the general path would not learn from it too."""
-        if not self.on or long_digits(line):
-            return None  # an integer orjson may not keep: the general path checks it
+        if not self.on:
+            return None
         try:
             bundle = _decode(line)
-            run = orjson.loads(memoryview(bundle.run))
+            run_text = bytes(bundle.run)
             env_text = bytes(bundle.environment)
             environment = self._environments.get(env_text)
-            env_doc = None if environment is not None else orjson.loads(env_text)
             protocol_text = None if bundle.protocol is _NO_TEXT else bytes(bundle.protocol)
             protocol = None if protocol_text is None else self._protocols.get(protocol_text)
+            # An integer orjson may not keep: the general path checks it. Only the three
+            # documents can hold one (the top level has no other value), and a remembered
+            # text was looked at when it was first seen.
+            if long_digits(run_text) or (environment is None and long_digits(env_text)) \
+                    or (protocol is None and protocol_text is not None
+                        and long_digits(protocol_text)):
+                return None
+            run = orjson.loads(run_text)
+            env_doc = None if environment is not None else orjson.loads(env_text)
             protocol_doc = None if protocol is not None or protocol_text is None \
                 else orjson.loads(protocol_text)
         except (msgspec.DecodeError, orjson.JSONDecodeError):
