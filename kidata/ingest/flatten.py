@@ -31,6 +31,7 @@ from kidata.ingest.validate import (
 )
 
 QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")
+_QUANTILE_PLACE = {statistic: i for i, statistic in enumerate(QUANTILE_ORDER)}
 
 
 # The columns of the rows :meth:`Flattener.bundle` gives for ``runs`` and ``measurements``, in
@@ -504,12 +505,15 @@ class Flattener:
             if not isinstance(m, dict):
                 raise c.fail(f"run.spec.measurements[{i}]", "expected an object")
             metric, statistic, unit = m.get("metric"), m.get("statistic"), m.get("unit")
-            if not (validate.is_text(metric) and validate.is_text(statistic)
-                    and validate.is_text(unit)):  # the Checker says which and why
-                metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
-                                           for key in ("metric", "statistic", "unit"))
-            conversion = _CONVERSIONS.get((metric, statistic, unit))
+            try:  # found: three texts already checked (only equal strings match them)
+                conversion = _CONVERSIONS.get((metric, statistic, unit))
+            except TypeError:  # a value that is no text (a list, an object)
+                conversion = None
             if conversion is None:
+                if not (validate.is_text(metric) and validate.is_text(statistic)
+                        and validate.is_text(unit)):  # the Checker says which and why
+                    metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
+                                               for key in ("metric", "statistic", "unit"))
                 conversion = _conversion(c, i, metric, statistic, unit)
             target, factor = conversion
             value = m.get("value")
@@ -545,13 +549,20 @@ class Flattener:
                          "expected a median: spec.timing.latencyNs.median or a measurement "
                          "with statistic 'median' (or the statistic named by "
                          "spec.timing.primaryStatistic)")
+        # Each metric's quantiles among those given, as (place in QUANTILE_ORDER, statistic,
+        # value): compared in that order.
+        quantiles: dict[str, list[tuple[int, str, float]]] = {}
+        for (m, s), row in rows.items():
+            place = _QUANTILE_PLACE.get(s)
+            if place is not None:
+                quantiles.setdefault(m, []).append((place, s, row[4]))
         for metric in {m for m, _ in rows}:
+            given = quantiles.get(metric)
+            if given is None or len(given) < 2:
+                continue
+            given.sort()  # by place: one statistic per place
             s1 = v1 = None  # the quantile before, among those given
-            for s2 in QUANTILE_ORDER:
-                row = rows.get((metric, s2))
-                if row is None:
-                    continue
-                v2 = row[4]
+            for _, s2, v2 in given:
                 if v1 is not None and v1 > v2:
                     raise c.fail("run.spec.measurements",
                                  f"quantiles out of order for {metric}: {s1} = {v1:g} is above "

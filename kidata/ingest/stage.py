@@ -82,8 +82,7 @@ _MAX_SEEN = 200_000
 
 
 # The rows of runs and measurements are the flattener's tuples (RUN_COLUMNS,
-# MEASUREMENT_COLUMNS), each with a tuple of the columns staging adds (these, in order): the two
-# tables are converted to Arrow column by column from them.
+# MEASUREMENT_COLUMNS), each with a tuple of the columns staging adds (these, in order).
 _FLAT = {"runs": (RUN_COLUMNS, ("source_file", "_seq", "_position", *STAGED_LATENCY)),
          "measurements": (MEASUREMENT_COLUMNS, ("_seq", "_position"))}
 # Large text columns written by concatenating their UTF-8 bytes: converting a batch of run
@@ -116,6 +115,13 @@ class StagingWriter:
                 raise AssertionError(f"the staged columns of {table} are not the flattener's "
                                      "and staging's: update stage._FLAT")
         self.structs = {t: pa.struct(list(schema)) for t, schema in self.schemas.items()}
+        # runs and measurements: the struct of a flattener's tuple joined with its staging
+        # columns, without a text column that ends the flattener's tuple (converted apart).
+        self.texts = {t: flat[-1] if (t, flat[-1]) in _TEXT else None
+                      for t, (flat, _) in _FLAT.items()}
+        self.flat_structs = {
+            t: pa.struct([self.schemas[t].field(n) for n in (*flat, *extra)
+                          if n != self.texts[t]]) for t, (flat, extra) in _FLAT.items()}
         # Where add() puts the record's number, position and file in a row of each table.
         self.slots = {t: (names.index("_seq"), names.index("_position"),
                           names.index("source_file") if "source_file" in names else None)
@@ -205,14 +211,19 @@ class StagingWriter:
             # The row tuples converted in one pass (as a struct array).
             return pa.Table.from_arrays(pa.array(rows, type=self.structs[table]).flatten(),
                                         schema=schema)
-        # Column by column: a transpose of the tuples (in C), then one typed conversion per
-        # column (faster than a struct array's per-row walk over these wide rows).
-        flat, extra = _FLAT[table]
-        columns = dict(zip(flat, zip(*rows), strict=True))
-        columns.update(zip(extra, zip(*self.extra[table]), strict=True))
-        return pa.Table.from_arrays(
-            [_text_array(columns[f.name], f.type) if (table, f.name) in _TEXT
-             else pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+        # Each flattener tuple joined with its staging columns, then converted in one pass
+        # (as a struct array); the run documents apart (their bytes joined once).
+        text = self.texts[table]
+        extra = self.extra[table]
+        if text is None:
+            joined = [row + more for row, more in zip(rows, extra, strict=True)]
+        else:
+            joined = [row[:-1] + more for row, more in zip(rows, extra, strict=True)]
+        struct = self.flat_structs[table]
+        columns = dict(zip(struct.names, pa.array(joined, type=struct).flatten(), strict=True))
+        if text is not None:
+            columns[text] = _text_array([row[-1] for row in rows], schema.field(text).type)
+        return pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
 
     def _direct(self) -> finalize.DirectWriter:
         if self.direct is None:
