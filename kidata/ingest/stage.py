@@ -545,6 +545,18 @@ def system_memory():
         pa.set_memory_pool(before)
 
 
+@contextlib.contextmanager
+def _frozen_objects():
+    """The objects that exist when a load starts (modules, the caller's) out of the garbage
+    collector's full passes while it stages (:func:`gc.freeze`), and back in after: a load
+    allocates as it reads, and each full pass walked all of them again."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 class _Worker:
     """One worker process (a fresh interpreter running :func:`_serve`). Plain subprocesses
     rather than multiprocessing, whose spawned children import the caller's main script
@@ -662,6 +674,7 @@ class Stage:
         self.progress = progress
         self.memory = contextlib.ExitStack()  # until close()
         self.memory.enter_context(system_memory())
+        self.memory.enter_context(_frozen_objects())
         self.stager = StagingWriter(staging, batch)
         self.flattener = Flattener()
         for env_id, gpu in known:

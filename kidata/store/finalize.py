@@ -89,11 +89,14 @@ class DirectWriter:
         n = data.num_rows
         columns = [data[f.name] if f.name not in CONSTANT else self._constant(f, n)
                    for f in final.schema]
+        groups = final.groups
         final.write(pa.Table.from_arrays(columns, schema=final.schema))
         sidecar.write(data.select(list(SIDECAR[table])))
-        # What a row group's encoding took goes back to the system, not to the pool: the
-        # loading process then stays at its size while the workers run beside it.
-        pa.default_memory_pool().release_unused()
+        if final.groups != groups:
+            # What a row group's rows and encoding took goes back to the system, not to the
+            # pool: the loading process then stays at its size while the workers run beside
+            # it. (Only then: giving back pages at every write made them fault in again.)
+            pa.default_memory_pool().release_unused()
 
     def _constant(self, field: pa.Field, n: int) -> pa.Array:
         """``n`` copies of a constant column's value (converted once, then sliced)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import functools
 import glob
 import hashlib
 import io
@@ -83,12 +82,16 @@ class Lines:
     data: bytes = b""
     first: int = 0
 
-    @functools.cached_property
+    # How many lines, when the reader knows it already (None: counted when asked).
+    known_count: int | None = field(default=None, repr=False, compare=False)
+
+    @property
     def count(self) -> int:
         """How many lines, blank ones included (counted once: a pass over the block)."""
-        if self.data:
-            return self.data.count(b"\n") + (not self.data.endswith(b"\n"))
-        return len(self.lines)
+        if self.known_count is None:
+            self.known_count = (self.data.count(b"\n") + (not self.data.endswith(b"\n"))
+                                if self.data else len(self.lines))
+        return self.known_count
 
     def numbered(self) -> list[tuple[int, Any]]:
         """``(number, line)`` of every line (in a block, without its newline)."""
