@@ -401,3 +401,24 @@ def test_a_rule_changed_in_one_place_changes_both_paths(monkeypatch):
 
 def stager_names() -> dict[str, list[str]]:
     return StagingWriter(Path("/nonexistent"), batch=1).names  # pending()'s column order
+
+
+def test_many_environments_of_one_length_are_told_apart():
+    # The fast path remembers environment texts by their length, at most 16 per length: 40
+    # environments whose texts differ only in an architecture of the same length ("sm_00" to
+    # "sm_39": the digest covers the spec), each twice (the second time remembered, or
+    # forgotten when the 17th came), must each give their own digest, as the general path
+    # does.
+    lines = []
+    for i in [*range(40), *range(40)]:
+        bundle = copy.deepcopy(GEN.bundle(i))
+        bundle["environment"]["spec"]["hardware"]["architecture"] = f"sm_{i:02d}"
+        del bundle["run"]["spec"]["environmentDigest"]
+        lines.append(json.dumps(bundle).encode())
+    slow = _stage_lines(lines, fast_on=False)
+    fast = _stage_lines(lines, fast_on=True)
+    assert fast == slow
+    rows = fast[0]
+    env = stager_names()["runs"].index("environment_id")
+    assert len({r[env] for r in rows["runs"]}) == 40
+    assert len(rows["environments"]) == 40
