@@ -55,7 +55,6 @@ class GroupedWriter:
         self.before_write = before_write
         self.create_empty = create_empty
         self.rows = 0
-        self.groups = 0  # row groups written so far
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._pending_bytes = 0
@@ -81,7 +80,6 @@ class GroupedWriter:
         if self.before_write is not None:
             self.before_write()
         self._writer.write_table(data, row_group_size=max(self.group_rows, data.num_rows))
-        self.groups += 1
 
     def close(self) -> None:
         """Write what is buffered and close the file."""
