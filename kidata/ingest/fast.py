@@ -48,7 +48,8 @@ from kidata.ingest.readers.kernelindex import (
 from kidata.ingest.validate import Checker
 
 _NO_TEXT = msgspec.Raw()
-_MAX_MEMO = 10_000
+_MAX_SAME_LENGTH = 16  # texts remembered per length
+_MAX_LENGTHS = 1_000  # lengths remembered
 
 
 class _Bundle(msgspec.Struct, forbid_unknown_fields=True):
@@ -101,24 +102,34 @@ class FastPath:
         self.on = enabled() if on is None else on
         self.stager = stager
         self.flattener = flattener
-        # What the flattener gave for each environment and protocol text (saves parsing).
-        self._environments: dict[bytes, Environment] = {}
-        self._protocols: dict[bytes, tuple[str, dict]] = {}
+        # What the flattener gave for each environment and protocol text (saves parsing), by
+        # the text's length: a text is found by comparing bytes, without hashing it.
+        self._environments: dict[int, list[tuple[bytes, Environment]]] = {}
+        self._protocols: dict[int, list[tuple[bytes, tuple[str, dict]]]] = {}
 
     def flatten(self, line: bytes, file: str, position: str) -> Flat | None:
         """The rows of the record on ``line`` (one JSON line) if it is a plainly valid common
         bundle, by the general path's own methods; None sends it to the general path, with
         nothing learnt that the general path would not learn from it too."""
-        if not self.on or long_digits(line):
-            return None  # an integer orjson may not keep: the general path checks it
+        if not self.on:
+            return None
         try:
             bundle = _decode(line)
-            run = orjson.loads(memoryview(bundle.run))
-            env_text = bytes(bundle.environment)
-            environment = self._environments.get(env_text)
+            run_text = bytes(bundle.run)
+            env_text = memoryview(bundle.environment)
+            environment = _known(self._environments, env_text)
+            protocol_text = None if bundle.protocol is _NO_TEXT \
+                else memoryview(bundle.protocol)
+            protocol = None if protocol_text is None else _known(self._protocols, protocol_text)
+            # An integer orjson may not keep: the general path checks it. Only the three
+            # documents can hold one (the top level has no other value), and a remembered
+            # text was looked at when it was first seen.
+            if long_digits(run_text) or (environment is None and long_digits(bytes(env_text))) \
+                    or (protocol is None and protocol_text is not None
+                        and long_digits(bytes(protocol_text))):
+                return None
+            run = orjson.loads(run_text)
             env_doc = None if environment is not None else orjson.loads(env_text)
-            protocol_text = None if bundle.protocol is _NO_TEXT else bytes(bundle.protocol)
-            protocol = None if protocol_text is None else self._protocols.get(protocol_text)
             protocol_doc = None if protocol is not None or protocol_text is None \
                 else orjson.loads(protocol_text)
         except (msgspec.DecodeError, orjson.JSONDecodeError):
@@ -151,8 +162,19 @@ class FastPath:
         return out
 
     @staticmethod
-    def _remember(memo: dict, text: bytes, value: Any) -> Any:
-        if len(memo) >= _MAX_MEMO:
+    def _remember(memo: dict, text: memoryview, value: Any) -> Any:
+        if len(memo) >= _MAX_LENGTHS:
             memo.clear()
-        memo[text] = value
+        same_length = memo.setdefault(len(text), [])
+        if len(same_length) >= _MAX_SAME_LENGTH:
+            same_length.clear()
+        same_length.append((bytes(text), value))
         return value
+
+
+def _known(memo: dict[int, list[tuple[bytes, Any]]], text: memoryview) -> Any:
+    """What ``memo`` remembers for ``text`` (equal bytes: an equal document), else None."""
+    for known, value in memo.get(len(text), ()):
+        if known == text:
+            return value
+    return None

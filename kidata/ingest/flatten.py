@@ -15,7 +15,6 @@ so the two cannot disagree: there is no second copy of a rule to drift.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -32,21 +31,51 @@ from kidata.ingest.validate import (
 )
 
 QUANTILE_ORDER = ("min", "p20", "p25", "median", "p75", "p80", "max")
+_QUANTILE_PLACE = {statistic: i for i, statistic in enumerate(QUANTILE_ORDER)}
 
 
-@dataclass
+# The columns of the rows :meth:`Flattener.bundle` gives for ``runs`` and ``measurements``, in
+# the order of their tuples (the two tables hold nearly every row of a load: a tuple each is
+# what staging needs, where a dictionary per row cost more than the rule that fills it).
+RUN_COLUMNS = ("run_id", "source", "external_id", "kernel", "pass", "implementation",
+               "variant", "workload", "gpu", "gpu_name", "metric", "environment_id",
+               "protocol_id", "workload_id", "implementation_id", "observed_at", "status",
+               "version", "title", "labels", "content_hash", "document")
+MEASUREMENT_COLUMNS = ("run_id", "metric", "statistic", "unit", "value", "resolution")
+
+
 class Flat:
-    """The rows one record contributes, by table."""
+    """The rows one record contributes, by table.
 
-    runs: list[dict] = field(default_factory=list)
-    measurements: list[dict] = field(default_factory=list)
-    environments: list[dict] = field(default_factory=list)
-    protocols: list[dict] = field(default_factory=list)
-    workloads: list[dict] = field(default_factory=list)
-    workload_parameters: list[dict] = field(default_factory=list)
-    implementations: list[dict] = field(default_factory=list)
-    published: list[dict] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    ``run_rows`` and ``measurement_rows`` are tuples in :data:`RUN_COLUMNS` and
+    :data:`MEASUREMENT_COLUMNS` order (:attr:`runs` and :attr:`measurements` give them as
+    dictionaries); the other tables' rows are dictionaries, shared with the flattener's
+    memory of the documents it has checked: copy one before changing it."""
+
+    __slots__ = ("run_rows", "measurement_rows", "environments", "protocols", "workloads",
+                 "workload_parameters", "implementations", "published", "warnings")
+
+    def __init__(self, warnings: list[str] | None = None):
+        self.run_rows: list[tuple] = []
+        self.measurement_rows: list[tuple] = []
+        self.environments: list[dict] = []
+        self.protocols: list[dict] = []
+        self.workloads: list[dict] = []
+        self.workload_parameters: list[dict] = []
+        self.implementations: list[dict] = []
+        self.published: list[dict] = []
+        self.warnings: list[str] = [] if warnings is None else warnings
+
+    @property
+    def runs(self) -> list[dict]:
+        """The ``runs`` rows as dictionaries (new ones at each call)."""
+        return [dict(zip(RUN_COLUMNS, row, strict=True)) for row in self.run_rows]
+
+    @property
+    def measurements(self) -> list[dict]:
+        """The ``measurements`` rows as dictionaries (new ones at each call)."""
+        return [dict(zip(MEASUREMENT_COLUMNS, row, strict=True))
+                for row in self.measurement_rows]
 
 
 class Environment(NamedTuple):
@@ -282,11 +311,11 @@ class Flattener:
         workload = implementation = None
         if workload_doc is not None:
             workload, row, parameters = self.workload(c, workload_doc)
-            out.workloads.append(dict(row))
-            out.workload_parameters = [dict(p) for p in parameters]
+            out.workloads.append(row)
+            out.workload_parameters = list(parameters)
         if impl_doc is not None:
             implementation, row = self.implementation(c, impl_doc)
-            out.implementations.append(dict(row))
+            out.implementations.append(row)
         run = docs.get("run")
         return self.bundle(c, out, run, environment, protocol, workload, implementation)
 
@@ -302,10 +331,10 @@ class Flattener:
         env_id = gpu = protocol_id = None
         if environment is not None:
             env_id, gpu, row, _ = environment
-            out.environments.append(dict(row))
+            out.environments.append(row)
         if protocol is not None:
             protocol_id, row = protocol
-            out.protocols.append(dict(row))
+            out.protocols.append(row)
         if run is None:
             return out
         c.document(run, "run", "BenchmarkRun")
@@ -371,9 +400,8 @@ class Flattener:
                                 f"{gpu.key!r} (add it to kidata/data/gpus.toml)")
 
         measurements, metric = self._measurements(c, spec, run_id)
-        out.measurements = measurements
-        numbers = sorted([(m["metric"], m["statistic"], m["unit"], m["value"])
-                          for m in measurements])
+        out.measurement_rows = measurements
+        numbers = sorted([m[1:5] for m in measurements])  # (metric, statistic, unit, value)
         content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
         labels_json, version = self._labels(labels)
         observed_at = spec.get("observedAt")
@@ -388,30 +416,31 @@ class Flattener:
         title = meta.get("title")
         if title is not None and not isinstance(title, str):
             title = c.string(meta, "title", "run.metadata.")  # says why
-        out.runs.append({
-            "run_id": run_id,
-            "source": native.get("source") if isinstance(native.get("source"), str) else None,
-            "external_id": external_id if isinstance(external_id, str) else None,
-            "kernel": kernel,
-            "pass": pass_,
-            "implementation": implementation,
-            "variant": labels.get("variant"),
-            "workload": workload,
-            "gpu": gpu.key,
-            "gpu_name": gpu_name,
-            "metric": metric,
-            "environment_id": env_id,
-            "protocol_id": protocol_id,
-            "workload_id": workload_id,
-            "implementation_id": impl_id,
-            "observed_at": observed_at,
-            "status": status,
-            "version": version,
-            "title": title,
-            "labels": labels_json,
-            "content_hash": content_hash,
-            "document": orjson.dumps(run),  # UTF-8 JSON: staged as a string without a copy
-        })
+        source = native.get("source")
+        out.run_rows.append((  # in RUN_COLUMNS order
+            run_id,
+            source if isinstance(source, str) else None,
+            external_id if isinstance(external_id, str) else None,
+            kernel,
+            pass_,
+            implementation,
+            labels.get("variant"),
+            workload,
+            gpu.key,
+            gpu_name,
+            metric,
+            env_id,
+            protocol_id,
+            workload_id,
+            impl_id,
+            observed_at,
+            status,
+            version,
+            title,
+            labels_json,
+            content_hash,
+            orjson.dumps(run),  # the document: UTF-8 JSON, staged as a string without a copy
+        ))
         if workload_id is not None and not workload_doc.present:
             # Only the digest is known: keep a row so every run's workload is listed.
             out.workloads.append({"workload_id": workload_id, "name": workload,
@@ -451,10 +480,10 @@ class Flattener:
             found = self._label_sets[text] = (text, version)
         return found
 
-    def _measurements(self, c: Checker, spec: dict, run_id: str) -> tuple[list[dict], str]:
-        """The run's measurement rows (units converted, quantiles in order) and its primary
-        metric; ``spec`` is the run's spec."""
-        rows: dict[tuple[str, str], dict] = {}
+    def _measurements(self, c: Checker, spec: dict, run_id: str) -> tuple[list[tuple], str]:
+        """The run's measurement rows (tuples in :data:`MEASUREMENT_COLUMNS` order; units
+        converted, quantiles in order) and its primary metric; ``spec`` is the run's spec."""
+        rows: dict[tuple[str, str], tuple] = {}
         timing = spec.get("timing")
         if not isinstance(timing, dict):
             timing = {}
@@ -467,9 +496,8 @@ class Flattener:
             value = validate.positive_number(median)
             if value is None:  # the Checker says why (or, if its rule differs, decides)
                 value = c.positive_value(median, "run.spec.timing.latencyNs.median")
-            rows[("latency", "median")] = {"run_id": run_id, "metric": "latency",
-                                           "statistic": "median", "unit": "ns",
-                                           "value": value, "resolution": resolution}
+            rows[("latency", "median")] = (run_id, "latency", "median", "ns", value,
+                                           resolution)
         items = spec.get("measurements")
         if items is not None and not isinstance(items, list):
             raise c.fail("run.spec.measurements", "expected a list")
@@ -477,12 +505,15 @@ class Flattener:
             if not isinstance(m, dict):
                 raise c.fail(f"run.spec.measurements[{i}]", "expected an object")
             metric, statistic, unit = m.get("metric"), m.get("statistic"), m.get("unit")
-            if not (validate.is_text(metric) and validate.is_text(statistic)
-                    and validate.is_text(unit)):  # the Checker says which and why
-                metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
-                                           for key in ("metric", "statistic", "unit"))
-            conversion = _CONVERSIONS.get((metric, statistic, unit))
+            try:  # found: three texts already checked (only equal strings match them)
+                conversion = _CONVERSIONS.get((metric, statistic, unit))
+            except TypeError:  # a value that is no text (a list, an object)
+                conversion = None
             if conversion is None:
+                if not (validate.is_text(metric) and validate.is_text(statistic)
+                        and validate.is_text(unit)):  # the Checker says which and why
+                    metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
+                                               for key in ("metric", "statistic", "unit"))
                 conversion = _conversion(c, i, metric, statistic, unit)
             target, factor = conversion
             value = m.get("value")
@@ -500,15 +531,14 @@ class Flattener:
                     number = c.positive(m, "resolution", f"run.spec.measurements[{i}].")
                 res = number
             key = (metric, statistic)
-            if key in rows and rows[key]["value"] != value:
+            if key in rows and rows[key][4] != value:
                 raise c.fail(f"run.spec.measurements[{i}].value",
                              f"{metric} {statistic} given twice with different values "
-                             f"({rows[key]['value']} and {value})")
-            rows[key] = {"run_id": run_id, "metric": metric, "statistic": statistic,
-                         "unit": target, "value": value,
-                         "resolution": res * factor if res is not None
+                             f"({rows[key][4]} and {value})")
+            rows[key] = (run_id, metric, statistic, target, value,
+                         res * factor if res is not None
                          else (resolution if metric == "latency" and target != "count"
-                               else None)}
+                               else None))
         # A source without a median (KernelBench, old nvbench: mean and stddev only) names its
         # primary statistic in spec.timing.primaryStatistic (docs/formats.md).
         primary_statistic = timing.get("primaryStatistic")
@@ -519,13 +549,20 @@ class Flattener:
                          "expected a median: spec.timing.latencyNs.median or a measurement "
                          "with statistic 'median' (or the statistic named by "
                          "spec.timing.primaryStatistic)")
+        # Each metric's quantiles among those given, as (place in QUANTILE_ORDER, statistic,
+        # value): compared in that order.
+        quantiles: dict[str, list[tuple[int, str, float]]] = {}
+        for (m, s), row in rows.items():
+            place = _QUANTILE_PLACE.get(s)
+            if place is not None:
+                quantiles.setdefault(m, []).append((place, s, row[4]))
         for metric in {m for m, _ in rows}:
+            given = quantiles.get(metric)
+            if given is None or len(given) < 2:
+                continue
+            given.sort()  # by place: one statistic per place
             s1 = v1 = None  # the quantile before, among those given
-            for s2 in QUANTILE_ORDER:
-                row = rows.get((metric, s2))
-                if row is None:
-                    continue
-                v2 = row["value"]
+            for _, s2, v2 in given:
                 if v1 is not None and v1 > v2:
                     raise c.fail("run.spec.measurements",
                                  f"quantiles out of order for {metric}: {s1} = {v1:g} is above "

@@ -36,15 +36,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import itertools
-import operator
 import os
 import pickle
 import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +57,13 @@ import pyarrow.parquet as pq
 from kidata.errors import RecordError, WarehouseError
 from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
-from kidata.ingest.flatten import Flat, Flattener, NeedsEnvironment
+from kidata.ingest.flatten import (
+    MEASUREMENT_COLUMNS,
+    RUN_COLUMNS,
+    Flat,
+    Flattener,
+    NeedsEnvironment,
+)
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.ingest.readers.base import Item, Lines
 from kidata.store import commit, finalize, pqwrite
@@ -75,10 +81,14 @@ _DIMENSIONS = {"environments": ("environment_id",), "protocols": ("protocol_id",
 _MAX_SEEN = 200_000
 
 
-# Large text columns kept apart from the row tuples and written by concatenating their UTF-8
-# bytes: converting a batch of run documents (~50 MB) one Python object at a time into a
-# growing Arrow buffer cost ten times more.
-_BLOBS = {"runs": "document"}
+# The rows of runs and measurements are the flattener's tuples (RUN_COLUMNS,
+# MEASUREMENT_COLUMNS), each with a tuple of the columns staging adds (these, in order).
+_FLAT = {"runs": (RUN_COLUMNS, ("source_file", "_seq", "_position", *STAGED_LATENCY)),
+         "measurements": (MEASUREMENT_COLUMNS, ("_seq", "_position"))}
+# Large text columns written by concatenating their UTF-8 bytes: converting a batch of run
+# documents (~50 MB) one Python object at a time into a growing Arrow buffer cost ten times
+# more.
+_TEXT = frozenset({("runs", "document")})
 
 
 class StagingWriter:
@@ -86,9 +96,10 @@ class StagingWriter:
     :data:`~kidata.store.finalize.DIRECT` tables (runs, measurements) in their final form
     (:class:`~kidata.store.finalize.DirectWriter`), the other tables to staging Parquet files.
 
-    A row is a tuple of its values in the order of :attr:`names` (the staged schema without
-    the table's blob column, if any: that one's values are in :attr:`blobs`, a ``str`` or
-    UTF-8 ``bytes`` each).
+    A row of runs or measurements is the flattener's tuple (:data:`~kidata.ingest.flatten.
+    RUN_COLUMNS`, :data:`~kidata.ingest.flatten.MEASUREMENT_COLUMNS`) beside a tuple of the
+    columns staging adds (:attr:`extra`); a row of any other table is a tuple of its values in
+    the order of :attr:`names` (the staged schema). :meth:`pending` lists them all alike.
 
     In a worker process (``ship``), the direct tables' rows are not written but kept as Arrow
     tables (:meth:`shipped`) for the loading process to write (:meth:`append`), so that one
@@ -98,13 +109,26 @@ class StagingWriter:
         self.folder = folder
         self.batch = batch
         self.schemas = {t: staged_schema(t) for t in TABLES}
-        self.names = {t: [n for n in schema.names if n != _BLOBS.get(t)]
-                      for t, schema in self.schemas.items()}
-        self.structs = {t: pa.struct([schema.field(n) for n in self.names[t]])
-                        for t, schema in self.schemas.items()}
+        self.names = {t: list(schema.names) for t, schema in self.schemas.items()}
+        for table, (flat, extra) in _FLAT.items():
+            if sorted((*flat, *extra)) != sorted(self.names[table]):
+                raise AssertionError(f"the staged columns of {table} are not the flattener's "
+                                     "and staging's: update stage._FLAT")
+        self.structs = {t: pa.struct(list(schema)) for t, schema in self.schemas.items()}
+        # runs and measurements: the struct of a flattener's tuple joined with its staging
+        # columns, without a text column that ends the flattener's tuple (converted apart).
+        self.texts = {t: flat[-1] if (t, flat[-1]) in _TEXT else None
+                      for t, (flat, _) in _FLAT.items()}
+        self.flat_structs = {
+            t: pa.struct([self.schemas[t].field(n) for n in (*flat, *extra)
+                          if n != self.texts[t]]) for t, (flat, extra) in _FLAT.items()}
+        # Where add() puts the record's number, position and file in a row of each table.
+        self.slots = {t: (names.index("_seq"), names.index("_position"),
+                          names.index("source_file") if "source_file" in names else None)
+                      for t, names in self.names.items()}
         # One tuple per row (one append per row rather than one per cell).
         self.rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
-        self.blobs: dict[str, list] = {t: [] for t in _BLOBS if t in TABLES}
+        self.extra: dict[str, list[tuple]] = {t: [] for t in _FLAT}
         self.counts = dict.fromkeys(TABLES, 0)
         self.seen: dict[str, dict[tuple, bool]] = {t: {} for t in _DIMENSIONS if t in TABLES}
         self.parts = 0
@@ -115,7 +139,10 @@ class StagingWriter:
             {t: [] for t in finalize.DIRECT} if ship else None)
         self.direct: finalize.DirectWriter | None = None
 
-    def add(self, table: str, row: dict, seq: int, position: str) -> None:
+    def add(self, table: str, row: dict, seq: int, position: str,
+            source_file: str | None = None) -> None:
+        """Stage one row (a dictionary; not changed) of a table other than runs and
+        measurements, with its record's number, position and, when given, file."""
         seen = self.seen.get(table)
         if seen is not None:
             key = tuple(row.get(k) for k in _DIMENSIONS[table])
@@ -125,13 +152,27 @@ class StagingWriter:
             if len(seen) >= _MAX_SEEN:
                 seen.clear()
             seen[key] = has_document
-        row["_seq"] = seq
-        row["_position"] = position
-        self.rows[table].append(tuple([row.get(name) for name in self.names[table]]))
-        blobs = self.blobs.get(table)
-        if blobs is not None:
-            blobs.append(row.get(_BLOBS[table]))
+        values = [row.get(name) for name in self.names[table]]
+        at_seq, at_position, at_file = self.slots[table]
+        values[at_seq] = seq
+        values[at_position] = position
+        if source_file is not None and at_file is not None:
+            values[at_file] = source_file
+        self.rows[table].append(tuple(values))
         self.counts[table] += 1
+
+    def pending(self) -> dict[str, list[tuple]]:
+        """The rows buffered so far, per table, as tuples in the staged schema's order."""
+        out = {}
+        for table, rows in self.rows.items():
+            if table not in _FLAT:
+                out[table] = list(rows)
+                continue
+            order = (*_FLAT[table][0], *_FLAT[table][1])
+            at = [order.index(n) for n in self.names[table]]
+            out[table] = [tuple((*row, *extra)[i] for i in at)
+                          for row, extra in zip(rows, self.extra[table], strict=True)]
+        return out
 
     def maybe_flush(self) -> None:
         if self.counts["runs"] >= self.batch or self.counts["rejects"] >= self.batch:
@@ -144,8 +185,10 @@ class StagingWriter:
             direct = table in finalize.DIRECT
             if not self.counts[table] or (direct_only and not direct):
                 continue
-            data = self._table(table, rows)
+            data = self._table(table)
             rows.clear()
+            if table in self.extra:
+                self.extra[table].clear()
             self.counts[table] = 0
             if direct:
                 if len(finalize.sort_keys(table)) > 1:
@@ -161,16 +204,25 @@ class StagingWriter:
         if not direct_only:
             self.parts += 1
 
-    def _table(self, table: str, rows: list[tuple]) -> pa.Table:
+    def _table(self, table: str) -> pa.Table:
         schema = self.schemas[table]
-        # The row tuples converted in one pass (as a struct array), not column by column
-        # from a Python transpose.
-        columns = dict(zip(self.names[table],
-                           pa.array(rows, type=self.structs[table]).flatten(), strict=True))
-        if table in self.blobs:
-            name = _BLOBS[table]
-            columns[name] = _text_array(self.blobs[table], schema.field(name).type)
-            self.blobs[table].clear()
+        rows = self.rows[table]
+        if table not in _FLAT:
+            # The row tuples converted in one pass (as a struct array).
+            return pa.Table.from_arrays(pa.array(rows, type=self.structs[table]).flatten(),
+                                        schema=schema)
+        # Each flattener tuple joined with its staging columns, then converted in one pass
+        # (as a struct array); the run documents apart (their bytes joined once).
+        text = self.texts[table]
+        extra = self.extra[table]
+        if text is None:
+            joined = [row + more for row, more in zip(rows, extra, strict=True)]
+        else:
+            joined = [row[:-1] + more for row, more in zip(rows, extra, strict=True)]
+        struct = self.flat_structs[table]
+        columns = dict(zip(struct.names, pa.array(joined, type=struct).flatten(), strict=True))
+        if text is not None:
+            columns[text] = _text_array([row[-1] for row in rows], schema.field(text).type)
         return pa.Table.from_arrays([columns[n] for n in schema.names], schema=schema)
 
     def _direct(self) -> finalize.DirectWriter:
@@ -207,7 +259,7 @@ class StagingWriter:
             self.direct.abort()
 
 
-def _text_array(values: list, type_: pa.DataType) -> pa.Array:
+def _text_array(values: Sequence, type_: pa.DataType) -> pa.Array:
     """A string column from ``str`` or UTF-8 ``bytes`` values, by joining their bytes once
     (the same array ``pa.array(values, type_)`` gives)."""
     if type_ == pa.string() and None not in values:
@@ -231,8 +283,6 @@ BATCH_LINES = 2048
 MAX_PENDING = 10_000
 # The statistics staged for each run in STAGED_LATENCY, in order.
 QUANTILES = ("median", "p20", "p80")
-FLAT_TABLES = ("runs", "measurements", "environments", "protocols", "workloads",
-               "workload_parameters", "implementations", "published")
 
 
 def workers() -> int:
@@ -300,75 +350,60 @@ def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str
     """Stage the rows of one flattened record (either path's: they are staged only here)."""
     report.records += 1
     tally[0] += 1
-    runs = flat.runs
-    tally[1] += len(runs)
+    runs = flat.run_rows
     if flat.warnings:
         tally[3] += len(flat.warnings)
         for message in flat.warnings:
             report.add_warning(message)
-    if runs:  # one run per record: its latency quantiles, for latest_runs
-        latency = {m["statistic"]: m["value"] for m in flat.measurements
-                   if m["metric"] == "latency"}
-        for column, statistic in zip(STAGED_LATENCY, QUANTILES, strict=True):
-            runs[0][column] = latency.get(statistic)
-        if "median" not in latency:  # the center: the median, else the mean (run_statistics)
-            runs[0][STAGED_LATENCY[0]] = latency.get("mean")
-    for table, rows in ((t, getattr(flat, t)) for t in FLAT_TABLES):
+    if runs:
+        tally[1] += len(runs)
+        measurements = flat.measurement_rows
+        # One run per record: its latency quantiles, for latest_runs; the center is the
+        # median, else the mean (run_statistics). Measurement rows: (run_id, metric,
+        # statistic, unit, value, resolution).
+        median = p20 = p80 = mean = None
+        has_median = False
+        for m in measurements:
+            if m[1] == "latency":
+                statistic = m[2]
+                if statistic == "median":
+                    median, has_median = m[4], True
+                elif statistic == "p20":
+                    p20 = m[4]
+                elif statistic == "p80":
+                    p80 = m[4]
+                elif statistic == "mean":
+                    mean = m[4]
+        extra = stager.extra["runs"]
+        extra.append((name, seq, position, median if has_median else mean, p20, p80))
+        for _ in runs[1:]:
+            extra.append((name, seq, position, None, None, None))
+        stager.rows["runs"] += runs
+        stager.counts["runs"] += len(runs)
+        if measurements:
+            stager.rows["measurements"] += measurements
+            stager.extra["measurements"] += [(seq, position)] * len(measurements)
+            stager.counts["measurements"] += len(measurements)
+    for table in _DICT_TABLES:
+        rows = getattr(flat, table)
         if not rows:
-            continue
-        if table == "measurements":
-            _append(stager, table, rows, seq, position)
-            continue
-        for row in rows:
-            row["source_file"] = name
-        if table not in _DIMENSIONS:
-            _append(stager, table, rows, seq, position)
             continue
         seen = stager.seen.get(table) if table in _ALWAYS_DOCUMENTED else None
         for row in rows:
             if seen is not None and (row[_DIMENSIONS[table][0]],) in seen:
                 continue  # staged already: add() would drop it
-            stager.add(table, row, seq, position)  # drops rows it has already staged
+            stager.add(table, row, seq, position, name)  # drops rows it has already staged
     stager.maybe_flush()
 
 
+# The tables whose rows a Flat holds as dictionaries.
+_DICT_TABLES = ("environments", "protocols", "workloads", "workload_parameters",
+                "implementations", "published")
 # Dimension tables whose rows always count as documented for StagingWriter.add (every table
 # but workloads, whose digest-only rows give way to a later row with a document), keyed by one
 # column: a row whose key is in ``seen`` is one add() drops.
 _ALWAYS_DOCUMENTED = frozenset(t for t, key in _DIMENSIONS.items()
                                if t != "workloads" and len(key) == 1)
-
-
-# Per table: the staged column names a getter was made for, and the getter (a row dict to the
-# tuple StagingWriter.add would make, in C).
-_GETTERS: dict[str, tuple[list[str], Callable[[dict], tuple]]] = {}
-
-
-def _append(stager: StagingWriter, table: str, rows: list[dict], seq: int,
-            position: str) -> None:
-    """``stager.add`` for each row of a table with no repeats to drop (runs, measurements,
-    published), without its per-cell loop: each row to its tuple in ``stager.names`` order by
-    one ``operator.itemgetter`` call. A row that lacks a column goes through ``add``."""
-    names = stager.names[table]
-    found = _GETTERS.get(table)
-    if found is None or found[0] is not names:
-        found = _GETTERS[table] = (names, operator.itemgetter(*names))
-    getter = found[1]
-    staged = stager.rows[table]
-    blobs = stager.blobs.get(table)
-    blob = _BLOBS.get(table)
-    for row in rows:
-        row["_seq"] = seq
-        row["_position"] = position
-        try:
-            values = getter(row)
-        except KeyError:
-            stager.add(table, row, seq, position)
-            continue
-        staged.append(values if len(names) > 1 else (values,))
-        if blobs is not None:
-            blobs.append(row.get(blob))
-        stager.counts[table] += 1
 
 
 def _reject(stager: StagingWriter, report: LoadReport, err: RecordError, raw: str | None,
@@ -435,6 +470,11 @@ def _serve() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but results on the pipe
     _init_worker(*pickle.load(inp))
+    # A worker's objects are rows and documents, freed as soon as staged (no cycles to
+    # collect): the collector's passes over every imported module's objects cost ~3% of a
+    # worker's time. Imports are frozen out of its reach and young passes made rarer.
+    gc.freeze()
+    gc.set_threshold(*STAGING_GC)
     while True:
         try:
             job = pickle.load(inp)
@@ -505,6 +545,28 @@ def system_memory():
         pa.set_memory_pool(before)
 
 
+# The garbage collector's thresholds while a process stages: a young pass every 100,000
+# allocations rather than 700. Staged rows hold no cycles (reference counting frees them);
+# a pass every 700 allocations walked every row buffered so far (~15% of the time of turning
+# a batch into Arrow).
+STAGING_GC = (100_000, 50, 1_000)
+
+
+@contextlib.contextmanager
+def _frozen_objects():
+    """While a load stages: the objects that exist when it starts (modules, the caller's) out
+    of the garbage collector's passes (:func:`gc.freeze`) and the collector's thresholds at
+    :data:`STAGING_GC`; both as they were after."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*STAGING_GC)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
 class _Worker:
     """One worker process (a fresh interpreter running :func:`_serve`). Plain subprocesses
     rather than multiprocessing, whose spawned children import the caller's main script
@@ -517,6 +579,9 @@ class _Worker:
         # folder that this process did not import (-P).
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         env.setdefault(_POOL_VARIABLE, "system")  # see system_memory()
+        # numpy (imported by pyarrow) starts OpenBLAS threads that poll for work a worker
+        # never gives them.
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-c", "from kidata.ingest.stage import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -619,6 +684,7 @@ class Stage:
         self.progress = progress
         self.memory = contextlib.ExitStack()  # until close()
         self.memory.enter_context(system_memory())
+        self.memory.enter_context(_frozen_objects())
         self.stager = StagingWriter(staging, batch)
         self.flattener = Flattener()
         for env_id, gpu in known:

@@ -6,6 +6,7 @@ dotted field path, and saying what was expected.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from datetime import UTC, datetime
@@ -193,8 +194,8 @@ class Checker:
         if not isinstance(doc.get("spec"), dict):
             self.obj(doc, "spec", f"{role}.")  # raises
         labels = meta.get("labels")
-        if labels is not None and not (isinstance(labels, dict)
-                                       and all(isinstance(v, str) for v in labels.values())):
+        if labels is not None and not (isinstance(labels, dict) and all(
+                map(isinstance, labels.values(), itertools.repeat(str)))):
             raise self.fail(f"{role}.metadata.labels", "expected an object of strings")
         return doc
 

@@ -114,3 +114,24 @@ def test_a_load_reports_the_same_lines_read_in_blocks(tmp_path, monkeypatch):
     assert report.runs_added == 4
     assert [r.position for r in report.rejects] == ["line 5", "line 6"]
     assert "longer than" in report.rejects[0].reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(CONTENT, max_size=30), final_newline=st.booleans(),
+       max_lines=st.integers(min_value=1, max_value=5))
+def test_the_count_a_block_comes_with_is_its_lines(lines, final_newline, max_lines):
+    # The reader gives each block (but the last) the count of its lines from where the next
+    # one starts, instead of counting them: that count must be the one counting gives
+    # (blank lines included; a last line without a newline counts), and the numbers follow.
+    from kidata.ingest.readers import kernelindex
+
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    stream = io.BufferedReader(io.BytesIO(data), buffer_size=16)
+    number = 1
+    for batch in kernelindex._blocks(stream, 1, "f", None, max_lines):
+        assert batch.first == number or batch.lines[0][0] == number
+        counted = (batch.data.count(b"\n") + (not batch.data.endswith(b"\n"))
+                   if batch.data else len(batch.lines))
+        assert batch.count == counted
+        number += counted
+    assert number - 1 == len(expected(data, 1 << 20))

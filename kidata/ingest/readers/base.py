@@ -82,12 +82,16 @@ class Lines:
     data: bytes = b""
     first: int = 0
 
+    # How many lines, when the reader knows it already (None: counted when asked).
+    known_count: int | None = field(default=None, repr=False, compare=False)
+
     @property
     def count(self) -> int:
-        """How many lines, blank ones included."""
-        if self.data:
-            return self.data.count(b"\n") + (not self.data.endswith(b"\n"))
-        return len(self.lines)
+        """How many lines, blank ones included (counted once: a pass over the block)."""
+        if self.known_count is None:
+            self.known_count = (self.data.count(b"\n") + (not self.data.endswith(b"\n"))
+                                if self.data else len(self.lines))
+        return self.known_count
 
     def numbered(self) -> list[tuple[int, Any]]:
         """``(number, line)`` of every line (in a block, without its newline)."""
@@ -472,16 +476,18 @@ def iter_blocks(stream: IO[bytes], number: int, limit: int = MAX_RECORD_BYTES,
                 number += 1
             continue
         block, pending = data[:end], data[end:]
-        yield from _split_block(block, number, limit, max_lines, head)
-        number += block.count(b"\n")
+        lines = block.count(b"\n")  # counted once: a pass over every byte read
+        yield from _split_block(block, number, limit, max_lines, head, lines)
+        number += lines
 
 
-def _split_block(block: bytes, number: int, limit: int, max_lines: int | None, head: int
-                 ) -> Iterator[tuple[int, bytes | Overlong]]:
-    """``block`` (whole lines) as blocks of at most ``max_lines`` lines, each overlong line
-    apart; one piece, uncopied, when it needs no cutting (the common case)."""
+def _split_block(block: bytes, number: int, limit: int, max_lines: int | None, head: int,
+                 lines: int) -> Iterator[tuple[int, bytes | Overlong]]:
+    """``block`` (whole lines, ``lines`` of them) as blocks of at most ``max_lines`` lines,
+    each overlong line apart; one piece, uncopied, when it needs no cutting (the common
+    case)."""
     short = len(block) <= limit + 1  # no line in it can be longer than the limit
-    if short and (max_lines is None or block.count(b"\n") <= max_lines):
+    if short and (max_lines is None or lines <= max_lines):
         yield number, block
         return
     run: list[bytes] = []

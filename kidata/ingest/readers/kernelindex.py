@@ -263,11 +263,22 @@ def _blocks(stream: IO[bytes], number: int, file: str, title: str | None,
             batch_lines: int) -> Iterator[Lines]:
     """The rest of a JSON Lines file, from line ``number`` on, as unparsed :class:`Lines`
     of at most ``batch_lines`` lines."""
+    # Each block is handed out when the next one is read: the next one's first line number
+    # says how many lines it has (not counting them again saves a pass over the file).
+    before: tuple[int, bytes | Overlong] | None = None
     for first, block in iter_blocks(stream, number, MAX_RECORD_BYTES, batch_lines):
-        if isinstance(block, Overlong):
-            yield Lines(file, title, [(first, block)])
-        else:
-            yield Lines(file, title, data=block, first=first)
+        if before is not None:
+            yield _lines(file, title, *before, first - before[0])
+        before = first, block
+    if before is not None:
+        yield _lines(file, title, *before, None)
+
+
+def _lines(file: str, title: str | None, first: int, block: bytes | Overlong,
+           count: int | None) -> Lines:
+    if isinstance(block, Overlong):
+        return Lines(file, title, [(first, block)])
+    return Lines(file, title, data=block, first=first, known_count=count)
 
 
 def parse_lines(batch: Lines) -> Iterator[Item | RecordError]:
