@@ -3,33 +3,37 @@
 One local Spark session serves the module. The seeds are loaded with kidata, the warehouse is
 registered in Spark with ``kidata.query.spark.register``, and every table and every
 ``sql/*.sql`` view that exists when the tests run is compared with DuckDB's result row for row.
+Warehouses written by older kidata versions, half-committed loads and mean-only runs are in
+test_spark_versions.py (a module of its own, so that the two run side by side); the session,
+the seeded warehouse and the comparison are shared from tests/spark_compare.py.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import re
 import shutil
 import sys
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
 from pyspark.sql import types as T
+from spark_compare import (  # noqa: F401 (spark, seeded, registered: fixtures)
+    assert_same_rows,
+    registered,
+    seeded,
+    spark,
+)
 
 import kidata.query.spark
 from kidata import Warehouse
 from kidata.errors import KidataError, WarehouseError
-from kidata.query.spark import SparkViewError, register
+from kidata.query.spark import register
 from kidata.query.views import load_views, sql_dir
 from kidata.store.schema import TABLES
 
-SEEDS = Path(__file__).parents[1] / "data" / "seeds"
 VIEWS = list(load_views())
 
 pytestmark = [
@@ -40,98 +44,13 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    # Spark binds to loopback only (it would otherwise pick the first network interface).
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("kidata-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.default.parallelism", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        # Re-planning between stages only costs time on data this small.
-        .config("spark.sql.adaptive.enabled", "false")
-        # Short-lived JVM on tiny data: the quick JIT only (halves the CPU time) and one GC
-        # thread.
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("FATAL")  # errors reach the tests as exceptions
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory) -> Warehouse:
-    wh = Warehouse(tmp_path_factory.mktemp("spark") / "wh seeds")  # Spark reads the space
-    report = wh.load([str(SEEDS)])
-    assert report.ok, report.rejects
-    return wh
-
-
-@pytest.fixture(scope="module")
-def registered(spark, seeded):
-    """Register the seeded warehouse; the names registered and Spark's failures, if any."""
-    try:
-        return register(spark, seeded.path), {}
-    except SparkViewError as exc:
-        return exc.registered, exc.failures
-
-
 # -- helpers -------------------------------------------------------------------------------------
-
-def _spark_rows(spark, name: str) -> tuple[list[str], list[tuple]]:
-    frame = spark.table(name)
-    # collect() turns a Spark TIMESTAMP into a naive datetime in the Python process's local
-    # zone; make it the same aware UTC datetime DuckDB returns.
-    instant = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)}
-    rows = []
-    for row in frame.collect():
-        rows.append(tuple(v.astimezone(UTC) if k in instant and v is not None else v
-                          for k, v in row.asDict().items()))
-    return frame.columns, rows
-
-
-def _duck_rows(wh: Warehouse, name: str) -> tuple[list[str], list[tuple]]:
-    rel = wh.relation(name)
-    return rel.columns, [tuple(v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo
-                               else v for v in row) for row in rel.fetchall()]
-
 
 def _reads(view: str) -> set[str]:
     """Every table or view name a view's SQL mentions, through the views it reads."""
     found = load_views()[view]
     names = {n for n in [*TABLES, *VIEWS] if re.search(rf"\b{n}\b", found.body)} - {view}
     return names.union(*(_reads(d) for d in found.depends))
-
-
-def _plain(value):
-    """One comparable value: numbers as float, everything else as it is."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float | Decimal):
-        return float(value)
-    return value
-
-
-def _sort_key(row: tuple) -> tuple:
-    # Floats rounded so that last-bit differences between the engines do not reorder rows.
-    return tuple((v is None, type(v).__name__,
-                  float(f"{v:.9g}") if isinstance(v, float) else str(v))
-                 for v in map(_plain, row))
-
-
-def _same(a, b) -> bool:
-    a, b = _plain(a), _plain(b)
-    if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    return a == b and type(a) is type(b)
 
 
 # -- every table and view: Spark == DuckDB -------------------------------------------------------
@@ -142,21 +61,7 @@ def test_spark_matches_duckdb(spark, seeded, registered, name):
     if name in failures:
         pytest.fail(f"{name} does not run in Spark: {failures[name]}")
     assert name in names
-    _assert_same_rows(spark, seeded, name)
-
-
-def _assert_same_rows(session, wh: Warehouse, name: str) -> int:
-    """Spark's ``name`` equals DuckDB's row for row (in any order); returns the row count."""
-    duck_columns, duck = _duck_rows(wh, name)
-    spark_columns, rows = _spark_rows(session, name)
-    assert spark_columns == duck_columns
-    assert len(rows) == len(duck), f"{name}: Spark {len(rows)} rows, DuckDB {len(duck)}"
-    for s_row, d_row in zip(sorted(rows, key=_sort_key), sorted(duck, key=_sort_key),
-                            strict=True):
-        diffs = [(c, s, d) for c, s, d in zip(duck_columns, s_row, d_row, strict=True)
-                 if not _same(s, d)]
-        assert not diffs, f"{name}: (column, Spark, DuckDB) differ: {diffs} in row {d_row}"
-    return len(rows)
+    assert_same_rows(spark, seeded, name)
 
 
 def test_comparison_sees_data(spark, registered):
@@ -294,82 +199,3 @@ def test_without_pyspark_the_error_says_how_to_install(monkeypatch, tmp_path):
         monkeypatch.setitem(sys.modules, mod, None)
     with pytest.raises(KidataError, match=r"pip install 'kidata\[spark\]'"):
         kidata.query.spark.register(object(), tmp_path)
-
-
-def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
-    """A warehouse whose load was written by kidata 0.1 (no latest_runs rows): Spark derives
-    them with the commit's SQL and gives DuckDB's answers on the current warehouse."""
-    from test_latest_runs import as_written_by_0_1
-
-    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
-        "_kidata")))
-    as_written_by_0_1(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
-    assert not any((old / "latest_runs").iterdir())
-    session = spark.newSession()
-    register(session, old)
-    for name in ("latest_runs", "speedups"):
-        assert _assert_same_rows(session, seeded, name) > 0
-
-
-def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
-    """A load killed after renaming its runs but before its commit marker: a plain reader of
-    the Parquet files sees its runs; kidata's snapshot rule hides them in Spark as in DuckDB."""
-    import signal
-    import subprocess
-
-    wh = tmp_path / "half"
-    seeds = sorted(SEEDS.glob("00[01]_*.txt"))
-    assert Warehouse(wh).load([str(p) for p in seeds]).ok  # seeds 000 and 001: 2 runs
-    killed = subprocess.run(
-        [sys.executable, "-m", "kidata", "-w", str(wh), "load", str(next(SEEDS.glob("003_*")))],
-        env={**os.environ, "KIDATA_FAULT": "after-move:runs", "KIDATA_FAULT_ACTION": "kill"},
-        capture_output=True, timeout=120)
-    assert killed.returncode == -signal.SIGKILL
-    # On disk: seed 003's 24 runs are in place beside the first load's 2, its marker is not.
-    assert pq.read_table(wh / "runs").num_rows == 2 + 24
-    assert len(list((wh / "loads").glob("*.parquet"))) == 1
-    session = spark.newSession()
-    register(session, wh)
-    duck = Warehouse(wh)
-    assert session.sql("SELECT count(*) FROM runs").collect()[0][0] == 2  # before: 26
-    for name in ("runs", "measurements", "workloads", "latest_runs", "latencies"):
-        _assert_same_rows(session, duck, name)
-
-
-def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
-    """A warehouse whose loads were written by kidata 0.2.2 (latest_runs rows without the
-    evidence columns added in 0.2.3): Spark derives their rows, evidence included, and gives
-    DuckDB's answers on the current warehouse."""
-    from test_latest_runs import as_written_by_0_2_2
-
-    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
-        "_kidata")))
-    as_written_by_0_2_2(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
-    session = spark.newSession()
-    register(session, old)
-    for name in ("latest_runs", "latest_latencies", "speedups"):
-        assert _assert_same_rows(session, seeded, name) > 0
-
-
-def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
-    """tests/data/views/centers.jsonl (runs with only a mean, a mean against a median) and
-    sweeps.jsonl (efficiency's flat-latency rule), in a load that looks written by 0.2.3 (its
-    latest_runs rows derived on read, mean-only runs included): Spark gives DuckDB's rows for
-    every view these reach, 'different centers' and flat_latency included."""
-    import pyarrow as pa
-
-    views = Path(__file__).parent.parent / "data" / "views"
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(views / "centers.jsonl"), str(views / "sweeps.jsonl")]).ok
-    for marker in (wh.path / "loads").iterdir():
-        row = pq.read_table(marker).to_pylist()[0]
-        row.update(kidata_version="0.2.3")
-        pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
-    assert wh.sql("SELECT count(*) FROM speedups WHERE verdict = 'different centers'"
-                  ).fetchall() == [(2,)]
-    assert wh.sql("SELECT count(*) FROM efficiency WHERE flat_latency").fetchall() == [(1,)]
-    session = spark.newSession()
-    register(session, wh.path)
-    for name in ("latest_runs", "latencies", "latest_latencies", "speedups", "speedup_summary",
-                 "series_steps", "trends", "regressions", "efficiency"):
-        assert _assert_same_rows(session, wh, name) > 0, name

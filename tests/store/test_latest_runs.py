@@ -6,7 +6,7 @@ picks the latest run across loads (kidata/store/derived.py).
 - as a property: for any records split into loads in any order, ``speedups`` picks exactly the
   runs (and counts) that ranking every run of ``latencies`` picks;
 - loads written by kidata 0.1 (no latest_runs rows) are derived on the fly, in DuckDB and by
-  ``kidata check``; Spark's side is in tests/query/test_spark.py;
+  ``kidata check``; Spark's side is in tests/query/test_spark_versions.py;
 - each row carries its run's evidence (since 0.2.3), which ``latest_latencies`` reads instead
   of working out statistics for every run; loads written by 0.2.0-0.2.2 (rows without it) are
   derived on the fly and give the same answers.

@@ -1,0 +1,105 @@
+"""Spark over warehouses that are not simply current: loads written by kidata 0.1 and 0.2.2
+(their latest_runs rows derived on read), a load killed before its commit marker, and runs
+with only a mean. Each gives DuckDB's rows. (A module apart from test_spark.py so that
+pytest-xdist runs the two side by side; both share tests/spark_compare.py.)"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from spark_compare import SEEDS, assert_same_rows, seeded, spark  # noqa: F401 (fixtures)
+
+from kidata import Warehouse
+from kidata.query.spark import register
+from kidata.store.schema import TABLES
+
+pytestmark = [
+    # The slow lane (a Spark session); `pytest -m "not slow"` skips it.
+    pytest.mark.slow,
+    # PySpark warns when the pandas it finds is newer than it knows; kidata does not use it.
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
+
+
+def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
+    """A warehouse whose load was written by kidata 0.1 (no latest_runs rows): Spark derives
+    them with the commit's SQL and gives DuckDB's answers on the current warehouse."""
+    from test_latest_runs import as_written_by_0_1
+
+    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
+        "_kidata")))
+    as_written_by_0_1(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
+    assert not any((old / "latest_runs").iterdir())
+    session = spark.newSession()
+    register(session, old)
+    for name in ("latest_runs", "speedups"):
+        assert assert_same_rows(session, seeded, name) > 0
+
+
+def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
+    """A load killed after renaming its runs but before its commit marker: a plain reader of
+    the Parquet files sees its runs; kidata's snapshot rule hides them in Spark as in DuckDB."""
+    import signal
+    import subprocess
+
+    wh = tmp_path / "half"
+    seeds = sorted(SEEDS.glob("00[01]_*.txt"))
+    assert Warehouse(wh).load([str(p) for p in seeds]).ok  # seeds 000 and 001: 2 runs
+    killed = subprocess.run(
+        [sys.executable, "-m", "kidata", "-w", str(wh), "load", str(next(SEEDS.glob("003_*")))],
+        env={**os.environ, "KIDATA_FAULT": "after-move:runs", "KIDATA_FAULT_ACTION": "kill"},
+        capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    # On disk: seed 003's 24 runs are in place beside the first load's 2, its marker is not.
+    assert pq.read_table(wh / "runs").num_rows == 2 + 24
+    assert len(list((wh / "loads").glob("*.parquet"))) == 1
+    session = spark.newSession()
+    register(session, wh)
+    duck = Warehouse(wh)
+    assert session.sql("SELECT count(*) FROM runs").collect()[0][0] == 2  # before: 26
+    for name in ("runs", "measurements", "workloads", "latest_runs", "latencies"):
+        assert_same_rows(session, duck, name)
+
+
+def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
+    """A warehouse whose loads were written by kidata 0.2.2 (latest_runs rows without the
+    evidence columns added in 0.2.3): Spark derives their rows, evidence included, and gives
+    DuckDB's answers on the current warehouse."""
+    from test_latest_runs import as_written_by_0_2_2
+
+    old = Path(shutil.copytree(seeded.path, tmp_path / "old", ignore=shutil.ignore_patterns(
+        "_kidata")))
+    as_written_by_0_2_2(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
+    session = spark.newSession()
+    register(session, old)
+    for name in ("latest_runs", "latest_latencies", "speedups"):
+        assert assert_same_rows(session, seeded, name) > 0
+
+
+def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
+    """tests/data/views/centers.jsonl (runs with only a mean, a mean against a median) and
+    sweeps.jsonl (efficiency's flat-latency rule), in a load that looks written by 0.2.3 (its
+    latest_runs rows derived on read, mean-only runs included): Spark gives DuckDB's rows for
+    every view these reach, 'different centers' and flat_latency included."""
+    import pyarrow as pa
+
+    views = Path(__file__).parent.parent / "data" / "views"
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(views / "centers.jsonl"), str(views / "sweeps.jsonl")]).ok
+    for marker in (wh.path / "loads").iterdir():
+        row = pq.read_table(marker).to_pylist()[0]
+        row.update(kidata_version="0.2.3")
+        pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
+    assert wh.sql("SELECT count(*) FROM speedups WHERE verdict = 'different centers'"
+                  ).fetchall() == [(2,)]
+    assert wh.sql("SELECT count(*) FROM efficiency WHERE flat_latency").fetchall() == [(1,)]
+    session = spark.newSession()
+    register(session, wh.path)
+    for name in ("latest_runs", "latencies", "latest_latencies", "speedups", "speedup_summary",
+                 "series_steps", "trends", "regressions", "efficiency"):
+        assert assert_same_rows(session, wh, name) > 0, name

@@ -1,0 +1,127 @@
+"""What the Spark tests share (tests/query/test_spark.py, test_spark_versions.py): one local
+Spark session per module, the seeded warehouse registered in it, and the row-for-row
+comparison of a Spark table or view with DuckDB's. Two modules, so that pytest-xdist runs
+them on two workers side by side (each starts its own session); each imports the fixtures it
+uses from here."""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from kidata import Warehouse
+from kidata.query.spark import SparkViewError, register
+
+SEEDS = Path(__file__).parent / "data" / "seeds"
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Spark binds to loopback only (it would otherwise pick the first network interface).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("kidata-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Re-planning between stages only costs time on data this small.
+        .config("spark.sql.adaptive.enabled", "false")
+        # Short-lived JVM on tiny data: the quick JIT only (halves the CPU time) and one GC
+        # thread.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("FATAL")  # errors reach the tests as exceptions
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Warehouse:
+    wh = Warehouse(tmp_path_factory.mktemp("spark") / "wh seeds")  # Spark reads the space
+    report = wh.load([str(SEEDS)])
+    assert report.ok, report.rejects
+    return wh
+
+
+@pytest.fixture(scope="module")
+def registered(spark, seeded):
+    """Register the seeded warehouse; the names registered and Spark's failures, if any."""
+    try:
+        return register(spark, seeded.path), {}
+    except SparkViewError as exc:
+        return exc.registered, exc.failures
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+def _spark_rows(spark, name: str) -> tuple[list[str], list[tuple]]:
+    from pyspark.sql import types as T
+
+    frame = spark.table(name)
+    # collect() turns a Spark TIMESTAMP into a naive datetime in the Python process's local
+    # zone; make it the same aware UTC datetime DuckDB returns.
+    instant = {f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)}
+    rows = []
+    for row in frame.collect():
+        rows.append(tuple(v.astimezone(UTC) if k in instant and v is not None else v
+                          for k, v in row.asDict().items()))
+    return frame.columns, rows
+
+
+def _duck_rows(wh: Warehouse, name: str) -> tuple[list[str], list[tuple]]:
+    rel = wh.relation(name)
+    return rel.columns, [tuple(v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo
+                               else v for v in row) for row in rel.fetchall()]
+
+
+def _plain(value):
+    """One comparable value: numbers as float, everything else as it is."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float | Decimal):
+        return float(value)
+    return value
+
+
+def _sort_key(row: tuple) -> tuple:
+    # Floats rounded so that last-bit differences between the engines do not reorder rows.
+    return tuple((v is None, type(v).__name__,
+                  float(f"{v:.9g}") if isinstance(v, float) else str(v))
+                 for v in map(_plain, row))
+
+
+def _same(a, b) -> bool:
+    a, b = _plain(a), _plain(b)
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b and type(a) is type(b)
+
+
+def assert_same_rows(session, wh: Warehouse, name: str) -> int:
+    """Spark's ``name`` equals DuckDB's row for row (in any order); returns the row count."""
+    duck_columns, duck = _duck_rows(wh, name)
+    spark_columns, rows = _spark_rows(session, name)
+    assert spark_columns == duck_columns
+    assert len(rows) == len(duck), f"{name}: Spark {len(rows)} rows, DuckDB {len(duck)}"
+    for s_row, d_row in zip(sorted(rows, key=_sort_key), sorted(duck, key=_sort_key),
+                            strict=True):
+        diffs = [(c, s, d) for c, s, d in zip(duck_columns, s_row, d_row, strict=True)
+                 if not _same(s, d)]
+        assert not diffs, f"{name}: (column, Spark, DuckDB) differ: {diffs} in row {d_row}"
+    return len(rows)
+
+
