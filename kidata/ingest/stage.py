@@ -281,8 +281,6 @@ def _text_array(values: Sequence, type_: pa.DataType) -> pa.Array:
 BATCH_LINES = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
-# The statistics staged for each run in STAGED_LATENCY, in order.
-QUANTILES = ("median", "p20", "p80")
 
 
 def workers() -> int:

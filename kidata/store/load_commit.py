@@ -35,8 +35,6 @@ COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
 # ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
 # is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
 COMMIT_WRITE_MEMORY = os.environ.get("KIDATA_COMMIT_WRITE_MEMORY", "128MB")
-# Tables staged in their final form, which a commit renames (or copies the kept rows of).
-STREAMED = finalize.DIRECT
 
 
 # The documents a run points at, by table and digest column: a run's variant is richer the
@@ -89,10 +87,10 @@ class LoadCommit:
             # it is not added to theirs.
             keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added' "
                            "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
-            with ThreadPoolExecutor(max_workers=len(STREAMED)) as pool:
+            with ThreadPoolExecutor(max_workers=len(finalize.DIRECT)) as pool:
                 streamed = {table: pool.submit(self._stream_final, staging, table, keep,
                                                final_file(staging, table))
-                            for table in STREAMED}
+                            for table in finalize.DIRECT}
                 try:
                     for table in COMMIT_ORDER:
                         if table == "loads":
@@ -431,7 +429,7 @@ class LoadCommit:
 
     @staticmethod
     def _stream_final(staging: Path, table: str, keep: Any, path: Path) -> int | None:
-        """Put the final file of a big table (``STREAMED``), staged in final form, at
+        """Put the final file of a big table (``finalize.DIRECT``), staged in final form, at
         ``path``: the staged file itself when the load keeps all its rows, else a copy of
         the kept ones (:func:`kidata.store.finalize.finish`)."""
         return finalize.finish(staging, table, keep, path, lambda: fault(f"write-final:{table}"))
