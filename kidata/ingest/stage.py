@@ -455,6 +455,14 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
 
 
+# What a worker process runs (``python -c``): numpy and pandas refused before this module
+# imports pyarrow, which would import them for nothing (numpy: ~30 MB resident per worker;
+# pandas: 0.4 s and 50 MB), then :func:`_serve`.
+_WORKER_MAIN = ("from kidata._imports import refuse_numpy, refuse_pandas; "
+                "refuse_numpy(); refuse_pandas(); "
+                "from kidata.ingest.stage import _serve; _serve()")
+
+
 def _serve() -> None:
     """A worker process: read the set-up, then jobs, from stdin (pickled); write each job's
     result to stdout (pickled), in order."""
@@ -462,7 +470,7 @@ def _serve() -> None:
 
     from kidata._imports import refuse_pandas
 
-    refuse_pandas()  # pyarrow would import it for nothing (0.4 s, 50 MB per worker)
+    refuse_pandas()  # in case _serve is started otherwise than by _WORKER_MAIN
     # Ctrl-C is the loading process's to handle: it stops sending work and closes our input.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
@@ -486,6 +494,9 @@ def _serve() -> None:
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
             result = ("error", what, traceback.format_exc())
         _send_result(out, result)
+        # Sent: the job's lines and its events and rows are freed now, not when the next
+        # job's replace them (the worker would hold two jobs' worth while reading the next).
+        del job, result
 
 
 def _send_result(out: Any, result: Any) -> None:
@@ -577,11 +588,8 @@ class _Worker:
         # folder that this process did not import (-P).
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         env.setdefault(_POOL_VARIABLE, "system")  # see system_memory()
-        # numpy (imported by pyarrow) starts OpenBLAS threads that poll for work a worker
-        # never gives them.
-        env.setdefault("OPENBLAS_NUM_THREADS", "1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-c", "from kidata.ingest.stage import _serve; _serve()"],
+            [sys.executable, "-P", "-c", _WORKER_MAIN],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.waiting: collections.deque[Future] = collections.deque()
         self.lock = threading.Lock()
@@ -617,6 +625,9 @@ class _Worker:
                 future.set_exception(error)
             else:
                 future.set_result(result)
+            # Delivered: the future is the only holder now (not this thread while it waits
+            # for the next result), so a merged job's rows are freed at once.
+            del future, result
         code = self.proc.wait()
         with self.lock:
             while self.waiting:
@@ -789,7 +800,10 @@ class Stage:
                 return
             self.pending.popleft()
             self.in_flight -= 1
-            self._merge(future.result())
+            result = future.result()
+            del head, future  # the merged rows are freed with `result`, not later
+            self._merge(result)
+            del result
             if self.progress is not None:
                 self.progress(self.name, self.report.records)
 
