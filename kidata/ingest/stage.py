@@ -91,9 +91,9 @@ _FLAT = {"runs": (RUN_COLUMNS, ("source_file", "_seq", "_position", *STAGED_LATE
 _TEXT = frozenset({("runs", "document")})
 # Flat tables converted column by column (zip the tuples into columns, one pa.array each)
 # rather than by joining each row's two tuples into one struct array. Measured side by side
-# (docs/benchmarks.md, Run S): runs ~0.2 CPU µs per run cheaper in a worker's batches of 2048
-# lines, ~0.1 at 10,000 runs; measurements (short rows, three per run) no cheaper at 2048 and
-# ~0.1 µs dearer at 10,000, so they stay a struct array.
+# (docs/benchmarks.md, Run S): runs ~0.15 CPU µs per run cheaper in a worker's batches of
+# 2048 lines, the same at 10,000; measurements (short rows, three per run) ~0.04 µs cheaper
+# at 2048 but ~0.08 dearer at 10,000 and more, so they stay a struct array.
 _BY_COLUMN = frozenset({"runs"})
 
 
