@@ -133,3 +133,24 @@ def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
         sketch = [line for line in proc.stdout.splitlines() if line.startswith("sketch")]
         assert len(sketch) == 2
         assert all(f"rejected {rejected}, runs_written {written}" in line for line in sketch)
+
+
+def test_floor_prints_the_floor_kidata_and_duckdb_per_run(tmp_path):
+    # benchmarks/floor.py (docs/benchmarks.md, Run S): the no-rule floor, kidata's load and
+    # DuckDB's flatten of the same file, each as CPU µs per run, with the ratios.
+    gen = _generate_module()
+    gen.generate(tmp_path / "data", 200, extra=0, per_file=200)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "floor.py"), str(tmp_path / "data" / "bundles.ndjson"),
+         "--sides", "floor,kidata,duckdb", "--json", str(tmp_path / "floor.json")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:]
+            for line in proc.stdout.splitlines() if line.startswith("| ")}
+    for side in ("no-rule floor (msgspec/orjson, tuples, Arrow, Parquet)",
+                 "kidata load (default workers)", "DuckDB read_json -> Parquet COPY"):
+        work, process, wall, to_floor, to_duckdb = rows[side]
+        assert float(work.split()[0]) > 0 and float(process) > 0, rows[side]
+        assert to_floor.endswith("×") and to_duckdb.rstrip(" |").endswith("×"), rows[side]
+    raw = json.loads((tmp_path / "floor.json").read_text())
+    assert raw["runs"] == 200 and set(raw["results"]) == {"floor", "kidata", "duckdb"}
