@@ -70,7 +70,8 @@ def test_runner_prints_every_figure(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
         [sys.executable, str(BENCH / "run"), "--sizes", "300,600", "--quick", "--extra", "50",
-         "--per-file", "200", "--out", str(out), "--json", str(tmp_path / "r.json")],
+         "--per-file", "200", "--pandas-max", "300", "--out", str(out),
+         "--json", str(tmp_path / "r.json")],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     table = proc.stdout
@@ -97,6 +98,9 @@ def test_runner_prints_every_figure(tmp_path):
                    "growth: query speedup_summary (s)"):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
+    # pandas (a second or two per run) only at the smaller size: --pandas-max 300.
+    pandas = [r for r in rows if "vs pandas json_normalize" in r]
+    assert [("not run (--pandas-max)" in r) for r in pandas] == [False, False, True, True], pandas
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
     # Each size gives 17 rows: 4 ingest, CPU per run, Liger CSV, 2 memory, 2 incremental,
     # 1 re-load, 2 queries in new processes, 2 in a warm one and 2 fresh `kidata sql`
