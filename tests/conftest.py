@@ -35,6 +35,37 @@ def same_rows(a: list[tuple], b: list[tuple]) -> bool:
         len(r) == len(s) and all(map(close, r, s)) for r, s in zip(a, b, strict=True))
 
 
+# The test files that take longest (seconds of one busy 2-core run, `pytest --durations=0`),
+# slowest first. pytest-xdist (--dist loadfile --no-loadscope-reorder, in pyproject's addopts)
+# hands files to its workers in collection order, whichever worker is free next: a slow file
+# collected last would run alone at the end while the other core idles. Started first, the slow
+# files overlap with everything else. A file missing here only runs later; a name that no longer
+# exists is an error (test_slowest_first_names_existing_files), so the list cannot rot unseen.
+SLOWEST_FIRST = (
+    "query/test_spark.py",           # 176 s: a Spark session, every view compared
+    "query/test_spark_versions.py",  # 107 s: a second Spark session
+    "cli/test_console.py",           # 52 s
+    "store/test_check_compact.py",   # 45 s
+    "query/test_report.py",          # 44 s
+    "store/test_crash.py",           # 41 s
+    "store/test_hostile.py",         # 33 s
+    "test_benchmarks_smoke.py",      # 33 s
+    "store/test_latest_runs.py",     # 30 s
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+
+    def order(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+        except ValueError:  # a test outside tests/ (a doctest given by path, say)
+            return len(rank)
+    items.sort(key=order)  # stable: within a file, and among the rest, collection order
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("shared") and not SHARED.is_dir():
         pytest.skip(SHARED_MISSING)

@@ -40,6 +40,13 @@ def spark():
         # Short-lived JVM on tiny data: the quick JIT only (halves the CPU time) and one GC
         # thread.
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        # Each query here runs once over a few dozen rows: generating and compiling Java for it
+        # (whole-stage codegen) costs more than interpreting it. The answers are the same;
+        # test_docs_plain_pyspark_block_runs_every_view runs the views with Spark's defaults too.
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # A temporary view keeps its analyzed plan instead of its SQL text, so a view read by
+        # other views is not parsed and analyzed again for each of them.
+        .config("spark.sql.legacy.storeAnalyzedPlanForView", "true")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("FATAL")  # errors reach the tests as exceptions

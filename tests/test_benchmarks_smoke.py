@@ -70,7 +70,8 @@ def test_runner_prints_every_figure(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
         [sys.executable, str(BENCH / "run"), "--sizes", "300,600", "--quick", "--extra", "50",
-         "--per-file", "200", "--out", str(out), "--json", str(tmp_path / "r.json")],
+         "--per-file", "200", "--pandas-max", "300", "--out", str(out),
+         "--json", str(tmp_path / "r.json")],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     table = proc.stdout
@@ -97,6 +98,9 @@ def test_runner_prints_every_figure(tmp_path):
                    "growth: query speedup_summary (s)"):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
+    # pandas (a second or two per run) only at the smaller size: --pandas-max 300.
+    pandas = [r for r in rows if "vs pandas json_normalize" in r]
+    assert [("not run (--pandas-max)" in r) for r in pandas] == [False, False, True, True], pandas
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
     # Each size gives 17 rows: 4 ingest, CPU per run, Liger CSV, 2 memory, 2 incremental,
     # 1 re-load, 2 queries in new processes, 2 in a warm one and 2 fresh `kidata sql`
@@ -154,3 +158,24 @@ def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
         sketch = [line for line in proc.stdout.splitlines() if line.startswith("sketch")]
         assert len(sketch) == 2
         assert all(f"rejected {rejected}, runs_written {written}" in line for line in sketch)
+
+
+def test_floor_prints_the_floor_kidata_and_duckdb_per_run(tmp_path):
+    # benchmarks/floor.py (docs/benchmarks.md, Run S): the no-rule floor, kidata's load and
+    # DuckDB's flatten of the same file, each as CPU µs per run, with the ratios.
+    gen = _generate_module()
+    gen.generate(tmp_path / "data", 200, extra=0, per_file=200)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "floor.py"), str(tmp_path / "data" / "bundles.ndjson"),
+         "--sides", "floor,kidata,duckdb", "--json", str(tmp_path / "floor.json")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:]
+            for line in proc.stdout.splitlines() if line.startswith("| ")}
+    for side in ("no-rule floor (msgspec/orjson, tuples, Arrow, Parquet)",
+                 "kidata load (default workers)", "DuckDB read_json -> Parquet COPY"):
+        work, process, wall, to_floor, to_duckdb = rows[side]
+        assert float(work.split()[0]) > 0 and float(process) > 0, rows[side]
+        assert to_floor.endswith("×") and to_duckdb.rstrip(" |").endswith("×"), rows[side]
+    raw = json.loads((tmp_path / "floor.json").read_text())
+    assert raw["runs"] == 200 and set(raw["results"]) == {"floor", "kidata", "duckdb"}

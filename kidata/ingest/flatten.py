@@ -550,15 +550,15 @@ class Flattener:
                          "with statistic 'median' (or the statistic named by "
                          "spec.timing.primaryStatistic)")
         # Each metric's quantiles among those given, as (place in QUANTILE_ORDER, statistic,
-        # value): compared in that order.
+        # value): compared in that order, metric by metric in the order the record gives
+        # them (so that of two metrics out of order, the reject names the first given).
         quantiles: dict[str, list[tuple[int, str, float]]] = {}
         for (m, s), row in rows.items():
             place = _QUANTILE_PLACE.get(s)
             if place is not None:
                 quantiles.setdefault(m, []).append((place, s, row[4]))
-        for metric in {m for m, _ in rows}:
-            given = quantiles.get(metric)
-            if given is None or len(given) < 2:
+        for metric, given in quantiles.items():
+            if len(given) < 2:
                 continue
             given.sort()  # by place: one statistic per place
             s1 = v1 = None  # the quantile before, among those given

@@ -9,6 +9,7 @@ table and listed by ``kidata rejects``. No input crashes kidata or hangs it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -347,3 +348,31 @@ def test_the_whole_corpus_in_one_process_never_crashes_or_hangs(tmp_path: Path):
     assert wh.sql("select count(*) from rejects").fetchall() == [(len(CASES) + 1,)]
     # Good runs: the two seeds, seed 000 renamed with an unknown GPU (ok_unknown_gpu).
     assert runs(wh) == BOTH | {RUN0 + "-bad"}
+
+
+@pytest.mark.slow
+def test_quantile_reject_names_the_first_metric_given(tmp_path: Path):
+    """Two metrics with quantiles out of order: the reject names the first the record gives,
+    whatever the hash seed (it once named whichever a set of metric names gave first)."""
+    text = SEED0.read_text("utf-8")
+    bundle = json.loads(text[text.index("{"):])
+    bundle["run"]["metadata"]["name"] += "-two-bad-metrics"
+    bundle["run"]["spec"]["measurements"] += [
+        {"metric": "throughput", "statistic": "p20", "unit": "TFLOP/s", "value": 9.0},
+        {"metric": "throughput", "statistic": "p80", "unit": "TFLOP/s", "value": 2.0},
+        {"metric": "memory", "statistic": "p20", "unit": "MB", "value": 7.0},
+        {"metric": "memory", "statistic": "p80", "unit": "MB", "value": 3.0}]
+    path = tmp_path / "two_bad_metrics.jsonl"
+    path.write_text(json.dumps(bundle) + "\n", encoding="utf-8")
+    for seed in range(6):
+        result = subprocess.run(
+            [sys.executable, "-m", "kidata", "-w", str(tmp_path / f"wh{seed}"), "load",
+             str(path)], capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        assert result.returncode == 1, result.stderr
+        rejected = [line for line in result.stderr.splitlines()
+                    if line.startswith("rejected: ")]
+        assert rejected == [
+            f"rejected: {path}, line 1, field run.spec.measurements: quantiles out of order "
+            "for throughput: p20 = 9 is above p80 = 2; expected p20 <= median <= p80"], \
+            f"PYTHONHASHSEED={seed}: {rejected}"

@@ -1,0 +1,33 @@
+"""The suite's own scheduling (tests/conftest.py SLOWEST_FIRST): the slowest files are collected
+first, so pytest-xdist starts them first and they overlap with the rest."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SLOWEST_FIRST
+
+TESTS = Path(__file__).parent
+
+
+def test_slowest_first_names_existing_files():
+    missing = [name for name in SLOWEST_FIRST if not (TESTS / name).is_file()]
+    assert not missing, f"tests/conftest.py SLOWEST_FIRST names files that do not exist: {missing}"
+
+
+def test_the_slowest_files_are_collected_first():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0",
+         "-p", "no:cacheprovider"],
+        cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = []
+    for line in proc.stdout.splitlines():
+        if "::" in line:
+            name = line.split("::", 1)[0].removeprefix("tests/")
+            if not files or files[-1] != name:
+                files.append(name)
+    assert len(files) == len(set(files)), "a file's tests are not collected together"
+    assert files[:len(SLOWEST_FIRST)] == list(SLOWEST_FIRST), files[:len(SLOWEST_FIRST)]
