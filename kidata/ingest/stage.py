@@ -297,10 +297,10 @@ def _text_array(values: Sequence, type_: pa.DataType) -> pa.Array:
     return pa.array(values, type=type_)
 
 
-# Lines per batch sent to a worker (about 2.2 MB of typical bundles): large enough that a
-# worker's staging files are few, small enough to keep every worker busy and a job's memory
-# small (2048: the same CPU, a 1M-bundle load's peak ~30 MB higher; docs/benchmarks.md, Run Q).
-BATCH_LINES = 1024
+# Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
+# worker's staging files are few, small enough to keep every worker busy. 1024 lowered a
+# 1M-bundle load's peak by ~35 MB but cost 1-3% more CPU (docs/benchmarks.md, Run Q).
+BATCH_LINES = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
 
