@@ -309,11 +309,11 @@ def workers() -> int:
     """Worker processes for large loads: ``KIDATA_WORKERS`` if set, else one per core up to
     4 (none on a single core, where they would only add overhead). A worker writes its rows
     after every job (``BATCH_LINES`` lines) and keeps no numpy, so a load's memory is about
-    220 MB plus 80–95 MB per worker (mostly Python and pyarrow), whatever the input size
-    (measured, docs/benchmarks.md Run Q: 306, 381 and 476 MB with 1, 2 and 3 workers at 100k
-    bundles; 395–400 MB with 2 at 1M, from 484–507 MB before); the loading process alone
-    stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time (344 MB at
-    100k without workers)."""
+    200 MB plus ~100 MB per worker (mostly Python, pyarrow and a job's rows), whatever the
+    input size (measured, docs/benchmarks.md Run Q: 306, 410 and 516 MB with 1, 2 and 3
+    workers at 100k bundles; 427–434 MB with 2 at 1M, from 486–511 MB before); the loading
+    process alone stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time
+    (344 MB at 100k without workers)."""
     value = os.environ.get("KIDATA_WORKERS")
     if value is not None:
         try:
