@@ -651,9 +651,10 @@ def _engine_error(exc: Exception) -> str | None:
 
 def main() -> None:
     """Console-script entry point."""
-    from kidata._imports import refuse_pandas
+    from kidata._imports import refuse_pandas, use_system_allocator
 
     refuse_pandas()  # unused; pyarrow would import it anyway (start-up time, memory)
+    use_system_allocator()  # before pyarrow is imported: a lower load peak, same CPU
     sys.exit(run())
 
 

@@ -116,6 +116,27 @@ def test_runner_prints_every_figure(tmp_path):
     assert warm["kidata_rows"] == warm["raw_rows"] > 0 and len(warm["kidata_s"]) == 3
 
 
+def test_load_memory_prints_each_case_beside_the_first_and_duckdb(tmp_path):
+    gen = _generate_module()
+    gen.generate(tmp_path / "data", 300, extra=0, per_file=100)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "load_memory.py"), str(tmp_path / "data"),
+         "--json", str(tmp_path / "m.json")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert rows[0][:3] == ["| layout", "case", "runs"]
+    # Each layout: the installed kidata, the same on mimalloc (the default cases), DuckDB.
+    assert [r[:3] for r in rows[1:]] == [[f"| {layout}", case, "300"]
+                                         for layout in ("one", "many")
+                                         for case in ("kidata", "mimalloc", "duckdb")]
+    assert all(r[6] == "1.00×" for r in rows[1:] if r[1] == "kidata")
+    raw = json.loads((tmp_path / "m.json").read_text())
+    assert sorted(raw) == ["many/duckdb", "many/kidata", "many/mimalloc", "one/duckdb",
+                           "one/kidata", "one/mimalloc"]
+    assert all(m["peak_mb"] > 0 and m["cpu_s"] > 0 for ms in raw.values() for m in ms)
+
+
 def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
     # benchmarks/sketch_vectorised.py is a design probe (docs/benchmarks.md, "Ingest"); run it
     # small so it keeps working, and check that its SQL checks do flag bad records.

@@ -298,7 +298,8 @@ def _text_array(values: Sequence, type_: pa.DataType) -> pa.Array:
 
 
 # Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
-# worker's staging files are few, small enough to keep every worker busy.
+# worker's staging files are few, small enough to keep every worker busy. 1024 lowered a
+# 1M-bundle load's peak by ~35 MB but cost 1-3% more CPU (docs/benchmarks.md, Run Q).
 BATCH_LINES = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
@@ -307,9 +308,12 @@ MAX_PENDING = 10_000
 def workers() -> int:
     """Worker processes for large loads: ``KIDATA_WORKERS`` if set, else one per core up to
     4 (none on a single core, where they would only add overhead). A worker writes its rows
-    after every job (``BATCH_LINES`` lines), so a load's memory is about 110 MB plus 170 MB
-    per worker (mostly Python and pyarrow), whatever the input size; the loading process
-    alone stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time."""
+    after every job (``BATCH_LINES`` lines) and keeps no numpy, so a load's memory is about
+    200 MB plus ~100 MB per worker (mostly Python, pyarrow and a job's rows), whatever the
+    input size (measured, docs/benchmarks.md Run Q: 306, 410 and 516 MB with 1, 2 and 3
+    workers at 100k bundles; 427–434 MB with 2 at 1M, from 486–511 MB before); the loading
+    process alone stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time
+    (344 MB at 100k without workers)."""
     value = os.environ.get("KIDATA_WORKERS")
     if value is not None:
         try:
@@ -476,6 +480,14 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
 
 
+# What a worker process runs (``python -c``): numpy and pandas refused before this module
+# imports pyarrow, which would import them for nothing (numpy: ~30 MB resident per worker;
+# pandas: 0.4 s and 50 MB), then :func:`_serve`.
+_WORKER_MAIN = ("from kidata._imports import refuse_numpy, refuse_pandas; "
+                "refuse_numpy(); refuse_pandas(); "
+                "from kidata.ingest.stage import _serve; _serve()")
+
+
 def _serve() -> None:
     """A worker process: read the set-up, then jobs, from stdin (pickled); write each job's
     result to stdout (pickled), in order."""
@@ -483,7 +495,7 @@ def _serve() -> None:
 
     from kidata._imports import refuse_pandas
 
-    refuse_pandas()  # pyarrow would import it for nothing (0.4 s, 50 MB per worker)
+    refuse_pandas()  # in case _serve is started otherwise than by _WORKER_MAIN
     # Ctrl-C is the loading process's to handle: it stops sending work and closes our input.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
@@ -507,6 +519,9 @@ def _serve() -> None:
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
             result = ("error", what, traceback.format_exc())
         _send_result(out, result)
+        # Sent: the job's lines and its events and rows are freed now, not when the next
+        # job's replace them (the worker would hold two jobs' worth while reading the next).
+        del job, result
 
 
 def _send_result(out: Any, result: Any) -> None:
@@ -598,11 +613,8 @@ class _Worker:
         # folder that this process did not import (-P).
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         env.setdefault(_POOL_VARIABLE, "system")  # see system_memory()
-        # numpy (imported by pyarrow) starts OpenBLAS threads that poll for work a worker
-        # never gives them.
-        env.setdefault("OPENBLAS_NUM_THREADS", "1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-c", "from kidata.ingest.stage import _serve; _serve()"],
+            [sys.executable, "-P", "-c", _WORKER_MAIN],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.waiting: collections.deque[Future] = collections.deque()
         self.lock = threading.Lock()
@@ -638,6 +650,9 @@ class _Worker:
                 future.set_exception(error)
             else:
                 future.set_result(result)
+            # Delivered: the future is the only holder now (not this thread while it waits
+            # for the next result), so a merged job's rows are freed at once.
+            del future, result
         code = self.proc.wait()
         with self.lock:
             while self.waiting:
@@ -810,7 +825,10 @@ class Stage:
                 return
             self.pending.popleft()
             self.in_flight -= 1
-            self._merge(future.result())
+            result = future.result()
+            del head, future  # the merged rows are freed with `result`, not later
+            self._merge(result)
+            del result
             if self.progress is not None:
                 self.progress(self.name, self.report.records)
 
