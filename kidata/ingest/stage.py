@@ -3,9 +3,11 @@ worker processes when the input is large.
 
 Records are checked and flattened by one function, :func:`stage_record`, in the loading
 process or in a worker. The readers hand out the lines of JSON Lines files unparsed
-(:class:`~kidata.ingest.readers.Lines`); once there are enough of them, they go in batches to a
+(:class:`~kidata.ingest.readers.Lines`) and the rows of Liger CSV files unconverted
+(:class:`~kidata.ingest.readers.Rows`); once there are enough of them, they go in batches to a
 pool of worker processes (``KIDATA_WORKERS``, default one per core; ``0`` turns the pool off) that
-parse, check and flatten them and write their own staging files. Everything else is done here.
+parse (or convert: :func:`~kidata.ingest.readers.liger.convert_rows`), check and flatten them and
+write their own staging files. Everything else is done here.
 In both places a JSON line of the common bundle shape is decoded by the fast path
 (:mod:`kidata.ingest.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record read by
 the readers; both are flattened by the same :class:`~kidata.ingest.flatten.Flattener` and staged
@@ -15,6 +17,10 @@ The result is the same as reading the input in one pass, in order:
 
 - each record gets a sequence number in input order (``_seq``: the commit orders and
   deduplicates by it), reserved when its batch is sent;
+- a Liger row's only state from earlier rows is its Workload document, built by the first row
+  of its key: the reader marks the rows that depend on which row came first (a key seen in
+  two variants), a worker hands those back (``defer``) to be converted here in order, and
+  tells the documents it built (``learn``), so this process knows what one pass would;
 - a flattener's only state that changes a result is the environments it has seen (so that a
   run without its environment document can name its GPU). A worker knows the warehouse's
   environments and those of the records it has flattened, all earlier in the input; a run
