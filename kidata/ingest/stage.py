@@ -286,8 +286,10 @@ def _text_array(values: Sequence, type_: pa.DataType) -> pa.Array:
 # Lines per batch sent to a worker (about 4.5 MB of typical bundles): large enough that a
 # worker's staging files are few, small enough to keep every worker busy.
 BATCH_LINES = 2048
-# Rows of a Liger CSV per batch sent to a worker (about 2 MB of rows).
-POOL_ROWS = 8192
+# Rows of a Liger CSV per batch sent to a worker. Measured at 150k rows (docs/benchmarks.md,
+# Run R): 2,048, 4,096 and 8,192 cost the same CPU and wall time; a load's peak memory
+# (loading process and two workers) was 484, 546 and 698 MB.
+POOL_ROWS = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
 
