@@ -739,7 +739,7 @@ class Stage:
         # JSON Lines come unparsed, for the workers or for the fast path here; Liger CSV rows
         # unconverted, for the workers or to be converted here.
         self.batch_lines = BATCH_LINES
-        self.batch_rows = POOL_ROWS
+        self.batch_rows = POOL_ROWS if self.workers else None  # else read as records
         # Per read of a Liger CSV (Context.key): what its rows converted so far built.
         self.liger_docs: dict[int, Any] = {}
         self.pool: list[_Worker] | None = None

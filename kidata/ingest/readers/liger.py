@@ -16,6 +16,7 @@ import csv
 import itertools
 import json
 import math
+import operator
 import re
 import tomllib
 from collections.abc import Iterator
@@ -546,8 +547,8 @@ class _Variants:
     Rows that cannot reach that point (unreadable, a bad x value or config) build nothing."""
 
     def __init__(self, context: Context):
-        self.at = [context.index[c] for c in ("kernel_name", "x_name", "x_label", "x_value",
-                                                "extra_benchmark_config_str")]
+        self.fields = operator.itemgetter(*(context.index[c] for c in (
+            "kernel_name", "x_name", "x_label", "x_value", "extra_benchmark_config_str")))
         self.width = len(context.header)
         self.found: dict[tuple, tuple | None] = {}
         self.first: dict[tuple, tuple] = {}  # workload key: its first variant
@@ -556,7 +557,7 @@ class _Variants:
     def depends(self, values: list[str] | None) -> bool:
         if values is None or len(values) != self.width:
             return False  # rejected before a workload is built
-        fields = tuple(values[i] for i in self.at)
+        fields = self.fields(values)
         found = self.found.get(fields, _UNSEEN)
         if found is _UNSEEN:
             found = _variant(*fields)
