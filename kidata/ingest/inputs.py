@@ -74,7 +74,8 @@ def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, b
             # a file replaced meanwhile is not vouched for by the other file's hash.
             got: dict[str, Any] = {}
             for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
-                                  fingerprint=got, settings=settings, mapping=mapping):
+                                  fingerprint=got, settings=settings, mapping=mapping,
+                                  batch_rows=stage.batch_rows):
                 stage.feed(unit, name)
             read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
                           if got else None)

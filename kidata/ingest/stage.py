@@ -3,9 +3,11 @@ worker processes when the input is large.
 
 Records are checked and flattened by one function, :func:`stage_record`, in the loading
 process or in a worker. The readers hand out the lines of JSON Lines files unparsed
-(:class:`~kidata.ingest.readers.Lines`); once there are enough of them, they go in batches to a
+(:class:`~kidata.ingest.readers.Lines`) and the rows of Liger CSV files unconverted
+(:class:`~kidata.ingest.readers.Rows`); once there are enough of them, they go in batches to a
 pool of worker processes (``KIDATA_WORKERS``, default one per core; ``0`` turns the pool off) that
-parse, check and flatten them and write their own staging files. Everything else is done here.
+parse (or convert: :func:`~kidata.ingest.readers.liger.convert_rows`), check and flatten them and
+write their own staging files. Everything else is done here.
 In both places a JSON line of the common bundle shape is decoded by the fast path
 (:mod:`kidata.ingest.fast`, ``KIDATA_SLOW_PATH=1`` turns it off) and every other record read by
 the readers; both are flattened by the same :class:`~kidata.ingest.flatten.Flattener` and staged
@@ -15,6 +17,10 @@ The result is the same as reading the input in one pass, in order:
 
 - each record gets a sequence number in input order (``_seq``: the commit orders and
   deduplicates by it), reserved when its batch is sent;
+- a Liger row's only state from earlier rows is its Workload document, built by the first row
+  of its key: the reader marks the rows that depend on which row came first (a key seen in
+  two variants), a worker hands those back (``defer``) to be converted here in order, and
+  tells the documents it built (``learn``), so this process knows what one pass would;
 - a flattener's only state that changes a result is the environments it has seen (so that a
   run without its environment document can name its GPU). A worker knows the warehouse's
   environments and those of the records it has flattened, all earlier in the input; a run
@@ -65,7 +71,8 @@ from kidata.ingest.flatten import (
     NeedsEnvironment,
 )
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
-from kidata.ingest.readers.base import Item, Lines
+from kidata.ingest.readers import liger
+from kidata.ingest.readers.base import Item, Lines, Rows
 from kidata.store import commit, finalize, pqwrite
 from kidata.store.durable import fault
 from kidata.store.layout import staged_name
@@ -301,6 +308,10 @@ def _text_array(values: Sequence, type_: pa.DataType) -> pa.Array:
 # worker's staging files are few, small enough to keep every worker busy. 1024 lowered a
 # 1M-bundle load's peak by ~35 MB but cost 1-3% more CPU (docs/benchmarks.md, Run Q).
 BATCH_LINES = 2048
+# Rows of a Liger CSV per batch sent to a worker. Measured at 150k rows (docs/benchmarks.md,
+# Run R): 2,048, 4,096 and 8,192 cost the same CPU and wall time; a load's peak memory
+# (loading process and two workers) was 484, 546 and 698 MB.
+POOL_ROWS = 2048
 # Records read but not yet processed here (records of non-JSON-Lines files).
 MAX_PENDING = 10_000
 
@@ -477,7 +488,8 @@ def _init_worker(staging: str, batch: int, known: list[tuple[str, str]]) -> None
     for env_id, gpu in known:
         flattener.know_environment(env_id, gpu)
     stager = StagingWriter(Path(staging), batch, ship=True)
-    _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener))
+    _worker.update(flattener=flattener, stager=stager, fast=FastPath(stager, flattener),
+                   liger={})
 
 
 # What a worker process runs (``python -c``): numpy and pandas refused before this module
@@ -681,6 +693,9 @@ def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Event
     out = _Events(load_id="")
     seq = first_seq - 1
     for lines, name in segments:
+        if isinstance(lines, Rows):
+            seq = _work_rows(out, lines, name, seq)
+            continue
         for position, line, error in fast_path.scan(lines):
             seq += 1
             out.seq = seq
@@ -701,6 +716,38 @@ def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Event
     stager.flush()
     out.tables = stager.shipped()
     return out
+
+
+def _work_rows(out: _Events, rows: Rows, name: str, seq: int) -> int:
+    """Convert and stage CSV rows in a worker (see :func:`_work`); the last number used.
+    A row that depends on an earlier row is handed back (``defer``); a Workload document
+    built here is told to the loading process (``learn``), which needs it for such rows."""
+    flattener: Flattener = _worker["flattener"]
+    stager: StagingWriter = _worker["stager"]
+    files = _worker["liger"]
+    docs = files.get(rows.context.key)
+    if docs is None:
+        docs = files[rows.context.key] = liger.new_docs(learned=[])
+    learned = docs.learned
+    for entry, item in liger.convert_rows(rows, docs, defer=True):
+        seq += 1
+        out.seq = seq
+        if learned:
+            for found in learned:
+                out.events.append((seq, "learn", (rows.context.key, found)))
+            learned.clear()
+        if item is None:
+            out.events.append((seq, "defer", (Rows(rows.file, rows.context, [entry]), name)))
+            continue
+        known = len(flattener.env_gpu)
+        try:
+            stage_record(stager, flattener, out, item, name, seq, out.counts)
+        except NeedsEnvironment:
+            out.events.append((seq, "defer", (item, name)))
+        if len(flattener.env_gpu) != known:
+            for env in list(flattener.env_gpu.items())[known:]:
+                out.events.append((seq, "env", env))
+    return seq
 
 
 # -- loading process ---------------------------------------------------------------------------
@@ -725,26 +772,33 @@ class Stage:
             self.flattener.know_environment(env_id, gpu)
         self.fast = FastPath(self.stager, self.flattener)
         self.workers = workers()
-        # JSON Lines come unparsed, for the workers or for the fast path here.
+        # JSON Lines come unparsed, for the workers or for the fast path here; Liger CSV rows
+        # unconverted, for the workers or to be converted here.
         self.batch_lines = BATCH_LINES
+        self.batch_rows = POOL_ROWS if self.workers else None  # else read as records
+        # Per read of a Liger CSV (Context.key): what its rows converted so far built.
+        self.liger_docs: dict[int, Any] = {}
         self.pool: list[_Worker] | None = None
         self.jobs = 0
         self.seq = 0
         # In input order: ("job", Future) or ("item", record, file name, seq).
         self.pending: collections.deque[tuple] = collections.deque()
         self.in_flight = 0
-        self.segments: list[tuple[Lines, str]] = []
-        self.segment_lines = 0
+        self.segments: list[tuple[Lines | Rows, str]] = []
+        self.segment_lines = 0  # lines and rows
+        self.segment_rows = 0  # rows
         self.name = ""
         self.counts: dict[str, list[int]] = {}  # per file: records, runs, rejects, warnings
         self.files: list[tuple[str, tuple[int, str, int, int], str, int]] = []
 
-    def feed(self, unit: Item | RecordError | Lines, name: str) -> None:
+    def feed(self, unit: Item | RecordError | Lines | Rows, name: str) -> None:
         self.name = name
-        if isinstance(unit, Lines):
+        if isinstance(unit, Lines | Rows):
             self.segments.append((unit, name))
             self.segment_lines += unit.count
-            if self.segment_lines >= BATCH_LINES:
+            if isinstance(unit, Rows):
+                self.segment_rows += unit.count
+            if self._full():
                 self._send()
         else:
             self._send()
@@ -787,17 +841,26 @@ class Stage:
             self.pool = None
         self.memory.close()
 
+    def _full(self) -> bool:
+        """Whether the collected lines and rows make a batch for a worker."""
+        return (self.segment_lines - self.segment_rows >= BATCH_LINES
+                or self.segment_rows >= POOL_ROWS)
+
     def _send(self) -> None:
-        """Send the collected lines to a worker, or, while no pool is worth starting (less
-        than a batch so far), process them here."""
+        """Send the collected lines and rows to a worker, or, while no pool is worth starting
+        (less than a batch so far), process them here."""
         if not self.segments:
             return
+        full = self._full()
         segments, lines = self.segments, self.segment_lines
-        self.segments, self.segment_lines = [], 0
-        if self.pool is None and (lines < BATCH_LINES or not self.workers):
+        self.segments, self.segment_lines, self.segment_rows = [], 0, 0
+        if self.pool is None and (not full or not self.workers):
             self._drain(block=True)  # without a pool, only records wait: keep their order
             for batch, name in segments:
-                self._local_lines(batch, name)
+                if isinstance(batch, Rows):
+                    self._local_rows(batch, name)
+                else:
+                    self._local_lines(batch, name)
             return
         if self.pool is None:
             setup = (str(self.staging), self.batch, self.known)
@@ -847,6 +910,19 @@ class Stage:
                                                                    position, batch.title)
             self._local(item, name, self.seq)
 
+    def _local_rows(self, batch: Rows, name: str) -> None:
+        """The records of CSV rows, converted here and in order."""
+        docs = self._liger_docs(batch.context.key)
+        for _, item in liger.convert_rows(batch, docs):
+            self.seq += 1
+            self._local(item, name, self.seq)
+
+    def _liger_docs(self, key: int) -> Any:
+        docs = self.liger_docs.get(key)
+        if docs is None:
+            docs = self.liger_docs[key] = liger.new_docs()
+        return docs
+
     def _local(self, item: Item | RecordError, name: str, seq: int) -> None:
         stage_record(self.stager, self.flattener, self.report, item, name, seq, self.counts)
         if self.progress is not None and self.report.records % 10_000 == 0:
@@ -870,9 +946,14 @@ class Stage:
                 report.add_warning(payload)
             elif kind == "env":
                 self.flattener.env_gpu[payload[0]] = payload[1]
+            elif kind == "learn":  # a Workload document built by a Liger row
+                key, found = payload
+                self._liger_docs(key).learn(*found)
             else:  # defer: every record before it has been merged
                 item, name = payload  # the worker did not count it
                 self.stager.append(shipped.before(seq))
+                if isinstance(item, Rows):  # a CSV row that depends on earlier ones
+                    item = next(liger.convert_rows(item, self._liger_docs(item.context.key)))[1]
                 self._local(item, name, seq)
         self.stager.append(shipped.before(None))
         listed_rejects = sum(1 for e in result.events if e[1] == "reject")
@@ -894,8 +975,8 @@ class _InOrder:
         for table, data in self.tables.items():
             start = self.done[table]
             end = data.num_rows
-            if seq is not None:
-                end = start + pc.sum(pc.less(data["_seq"].slice(start), seq)).as_py()
+            if seq is not None:  # (the sum of no rows is null)
+                end = start + (pc.sum(pc.less(data["_seq"].slice(start), seq)).as_py() or 0)
             if end > start:
                 out[table] = data.slice(start, end - start)
                 self.done[table] = end

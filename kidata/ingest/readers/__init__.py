@@ -25,6 +25,7 @@ from kidata.ingest.readers.base import (
     Lines,
     NotRegularFile,
     Overlong,
+    Rows,
     expand_paths,
     file_kind,
     iter_blocks,
@@ -35,7 +36,7 @@ from kidata.ingest.readers.base import (
 )
 
 __all__ = ["INT_RANGE", "MAX_DEPTH", "MAX_RECORD_BYTES", "Gunzip", "Item", "Lines",
-           "NotRegularFile", "Overlong", "detect", "expand_paths", "file_kind", "formats",
+           "NotRegularFile", "Overlong", "Rows", "detect", "expand_paths", "file_kind", "formats",
            "iter_blocks", "iter_lines", "nesting_depth", "open_binary", "raw_text",
            "read_file"]
 
@@ -95,12 +96,14 @@ def _is_trainkernel_table(text: bytes) -> bool:
 
 def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
               fingerprint: dict[str, Any] | None = None,
-              settings: dict[str, str] | None = None, mapping: str | None = None
-              ) -> Iterator[Item | RecordError | Lines]:
+              settings: dict[str, str] | None = None, mapping: str | None = None,
+              batch_rows: int | None = None) -> Iterator[Item | RecordError | Lines | Rows]:
     """Yield the records of one file, detecting its format unless ``fmt`` names one.
 
     With ``batch_lines``, the records of a JSON Lines file come as :class:`Lines` of that many
-    lines, still to be parsed (:meth:`Lines.items`); everything else comes as records. Once
+    lines, still to be parsed (:meth:`Lines.items`); with ``batch_rows``, the rows of a Liger
+    CSV as :class:`Rows` of that many, still to be converted
+    (:func:`~kidata.ingest.readers.liger.convert_rows`); everything else comes as records. Once
     the file is read to its end, ``fingerprint`` (if given) receives ``size``, ``sha256``,
     ``mtime_ns`` and ``hashed_at`` of exactly the bytes read (not of a second open, which
     may find another file by then); it stays empty for standard input and for a file read by
@@ -138,6 +141,10 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
                 from kidata.ingest.readers import kernelindex
 
                 yield from kernelindex.read(stream, name, batch_lines=batch_lines)
+            elif batch_rows and chosen == "liger-csv":
+                from kidata.ingest.readers import liger
+
+                yield from liger.read(stream, name, batch_rows=batch_rows)
             elif chosen in FORMATS:
                 yield from readers[chosen](stream, name, settings)
             else:

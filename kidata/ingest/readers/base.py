@@ -3,9 +3,9 @@ format (that is the dispatch in :mod:`kidata.ingest.readers`, which imports the 
 they import only this module, so no import circle runs through the package).
 
 Limits (:data:`MAX_RECORD_BYTES`, :data:`INT_RANGE`, :data:`MAX_DEPTH`), the record types
-(:class:`Item`, :class:`Lines`, :class:`Overlong`), opening files (plain, gzip, stdin, hashed as
-read: :func:`open_binary`), reading lines and blocks (:func:`iter_lines`, :func:`iter_blocks`),
-listing paths (:func:`expand_paths`) and :func:`raw_text`.
+(:class:`Item`, :class:`Lines`, :class:`Rows`, :class:`Overlong`), opening files (plain, gzip,
+stdin, hashed as read: :func:`open_binary`), reading lines and blocks (:func:`iter_lines`,
+:func:`iter_blocks`), listing paths (:func:`expand_paths`) and :func:`raw_text`.
 """
 
 from __future__ import annotations
@@ -101,6 +101,26 @@ class Lines:
         if not parts[-1]:
             parts.pop()
         return list(zip(itertools.count(self.first), parts, strict=False))
+
+
+@dataclass
+class Rows:
+    """Rows of a CSV file, read (split into fields) but not yet converted into records: the
+    :class:`Lines` of a CSV format. :func:`read_file` yields these instead of records when
+    asked for ``batch_rows`` (Liger-Kernel's CSV), so that a load can convert and check them
+    in worker processes. ``context`` is what the format's reader knows of the file (its
+    header, column index and name; picklable), ``rows`` the reader's entries, in order (one
+    per data row or per row that could not be read; the format module converts them: for
+    Liger, :func:`kidata.ingest.readers.liger.convert_rows`)."""
+
+    file: str
+    context: Any
+    rows: list[tuple]
+
+    @property
+    def count(self) -> int:
+        """How many entries (each becomes one record or one reject)."""
+        return len(self.rows)
 
 
 def expand_paths(paths: Iterable[str], skipped: list[str] | None = None,

@@ -13,11 +13,14 @@ file lines, because a quoted field may span lines. Errors name the CSV column as
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
+import operator
 import re
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
@@ -33,6 +36,7 @@ from kidata.ingest.readers.base import (
     MAX_DEPTH,
     MAX_RECORD_BYTES,
     Item,
+    Rows,
     nesting_depth,
     raw_text,
 )
@@ -270,10 +274,16 @@ class _Row:
 
 
 class _Docs:
-    """Builds each shared document once per file and remembers its digest."""
+    """Builds each shared document once per file and remembers its digest.
 
-    def __init__(self) -> None:
+    Every document but a Workload follows from its key alone; a Workload document is built by
+    the first row of its key (see :class:`_Variants`). In a worker process, ``learned``
+    lists the Workload documents built, ``(key, (document, digest))``, for the loading
+    process to know them as if it had converted those rows itself (:meth:`learn`)."""
+
+    def __init__(self, learned: list | None = None) -> None:
         self.cache: dict[tuple, tuple[dict, str]] = {}
+        self.learned = learned
         # Per config text: the parsed config; per (x name, x value, config text): the
         # workload's parameters, slug and key. Rows repeat a few of each.
         self.configs: dict[str, dict[str, Any]] = {}
@@ -285,7 +295,19 @@ class _Docs:
         if found is None:
             doc = build()
             found = self.cache[key] = (doc, digest(doc))
+            if self.learned is not None and key[0] == "workload":
+                self.learned.append((key, found))
         return found
+
+    def learn(self, key: tuple, found: tuple[dict, str]) -> None:
+        """Know a Workload document built from a row converted elsewhere (by a worker), unless
+        an earlier row built one already."""
+        self.cache.setdefault(key, found)
+
+
+def new_docs(learned: list | None = None) -> _Docs:
+    """What :func:`convert_rows` keeps of the rows of one read before the next ones."""
+    return _Docs(learned)
 
 
 def _environment(gpu_name: str, gpu: Gpu) -> dict[str, Any]:
@@ -392,7 +414,26 @@ class _Lines:
         return problem
 
 
-def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
+@dataclass(frozen=True)
+class Context:
+    """What converting a row needs of its file, beside the row (picklable, for a worker):
+    the file's name, header and column index, and ``key``, one per read of a file (a file
+    read twice in one load is converted apart each time, as :func:`read` would)."""
+
+    key: int
+    file: str
+    header: tuple[str, ...]
+    index: dict[str, int]
+
+
+_READS = itertools.count(1)
+
+
+def read(stream: IO[bytes], file: str, batch_rows: int | None = None
+         ) -> Iterator[Item | RecordError | Rows]:
+    """The records of a Liger CSV, in order; with ``batch_rows``, its rows in
+    :class:`~kidata.ingest.readers.base.Rows` of that many, still to be converted
+    (:func:`convert_rows`, in order or in worker processes), header errors as records."""
     lines = _Lines(stream)
     reader = csv.reader(lines, strict=True)
     try:
@@ -420,7 +461,26 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
                           f"{', '.join(missing)}; expected the Liger-Kernel benchmark CSV "
                           f"columns {', '.join(COLUMNS)}", header_raw)
         return
-    docs = _Docs()
+    context = Context(next(_READS), file, tuple(header), index)
+    if not batch_rows:
+        docs = _Docs()
+        for entry in _entries(reader, lines):
+            yield convert_row(entry, context, docs)
+        return
+    variants = _Variants(context)
+    batch: list[tuple] = []
+    for entry in _entries(reader, lines):
+        batch.append((*entry, variants.depends(entry[1])))
+        if len(batch) >= batch_rows:
+            yield Rows(file, context, batch)
+            batch = []
+    if batch:
+        yield Rows(file, context, batch)
+
+
+def _entries(reader: Iterator[list[str]], lines: _Lines) -> Iterator[tuple]:
+    """The data rows after the header, as ``(number, values, raw, problem)``: ``values``
+    None when the row could not be read (``problem`` says why). Blank lines are no rows."""
     number = 0
     while True:
         try:
@@ -430,24 +490,117 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         except csv.Error as exc:
             lines.take_problem()
             number += 1
-            yield _error(file, f"row {number}", None, f"malformed CSV: {exc}",
-                         lines.take_raw())
+            yield number, None, lines.take_raw(), f"malformed CSV: {exc}"
             continue
         problem = lines.take_problem()
         raw = lines.take_raw()
         if problem:
             number += 1
-            yield _error(file, f"row {number}", None, problem, raw)
+            yield number, None, raw, problem
             continue
         if not values or (len(values) == 1 and not values[0].strip()):
             continue  # a blank line is not a row
         number += 1
-        position = f"row {number}"
-        try:
-            yield _item(values, index, header, file, position, raw, docs)
-        except RecordError as err:
-            err.raw = raw  # type: ignore[attr-defined]
-            yield err
+        yield number, values, raw, None
+
+
+def convert_row(entry: tuple, context: Context, docs: _Docs) -> Item | RecordError:
+    """One entry of :func:`_entries` as the record it is, or its reject (naming file, row and
+    field). ``docs`` holds what earlier rows of the file built (see :class:`_Docs`)."""
+    number, values, raw, problem = entry[:4]
+    position = f"row {number}"
+    if values is None:
+        return _error(context.file, position, None, problem, raw)
+    try:
+        return _item(values, context.index, context.header, context.file, position, raw, docs)
+    except RecordError as err:
+        err.raw = raw  # type: ignore[attr-defined]
+        return err
+
+
+def convert_rows(rows: Rows, docs: _Docs, defer: bool = False
+                 ) -> Iterator[tuple[tuple, Item | RecordError | None]]:
+    """Each entry of ``rows`` with its record or reject, in order (:func:`convert_row`; what
+    :func:`read` would have yielded, given the ``docs`` of the rows before). With ``defer``
+    (in a worker process), an entry that depends on an earlier row of the file, which the
+    worker may not have seen (:class:`_Variants`), comes with None instead: the loading
+    process converts it, in order."""
+    context = rows.context
+    for entry in rows.rows:
+        if defer and entry[4]:
+            yield entry, None
+        else:
+            yield entry, convert_row(entry, context, docs)
+
+
+class _Variants:
+    """Which rows depend on an earlier row of the file, which a worker process converting
+    rows out of order may not have seen.
+
+    The one thing a row's record takes from earlier rows is its Workload document: the
+    first row with the same kernel, workload parameters (as a set) and x label that reaches
+    that point builds it (:class:`_Docs`), and later rows use it, even when their own x name
+    or parameter order (a variant) would have built another. A row whose key has had a single
+    variant so far gets the document it would build itself, whichever row came first; a row
+    whose key has had two or more variants (e.g. the same config with its keys in another
+    order) depends on which came first: it is converted in the loading process, in order.
+    Rows that cannot reach that point (unreadable, a bad x value or config) build nothing."""
+
+    def __init__(self, context: Context):
+        self.fields = operator.itemgetter(*(context.index[c] for c in (
+            "kernel_name", "x_name", "x_label", "x_value", "extra_benchmark_config_str")))
+        self.width = len(context.header)
+        self.found: dict[tuple, tuple | None] = {}
+        self.first: dict[tuple, tuple] = {}  # workload key: its first variant
+        self.mixed: set[tuple] = set()  # keys seen with two or more variants
+
+    def depends(self, values: list[str] | None) -> bool:
+        if values is None or len(values) != self.width:
+            return False  # rejected before a workload is built
+        fields = self.fields(values)
+        found = self.found.get(fields, _UNSEEN)
+        if found is _UNSEEN:
+            found = _variant(*fields)
+            if len(self.found) < 100_000:
+                self.found[fields] = found
+        if found is None:
+            return False
+        key, variant = found
+        if key is _ANY:
+            return True
+        if self.first.setdefault(key, variant) != variant:
+            self.mixed.add(key)
+        return key in self.mixed
+
+
+_UNSEEN: Any = object()
+_ANY: Any = object()
+
+
+def _variant(kernel: str, x_name: str, x_label: str, x_value: str, config_text: str
+             ) -> tuple[tuple, tuple] | None:
+    """A row's workload key as :func:`_item` builds it (its cache key of the Workload
+    document) and its variant (what else the document is built from); None when the row is
+    rejected before it builds one; ``(_ANY, None)`` when unsure (the row is then converted in
+    order)."""
+    try:
+        config_text = config_text.strip()
+        config = json.loads(config_text, parse_constant=_reject_json_constant,
+                            parse_int=_int_in_range, parse_float=_finite_float) \
+            if config_text else {}
+        if config is None:
+            config = {}
+        if not isinstance(config, dict):
+            return None
+        x_name = x_name.strip()
+        params = workload_parameters(x_name, parse_x(x_value.strip()), config)
+        key = ("workload", kernel.strip(), json.dumps(params, sort_keys=True),
+               x_label.strip())
+        return key, (x_name, json.dumps(params))
+    except (ValueError, RecursionError):
+        return None  # a config _config() rejects
+    except Exception:  # noqa: BLE001 - converted in order, where _item() decides
+        return _ANY, None
 
 
 def _config(row: _Row, config_text: str) -> dict[str, Any]:
