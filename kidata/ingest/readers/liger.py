@@ -573,6 +573,13 @@ class _Variants:
         return key in self.mixed
 
 
+def _workload_key(kernel: str, params_key: str, x_label: str) -> tuple:
+    """The key a Workload document is built and remembered under (:class:`_Docs`): one per
+    kernel, workload parameters as a set (``params_key``: their JSON with sorted keys) and x
+    label. :func:`_item` builds by it and :class:`_Variants` groups rows by it: one rule."""
+    return ("workload", kernel, params_key, x_label)
+
+
 _UNSEEN: Any = object()
 _ANY: Any = object()
 
@@ -594,8 +601,8 @@ def _variant(kernel: str, x_name: str, x_label: str, x_value: str, config_text: 
             return None
         x_name = x_name.strip()
         params = workload_parameters(x_name, parse_x(x_value.strip()), config)
-        key = ("workload", kernel.strip(), json.dumps(params, sort_keys=True),
-               x_label.strip())
+        key = _workload_key(kernel.strip(), json.dumps(params, sort_keys=True),
+                            x_label.strip())
         return key, (x_name, json.dumps(params))
     except (ValueError, RecursionError):
         return None  # a config _config() rejects
@@ -711,7 +718,7 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     else:
         protocol, protocol_digest = docs.get(("memory", mode), lambda: memory_protocol(mode))
     workload, workload_digest = docs.get(
-        ("workload", kernel, params_key, x_label),
+        _workload_key(kernel, params_key, x_label),
         lambda: document("Workload", f"liger-{kernel}-{slug}".replace("_", "-"),
                          f"{kernel_title} · {slug}",
                          {"kernel": kernel, "name": slug, "parameters": params},
