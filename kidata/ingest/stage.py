@@ -706,13 +706,9 @@ def _work(job: int, first_seq: int, segments: list[tuple[Lines, str]]) -> _Event
             else:
                 item = error if error is not None else fast_path.parse(
                     line, lines.file, position, lines.title)
-                try:
-                    stage_record(stager, flattener, out, item, name, seq, out.counts)
-                except NeedsEnvironment:
-                    out.events.append((seq, "defer", (item, name)))
-            if len(flattener.env_gpu) != known:
-                for env in list(flattener.env_gpu.items())[known:]:
-                    out.events.append((seq, "env", env))
+                _stage_or_defer(out, item, name, seq)
+            if len(flattener.env_gpu) != known:  # inline: this loop runs once per line
+                _tell_environments(out, known, seq)
     stager.flush()
     out.tables = stager.shipped()
     return out
@@ -723,7 +719,6 @@ def _work_rows(out: _Events, rows: Rows, name: str, seq: int) -> int:
     A row that depends on an earlier row is handed back (``defer``); a Workload document
     built here is told to the loading process (``learn``), which needs it for such rows."""
     flattener: Flattener = _worker["flattener"]
-    stager: StagingWriter = _worker["stager"]
     files = _worker["liger"]
     docs = files.get(rows.context.key)
     if docs is None:
@@ -740,14 +735,25 @@ def _work_rows(out: _Events, rows: Rows, name: str, seq: int) -> int:
             out.events.append((seq, "defer", (Rows(rows.file, rows.context, [entry]), name)))
             continue
         known = len(flattener.env_gpu)
-        try:
-            stage_record(stager, flattener, out, item, name, seq, out.counts)
-        except NeedsEnvironment:
-            out.events.append((seq, "defer", (item, name)))
+        _stage_or_defer(out, item, name, seq)
         if len(flattener.env_gpu) != known:
-            for env in list(flattener.env_gpu.items())[known:]:
-                out.events.append((seq, "env", env))
+            _tell_environments(out, known, seq)
     return seq
+
+
+def _stage_or_defer(out: _Events, item: Item | RecordError, name: str, seq: int) -> None:
+    """Stage one record in a worker; a record whose environment this worker has not seen is
+    handed back to the loading process (``defer``), which has seen every one before it."""
+    try:
+        stage_record(_worker["stager"], _worker["flattener"], out, item, name, seq, out.counts)
+    except NeedsEnvironment:
+        out.events.append((seq, "defer", (item, name)))
+
+
+def _tell_environments(out: _Events, known: int, seq: int) -> None:
+    """The environments this worker learned since it knew ``known`` of them (``env``)."""
+    for env in list(_worker["flattener"].env_gpu.items())[known:]:
+        out.events.append((seq, "env", env))
 
 
 # -- loading process ---------------------------------------------------------------------------
