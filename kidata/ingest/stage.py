@@ -96,12 +96,6 @@ _FLAT = {"runs": (RUN_COLUMNS, ("source_file", "_seq", "_position", *STAGED_LATE
 # documents (~50 MB) one Python object at a time into a growing Arrow buffer cost ten times
 # more.
 _TEXT = frozenset({("runs", "document")})
-# Flat tables converted column by column (zip the tuples into columns, one pa.array each)
-# rather than by joining each row's two tuples into one struct array. Measured side by side
-# (docs/benchmarks.md, Run S): runs ~0.15 CPU µs per run cheaper in a worker's batches of
-# 2048 lines, the same at 10,000; measurements (short rows, three per run) ~0.04 µs cheaper
-# at 2048 but ~0.08 dearer at 10,000 and more, so they stay a struct array.
-_BY_COLUMN = frozenset({"runs"})
 
 
 class StagingWriter:
@@ -128,19 +122,13 @@ class StagingWriter:
                 raise AssertionError(f"the staged columns of {table} are not the flattener's "
                                      "and staging's: update stage._FLAT")
         self.structs = {t: pa.struct(list(schema)) for t, schema in self.schemas.items()}
-        # runs (_BY_COLUMN): where each staged column is, in order, as (0, place in the
+        # runs and measurements: where each staged column is, in order, as (0, place in the
         # flattener's tuple) or (1, place in the staging tuple), and whether it is a text
         # column (converted by its bytes).
         self.flat_at = {
             t: [((0, flat.index(f.name)) if f.name in flat else (1, extra.index(f.name)),
                  (t, f.name) in _TEXT) for f in self.schemas[t]]
-            for t, (flat, extra) in _FLAT.items() if t in _BY_COLUMN}
-        # measurements: the struct of a flattener's tuple joined with its staging columns.
-        self.flat_structs = {t: pa.struct([self.schemas[t].field(n) for n in (*flat, *extra)])
-                             for t, (flat, extra) in _FLAT.items() if t not in _BY_COLUMN}
-        if any((t, n) in _TEXT for t in self.flat_structs for n in self.names[t]):
-            raise AssertionError("a text column is converted by its bytes: add its table to "
-                                 "stage._BY_COLUMN")
+            for t, (flat, extra) in _FLAT.items()}
         # Where add() puts the record's number, position and file in a row of each table.
         self.slots = {t: (names.index("_seq"), names.index("_position"),
                           names.index("source_file") if "source_file" in names else None)
@@ -234,16 +222,11 @@ class StagingWriter:
         n = len(rows)
         if len(extra) != n:
             raise AssertionError(f"{table}: {n} rows but {len(extra)} staging tuples")
-        if table not in _BY_COLUMN:
-            # Each flattener tuple joined with its staging columns, then converted in one
-            # pass (as a struct array).
-            struct = self.flat_structs[table]
-            joined = [row + more for row, more in zip(rows, extra, strict=True)]
-            columns = dict(zip(struct.names, pa.array(joined, type=struct).flatten(),
-                               strict=True))
-            return pa.Table.from_arrays([columns[c] for c in schema.names], schema=schema)
         # Column by column: the flattener's tuples and the staging tuples turned into
         # columns (zip), each converted in one pass; the run documents by their bytes.
+        # (Against joining each row's two tuples into one struct array, Run S in
+        # docs/benchmarks.md: ~0.15 CPU µs per run cheaper for runs in a worker's batches,
+        # within ±0.1 µs for measurements.)
         sources = (list(zip(*rows, strict=True)) if n else None,
                    list(zip(*extra, strict=True)) if n else None)
         arrays = []
@@ -791,8 +774,8 @@ class Stage:
         self.pending: collections.deque[tuple] = collections.deque()
         self.in_flight = 0
         self.segments: list[tuple[Lines | Rows, str]] = []
-        self.segment_lines = 0  # lines and rows
-        self.segment_rows = 0  # rows
+        self.segment_lines = 0  # JSON lines collected
+        self.segment_rows = 0  # CSV rows collected
         self.name = ""
         self.counts: dict[str, list[int]] = {}  # per file: records, runs, rejects, warnings
         self.files: list[tuple[str, tuple[int, str, int, int], str, int]] = []
@@ -801,9 +784,10 @@ class Stage:
         self.name = name
         if isinstance(unit, Lines | Rows):
             self.segments.append((unit, name))
-            self.segment_lines += unit.count
             if isinstance(unit, Rows):
                 self.segment_rows += unit.count
+            else:
+                self.segment_lines += unit.count
             if self._full():
                 self._send()
         else:
@@ -849,8 +833,7 @@ class Stage:
 
     def _full(self) -> bool:
         """Whether the collected lines and rows make a batch for a worker."""
-        return (self.segment_lines - self.segment_rows >= BATCH_LINES
-                or self.segment_rows >= POOL_ROWS)
+        return self.segment_lines >= BATCH_LINES or self.segment_rows >= POOL_ROWS
 
     def _send(self) -> None:
         """Send the collected lines and rows to a worker, or, while no pool is worth starting
@@ -858,7 +841,7 @@ class Stage:
         if not self.segments:
             return
         full = self._full()
-        segments, lines = self.segments, self.segment_lines
+        segments, count = self.segments, self.segment_lines + self.segment_rows
         self.segments, self.segment_lines, self.segment_rows = [], 0, 0
         if self.pool is None and (not full or not self.workers):
             self._drain(block=True)  # without a pool, only records wait: keep their order
@@ -876,7 +859,7 @@ class Stage:
         # worker sees its records in input order).
         worker = min(self.pool, key=lambda w: len(w.waiting))
         future = worker.submit(self.jobs, self.seq + 1, segments)
-        self.seq += lines  # a number for every line; blank lines leave gaps, order is kept
+        self.seq += count  # a number for every line and row; blank lines leave gaps, order is kept
         self.pending.append(("job", future))
         self.in_flight += 1
 
@@ -959,7 +942,8 @@ class Stage:
                 item, name = payload  # the worker did not count it
                 self.stager.append(shipped.before(seq))
                 if isinstance(item, Rows):  # a CSV row that depends on earlier ones
-                    item = next(liger.convert_rows(item, self._liger_docs(item.context.key)))[1]
+                    item = liger.convert_row(item.rows[0], item.context,
+                                             self._liger_docs(item.context.key))
                 self._local(item, name, seq)
         self.stager.append(shipped.before(None))
         listed_rejects = sum(1 for e in result.events if e[1] == "reject")
