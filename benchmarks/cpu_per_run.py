@@ -29,11 +29,6 @@ import measure  # noqa: E402
 BIN = Path(sys.executable).parent
 
 
-def _lines(path: Path) -> int:
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())
-
-
 def measure_tree(data: Path, label: str, tree: str | None, runs: int, rows: int) -> dict:
     env = dict(os.environ)
     if tree:
@@ -51,10 +46,15 @@ def measure_tree(data: Path, label: str, tree: str | None, runs: int, rows: int)
                 raise SystemExit(f"{label}: load of {src} failed: {m.stderr}")
             shutil.rmtree(wh, ignore_errors=True)
             out[name] = {"cpu_us_per_run": round(m.cpu_seconds / n * 1e6, 1),
+                         "wall_us_per_run": round(m.seconds / n * 1e6, 1),
                          "wall_s": round(m.seconds, 2), "peak_mb": round(m.peak_mb)}
         m = measure.run([sys.executable, str(HERE / "baselines.py"), "duckdb-ingest",
                          str(data / "bundles.ndjson"), str(Path(tmp) / "duck.parquet")],
                         env=env)
+        # Issue 16: a Liger CSV within 2x of the JSON Lines load, per run.
+        out["liger_over_jsonl"] = {
+            k: round(out["liger"][f"{k}_us_per_run"] / out["jsonl"][f"{k}_us_per_run"], 2)
+            for k in ("cpu", "wall")}
         out["duckdb"] = {"cpu_us_per_run": round(m.cpu_seconds / runs * 1e6, 1),
                          "wall_s": round(m.seconds, 2)}
     return out
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args(argv)
     trees = [t.split("=", 1) for t in args.tree] or [["installed", ""]]
-    runs = _lines(args.data / "bundles.ndjson")
-    rows = _lines(args.data / "liger.csv") - 1
+    runs = measure.records(args.data / "bundles.ndjson")
+    rows = measure.records(args.data / "liger.csv") - 1  # its header
     for round_ in range(1, args.rounds + 1):
         for label, path in trees:
             result = measure_tree(args.data, label, path or None, runs, rows)

@@ -198,18 +198,13 @@ def side(name: str, src: str, out: str) -> None:
 
 # -- side by side -----------------------------------------------------------------------------
 
-def _lines(path: Path) -> int:
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())
-
-
 def measure_sides(src: Path, rounds: int, sides: tuple[str, ...] = SIDES,
                   trees: dict[str, str] | None = None) -> dict:
     """Each side ``rounds`` times; a side ``kidata@LABEL`` (or ``kidata-no-workers@LABEL``)
     imports kidata from ``trees[LABEL]`` (a checkout, through ``PYTHONPATH``)."""
     import measure
 
-    n = _lines(src)
+    n = measure.records(src)
     results: dict[str, list[dict]] = {s: [] for s in sides}
     with tempfile.TemporaryDirectory(prefix="kidata-floor-") as tmp:
         for _ in range(rounds):

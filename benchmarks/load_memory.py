@@ -38,15 +38,6 @@ import measure  # noqa: E402
 BIN = Path(sys.executable).parent
 
 
-def _count(src: Path) -> int:
-    files = sorted(src.glob("*.ndjson")) if src.is_dir() else [src]
-    total = 0
-    for path in files:
-        with open(path, "rb") as fh:
-            total += sum(1 for line in fh if line.strip())
-    return total
-
-
 def _source(data: Path, layout: str) -> Path:
     return data / "bundles.ndjson" if layout == "one" else data / "many"
 
@@ -113,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         for layout in layouts:
             src = _source(args.data, layout)
-            runs = _count(src)
+            runs = measure.records(src)
             for round_ in range(1, args.rounds + 1):
                 for label, tree, extra in cases:
                     m = measure_load(src, tree, extra, scratch)

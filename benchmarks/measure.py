@@ -43,6 +43,17 @@ class Measured:
         return self.returncode == 0 and self.killed_at_mb is None
 
 
+def records(path: Path) -> int:
+    """The non-blank lines of a file, or of the ``*.ndjson`` files of a folder: the records of
+    a data set written by ``generate.py`` (a CSV's header included)."""
+    files = sorted(path.glob("*.ndjson")) if path.is_dir() else [path]
+    total = 0
+    for file in files:
+        with open(file, "rb") as fh:
+            total += sum(1 for line in fh if line.strip())
+    return total
+
+
 def _tree_rss(proc: psutil.Process) -> int:
     total = 0
     try:

@@ -137,6 +137,24 @@ def test_load_memory_prints_each_case_beside_the_first_and_duckdb(tmp_path):
     assert all(m["peak_mb"] > 0 and m["cpu_s"] > 0 for ms in raw.values() for m in ms)
 
 
+def test_cpu_per_run_gives_each_load_per_run_and_the_liger_ratio(tmp_path):
+    gen = _generate_module()
+    gen.generate(tmp_path / "data", 300, extra=0, per_file=100)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "cpu_per_run.py"), str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (line,) = proc.stdout.splitlines()
+    got = json.loads(line)
+    assert got["tree"] == "installed" and got["round"] == 1
+    for load in ("jsonl", "jsonl_no_workers", "liger", "duckdb"):
+        assert got[load]["cpu_us_per_run"] > 0, load
+    # The ratio is the two loads' per-run figures divided (300 runs in each file).
+    for k in ("cpu", "wall"):
+        want = got["liger"][f"{k}_us_per_run"] / got["jsonl"][f"{k}_us_per_run"]
+        assert got["liger_over_jsonl"][k] == pytest.approx(want, abs=0.01), k
+
+
 def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
     # benchmarks/sketch_vectorised.py is a design probe (docs/benchmarks.md, "Ingest"); run it
     # small so it keeps working, and check that its SQL checks do flag bad records.
