@@ -591,48 +591,51 @@ def _variant(kernel: str, x_name: str, x_label: str, x_value: str, config_text: 
     rejected before it builds one; ``(_ANY, None)`` when unsure (the row is then converted in
     order)."""
     try:
-        config_text = config_text.strip()
-        config = json.loads(config_text, parse_constant=_reject_json_constant,
-                            parse_int=_int_in_range, parse_float=_finite_float) \
-            if config_text else {}
-        if config is None:
-            config = {}
-        if not isinstance(config, dict):
-            return None
+        config = _parse_config(config_text.strip())
         x_name = x_name.strip()
         params = workload_parameters(x_name, parse_x(x_value.strip()), config)
         key = _workload_key(kernel.strip(), json.dumps(params, sort_keys=True),
                             x_label.strip())
         return key, (x_name, json.dumps(params))
     except (ValueError, RecursionError):
-        return None  # a config _config() rejects
+        return None  # a config _config() rejects (_BadConfig), or a row _item() rejects
     except Exception:  # noqa: BLE001 - converted in order, where _item() decides
         return _ANY, None
 
 
+class _BadConfig(ValueError):
+    """Why an ``extra_benchmark_config_str`` is rejected."""
+
+
 def _config(row: _Row, config_text: str) -> dict[str, Any]:
-    """The row's ``extra_benchmark_config_str`` parsed and checked: a JSON object of numbers
-    kidata keeps exactly, nested shallowly enough to store (empty or null: no config). Only
-    read afterwards (rows with the same text share it)."""
+    """The row's ``extra_benchmark_config_str`` parsed and checked (:func:`_parse_config`),
+    or the row's reject naming that field."""
+    try:
+        return _parse_config(config_text)
+    except _BadConfig as exc:
+        raise row.fail("extra_benchmark_config_str", str(exc)) from None
+
+
+def _parse_config(config_text: str) -> dict[str, Any]:
+    """A config text parsed and checked: a JSON object of numbers kidata keeps exactly,
+    nested shallowly enough to store (empty or null: no config); else :class:`_BadConfig`.
+    Only read afterwards (rows with the same text share it)."""
     try:
         config = json.loads(config_text, parse_constant=_reject_json_constant,
                             parse_int=_int_in_range, parse_float=_finite_float) \
             if config_text else {}
     except _Unkeepable as exc:
-        raise row.fail("extra_benchmark_config_str", str(exc)) from None
+        raise _BadConfig(str(exc)) from None
     except (ValueError, RecursionError) as exc:
-        raise row.fail("extra_benchmark_config_str",
-                       f"expected a JSON object, got invalid JSON: {exc}") from None
+        raise _BadConfig(f"expected a JSON object, got invalid JSON: {exc}") from None
     if config is None:
         config = {}
     if not isinstance(config, dict):
-        raise row.fail("extra_benchmark_config_str",
-                       f"expected a JSON object, got {type(config).__name__}")
+        raise _BadConfig(f"expected a JSON object, got {type(config).__name__}")
     # The config becomes a Workload document's spec.parameters: three levels below its top.
     if nesting_depth(config) > MAX_DEPTH - 3:
-        raise row.fail("extra_benchmark_config_str",
-                       f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores documents up "
-                       f"to {MAX_DEPTH} levels deep")
+        raise _BadConfig(f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores documents "
+                         f"up to {MAX_DEPTH} levels deep")
     return config
 
 
