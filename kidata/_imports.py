@@ -10,6 +10,7 @@ the system allocator (:func:`use_system_allocator`). Library users are not affec
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -45,6 +46,4 @@ def use_system_allocator() -> None:
     jemalloc, Arrow's defaults, keep memory that was freed, which raised a 1M-bundle load's
     peak by tens of MB for the same CPU time. Read by Arrow when it is first imported, so
     called before pyarrow is (:func:`kidata.cli.main`); library users keep Arrow's default."""
-    import os
-
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
