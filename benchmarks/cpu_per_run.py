@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """CPU per run of a load, for one tree or two side by side (the figures of issue 16).
 
-    .venv/bin/python benchmarks/cpu_per_run.py DATA [--tree LABEL=PATH ...] [--rounds 2]
+    .venv/bin/python benchmarks/cpu_per_run.py DATA [--tree LABEL=PATH|git:REV ...] [--rounds 2]
 
 DATA is a folder written by ``benchmarks/generate.py`` (``bundles.ndjson``, ``liger.csv``). For
-each tree (a checkout of kidata whose package is imported instead of the installed one, through
-``PYTHONPATH``; none given: the installed one), in turn and ``--rounds`` times (alternating, so a
+each tree (a checkout of kidata, or ``git:REV``: that revision of this repository, extracted
+for the run; its package is imported instead of the installed one, through ``PYTHONPATH``;
+none given: the installed one), in turn and ``--rounds`` times (alternating, so a
 busy shared machine weighs on every tree alike), it measures with ``measure.py``: the JSON Lines
 load (default workers), the same without workers, the Liger CSV load and DuckDB's ``read_json``
 flatten of the same file (the baseline). Prints one JSON line per tree and round.
@@ -29,11 +30,9 @@ import measure  # noqa: E402
 BIN = Path(sys.executable).parent
 
 
-def measure_tree(data: Path, label: str, tree: str | None, runs: int, rows: int) -> dict:
-    env = dict(os.environ)
-    if tree:
-        env["PYTHONPATH"] = tree
-    out: dict = {"tree": label}
+def measure_tree(data: Path, tree: measure.Tree, runs: int, rows: int) -> dict:
+    env = {**os.environ, **tree.env}
+    out: dict = {"tree": tree.label}
     with tempfile.TemporaryDirectory() as tmp:
         for name, src, extra, n in (
                 ("jsonl", data / "bundles.ndjson", {}, runs),
@@ -43,7 +42,7 @@ def measure_tree(data: Path, label: str, tree: str | None, runs: int, rows: int)
             m = measure.run([str(BIN / "kidata"), "-w", str(wh), "load", "-q", str(src)],
                             env={**env, **extra})
             if m.returncode:
-                raise SystemExit(f"{label}: load of {src} failed: {m.stderr}")
+                raise SystemExit(f"{tree.label}: load of {src} failed: {m.stderr}")
             shutil.rmtree(wh, ignore_errors=True)
             out[name] = {"cpu_us_per_run": round(m.cpu_seconds / n * 1e6, 1),
                          "wall_us_per_run": round(m.seconds / n * 1e6, 1),
@@ -64,16 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path)
     ap.add_argument("--tree", action="append", default=[],
-                    help="LABEL=PATH of a kidata checkout to measure (repeatable)")
+                    metavar="LABEL=PATH|git:REV", help="a kidata checkout to measure, or "
+                    "git:REV, that revision of this repository (repeatable)")
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args(argv)
-    trees = [t.split("=", 1) for t in args.tree] or [["installed", ""]]
-    runs = measure.records(args.data / "bundles.ndjson")
-    rows = measure.records(args.data / "liger.csv") - 1  # its header
-    for round_ in range(1, args.rounds + 1):
-        for label, path in trees:
-            result = measure_tree(args.data, label, path or None, runs, rows)
-            print(json.dumps({"round": round_, **result}), flush=True)
+    with measure.trees(args.tree or ["installed="]) as trees:
+        runs = measure.records(args.data / "bundles.ndjson")
+        rows = measure.records(args.data / "liger.csv") - 1  # its header
+        for round_ in range(1, args.rounds + 1):
+            for tree in trees:
+                result = measure_tree(args.data, tree, runs, rows)
+                print(json.dumps({"round": round_, **result}), flush=True)
     return 0
 
 

@@ -3,6 +3,7 @@
 beside kidata's real load and DuckDB's native flatten of the same file, side by side.
 
     .venv/bin/python benchmarks/floor.py DATA/bundles.ndjson [--rounds 2] [--json OUT.json]
+        [--tree LABEL=PATH|git:REV ...]
 
 Each side runs in a process of its own, in turn and ``--rounds`` times (alternating, so a busy
 shared machine weighs on every side alike):
@@ -20,7 +21,9 @@ shared machine weighs on every side alike):
     (BLAKE2b of the sorted numbers, as the flattener computes it).
 ``kidata``, ``kidata-no-workers``
     ``Warehouse.load`` of the file into an empty warehouse (default workers; then
-    ``KIDATA_WORKERS=0``, the single-process figure comparable to the floor's).
+    ``KIDATA_WORKERS=0``, the single-process figure comparable to the floor's); again as
+    ``kidata@LABEL`` with the kidata of each ``--tree`` (a checkout, or ``git:REV``: that
+    revision of this repository, extracted for the run).
 ``duckdb``
     DuckDB's ``read_json`` -> Parquet ``COPY`` of the same file (``baselines.py
     duckdb-ingest``): compiled code, no validation.
@@ -199,10 +202,10 @@ def side(name: str, src: str, out: str) -> None:
 # -- side by side -----------------------------------------------------------------------------
 
 def measure_sides(src: Path, rounds: int, sides: tuple[str, ...] = SIDES,
-                  trees: dict[str, str] | None = None) -> dict:
+                  trees: dict[str, dict[str, str]] | None = None) -> dict:
     """Each side ``rounds`` times; a side ``kidata@LABEL`` (or ``kidata-no-workers@LABEL``)
-    imports kidata from ``trees[LABEL]`` (a checkout, through ``PYTHONPATH``)."""
-    import measure
+    runs with ``trees[LABEL]`` added to its environment (``measure.Tree.env``)."""
+    import measure  # here, not at the top: a side's process does not import it
 
     n = measure.records(src)
     results: dict[str, list[dict]] = {s: [] for s in sides}
@@ -212,10 +215,8 @@ def measure_sides(src: Path, rounds: int, sides: tuple[str, ...] = SIDES,
                 out = Path(tmp) / "out"
                 if name == "duckdb":
                     out = Path(tmp) / "duck.parquet"
-                env = dict(os.environ)
                 base, _, tree = name.partition("@")
-                if tree:
-                    env["PYTHONPATH"] = (trees or {})[tree]
+                env = {**os.environ, **((trees or {})[tree] if tree else {})}
                 if base == "kidata-no-workers":
                     env["KIDATA_WORKERS"] = "0"
                 m = measure.run([sys.executable, str(Path(__file__).resolve()), "--side", base,
@@ -268,9 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--sides", default=",".join(SIDES),
                     help=f"comma-separated, of: {', '.join(SIDES)}")
-    ap.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
-                    help="also measure kidata's loads with the kidata of this checkout "
-                    "(sides kidata@LABEL, kidata-no-workers@LABEL; repeatable)")
+    ap.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH|git:REV",
+                    help="also measure kidata's loads with the kidata of this checkout, or of "
+                    "git:REV, that revision of this repository (sides kidata@LABEL, "
+                    "kidata-no-workers@LABEL; repeatable)")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     ap.add_argument("--side", help=argparse.SUPPRESS)  # internal: run one side
     args = ap.parse_args(argv)
@@ -280,10 +282,13 @@ def main(argv: list[str] | None = None) -> int:
         side(args.side, str(args.src), args.out)
         return 0
     sides = [s.strip() for s in args.sides.split(",")]
-    trees = dict(t.split("=", 1) for t in args.tree)
-    for label in trees:
-        sides += [f"{s}@{label}" for s in ("kidata", "kidata-no-workers") if s in sides]
-    measured = measure_sides(args.src, args.rounds, tuple(sides), trees)
+    import measure
+
+    with measure.trees(args.tree) as trees:
+        for tree in trees:
+            sides += [f"{s}@{tree.label}" for s in ("kidata", "kidata-no-workers") if s in sides]
+        measured = measure_sides(args.src, args.rounds, tuple(sides),
+                                 {tree.label: tree.env for tree in trees})
     print(table(measured))
     if args.json:
         args.json.write_text(json.dumps(measured, indent=1))

@@ -2,12 +2,13 @@
 """Peak memory of a load, beside a baseline measured side by side (issue 16: under 500 MB).
 
     .venv/bin/python benchmarks/load_memory.py DATA [--layout one,many] [--rounds 2]
-        [--case LABEL=PATH ...] [--set LABEL:KEY=VALUE ...] [--json OUT]
+        [--case LABEL=PATH|git:REV ...] [--set LABEL:KEY=VALUE ...] [--json OUT]
 
 DATA is a folder written by ``benchmarks/generate.py`` (``bundles.ndjson``, ``many/``). Each
 case is the real ``kidata`` CLI loading DATA into an empty warehouse: PATH is a checkout of
-kidata imported instead of the installed one (through ``PYTHONPATH``; empty: the installed
-one), ``--set`` adds environment variables to a case (``ARROW_DEFAULT_MEMORY_POOL=mimalloc``,
+kidata imported instead of the installed one (through ``PYTHONPATH``; ``git:REV``: that
+revision of this repository, extracted for the run; empty: the installed one), ``--set`` adds
+environment variables to a case (``ARROW_DEFAULT_MEMORY_POOL=mimalloc``,
 ``KIDATA_WORKERS=0``). Without ``--case``: the installed kidata, and the same with Arrow's
 default allocator (``mimalloc``), the setting before ``kidata.cli`` chose the system one.
 
@@ -42,11 +43,8 @@ def _source(data: Path, layout: str) -> Path:
     return data / "bundles.ndjson" if layout == "one" else data / "many"
 
 
-def measure_load(src: Path, tree: str, extra: dict[str, str], scratch: Path) -> dict:
-    env = dict(os.environ)
-    if tree:
-        env["PYTHONPATH"] = tree
-    env.update(extra)
+def measure_load(src: Path, tree: measure.Tree, extra: dict[str, str], scratch: Path) -> dict:
+    env = {**os.environ, **tree.env, **extra}
     wh = scratch / "wh"
     m = measure.run([str(BIN / "kidata"), "-w", str(wh), "load", "-q", str(src)], env=env)
     shutil.rmtree(wh, ignore_errors=True)
@@ -67,14 +65,10 @@ def measure_duckdb(src: Path, scratch: Path) -> dict:
             "wall_s": round(m.seconds, 2)}
 
 
-def _cases(specs: list[str], sets: list[str]) -> list[tuple[str, str, dict[str, str]]]:
-    if not specs:
-        specs = ["kidata=", "mimalloc="]
-        sets = ["mimalloc:ARROW_DEFAULT_MEMORY_POOL=mimalloc", *sets]
-    cases = []
-    for spec in specs:
-        label, _, path = spec.partition("=")
-        cases.append((label, path, {}))
+def _cases(trees: list[measure.Tree], sets: list[str]
+           ) -> list[tuple[str, measure.Tree, dict[str, str]]]:
+    """Each case's label, tree and ``--set`` variables."""
+    cases = [(tree.label, tree, {}) for tree in trees]
     by_label = {c[0]: c[2] for c in cases}
     for item in sets:
         label, _, assignment = item.partition(":")
@@ -91,16 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", default="one,many", help="one, many or both (one,many)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--case", action="append", default=[],
-                    help="LABEL=PATH: a kidata checkout (empty PATH: the installed one)")
+                    metavar="LABEL=PATH|git:REV", help="a kidata checkout, or git:REV, "
+                    "that revision of this repository (empty: the installed one)")
     ap.add_argument("--set", action="append", default=[],
                     help="LABEL:KEY=VALUE: an environment variable for a case")
     ap.add_argument("--no-duckdb", action="store_true", help="leave out DuckDB's flatten")
     ap.add_argument("--json", type=Path, help="write every measurement here")
     args = ap.parse_args(argv)
-    cases = _cases(args.case, args.set)
+    specs, sets = args.case, args.set
+    if not specs:
+        specs = ["kidata=", "mimalloc="]
+        sets = ["mimalloc:ARROW_DEFAULT_MEMORY_POOL=mimalloc", *sets]
     layouts = [x for x in args.layout.split(",") if x]
     raw: dict[str, list[dict]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with measure.trees(specs, "--case") as trees, tempfile.TemporaryDirectory() as tmp:
+        cases = _cases(trees, sets)
         scratch = Path(tmp)
         for layout in layouts:
             src = _source(args.data, layout)

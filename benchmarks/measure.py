@@ -10,16 +10,25 @@ missed:
 
 A ``limit_mb`` kills the whole process tree once the sampled sum passes it, so a baseline that
 would exhaust the machine fails cleanly instead.
+
+``trees`` turns the ``LABEL=PATH or git:REV`` options of the benchmarks that measure kidata
+from another checkout (``cpu_per_run.py --tree``, ``floor.py --tree``, ``load_memory.py
+--case``) into the environment a measured process needs.
 """
 
 from __future__ import annotations
 
+import compileall
+import contextlib
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -125,3 +134,86 @@ def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | Path | No
                     b"".join(chunks["out"]).decode("utf-8", "replace"),
                     b"".join(chunks["err"]).decode("utf-8", "replace"),
                     killed[0] if killed else None, usage.ru_utime + usage.ru_stime)
+
+
+# -- which kidata a measured process imports --------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One kidata to measure: ``label`` names it in the output, ``env`` is what to add to the
+    measured process's environment (``PYTHONPATH``; empty: the installed kidata)."""
+
+    label: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _checkout(option: str, path: Path) -> None:
+    """Refuse at once a folder kidata cannot be imported from with its views."""
+    if not path.is_dir():
+        raise SystemExit(f"{option}: {path} is not a folder")
+    missing = [name for name, there in (
+        ("kidata/", (path / "kidata" / "__init__.py").is_file()),
+        # views.sql_dir: the views beside the package (a checkout) or inside it (a wheel).
+        ("sql/", (path / "sql").is_dir() or (path / "kidata" / "sql").is_dir())) if not there]
+    if missing:
+        raise SystemExit(f"{option}: {path} holds no {' and no '.join(missing)} (a kidata "
+                         "checkout has the package kidata/ and its SQL views sql/ side by side)")
+
+
+def _extract(option: str, rev: str, into: Path) -> None:
+    """``git archive REV | tar -x`` of the repository these benchmarks run from."""
+    found = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet",
+                            f"{rev}^{{commit}}"], capture_output=True)
+    if not rev or found.returncode:
+        why = found.stderr.decode().strip()
+        raise SystemExit(f"{option}: {rev!r} is not a revision of the git repository at "
+                         f"{REPO}" + (f" ({why})" if why else ""))
+    commit = found.stdout.decode().strip()
+    archive = subprocess.Popen(["git", "-C", str(REPO), "archive", commit],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    untar = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout,
+                           capture_output=True)
+    archive.stdout.close()
+    err = archive.stderr.read()
+    if archive.wait() or untar.returncode:
+        raise SystemExit(f"{option}: git archive {commit} | tar -x failed: "
+                         f"{(err + untar.stderr).decode().strip()}")
+    # Compiled once here, as benchmarks/run compiles the installed kidata, so the first process
+    # measured does not pay for compiling every module.
+    compileall.compile_dir(str(into / "kidata"), quiet=1)
+    print(f"{option}: {commit[:12]} extracted to {into}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def trees(specs: Iterable[str], option: str = "--tree") -> Iterator[list[Tree]]:
+    """The trees of ``LABEL=SPEC`` options, every one checked before any is measured.
+
+    SPEC is a path to a kidata checkout (holding ``kidata/`` and ``sql/``), ``git:REV`` (that
+    revision of the repository these benchmarks run from, extracted to a temporary folder
+    removed on exit; extracted once per REV) or empty (the installed kidata).
+    """
+    with contextlib.ExitStack() as stack:
+        extracted: dict[str, Path] = {}
+        out = []
+        for spec in specs:
+            label, _, where = spec.partition("=")
+            given = f"{option} {spec}"
+            if not where:
+                out.append(Tree(label))
+                continue
+            if where.startswith("git:"):
+                rev = where.removeprefix("git:")
+                path = extracted.get(rev)
+                if path is None:
+                    path = Path(stack.enter_context(
+                        tempfile.TemporaryDirectory(prefix="kidata-tree-")))
+                    _extract(given, rev, path)
+                    extracted[rev] = path
+            else:
+                path = Path(where).resolve()
+            _checkout(given, path)
+            out.append(Tree(label, {"PYTHONPATH": str(path)}))
+        yield out

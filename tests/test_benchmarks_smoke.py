@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +198,78 @@ def test_floor_prints_the_floor_kidata_and_duckdb_per_run(tmp_path):
         assert to_floor.endswith("×") and to_duckdb.rstrip(" |").endswith("×"), rows[side]
     raw = json.loads((tmp_path / "floor.json").read_text())
     assert raw["runs"] == 200 and set(raw["results"]) == {"floor", "kidata", "duckdb"}
+
+
+# -- which kidata a benchmark measures: --tree / --case LABEL=PATH|git:REV (measure.trees) ----
+
+# Each script, its option and its data argument (a folder, or floor.py's NDJSON file).
+TREE_SCRIPTS = [("cpu_per_run.py", "--tree", ""), ("floor.py", "--tree", "bundles.ndjson"),
+                ("load_memory.py", "--case", "")]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    data = tmp_path_factory.mktemp("tiny") / "data"
+    _generate_module().generate(data, 200, extra=0, per_file=200)
+    return data
+
+
+def _bench(script, *args):
+    return subprocess.run([sys.executable, str(BENCH / script), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _head():
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode:
+        pytest.skip("not run from a git checkout")
+    return head.stdout.strip()
+
+
+@pytest.mark.parametrize(("script", "option", "src"), TREE_SCRIPTS)
+def test_a_tree_without_its_views_is_refused_before_anything_is_measured(tmp_path, tiny, script,
+                                                                         option, src):
+    # A folder with the package but no sql/ once failed deep inside a load ("the SQL view
+    # files are missing from this installation"), after the trees before it were measured.
+    nosql = tmp_path / "nosql"
+    shutil.copytree(ROOT / "kidata", nosql / "kidata",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    proc = _bench(script, tiny / src, option, "first=", option, f"bad={nosql}")
+    assert proc.returncode != 0
+    assert f"{option} bad={nosql}: {nosql} holds no sql/" in proc.stderr, proc.stderr
+    assert proc.stdout == "" and "peak_mb" not in proc.stderr  # nothing measured
+
+
+@pytest.mark.parametrize(("script", "option", "src"), TREE_SCRIPTS)
+def test_an_unknown_git_revision_is_refused(tiny, script, option, src):
+    _head()
+    proc = _bench(script, tiny / src, option, "old=git:no-such-rev")
+    assert proc.returncode != 0
+    assert (f"{option} old=git:no-such-rev: 'no-such-rev' is not a revision of the git "
+            f"repository at {ROOT}") in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_cpu_per_run_measures_a_git_revision(tiny):
+    head = _head()
+    proc = _bench("cpu_per_run.py", tiny, "--tree", "head=git:HEAD")
+    assert proc.returncode == 0, proc.stderr
+    assert f"--tree head=git:HEAD: {head[:12]} extracted to " in proc.stderr
+    (line,) = proc.stdout.splitlines()
+    got = json.loads(line)
+    assert got["tree"] == "head"
+    assert all(got[load]["cpu_us_per_run"] > 0 for load in ("jsonl", "liger", "duckdb"))
+
+
+def test_floor_imports_kidata_from_the_extracted_revision_then_removes_it(tmp_path, tiny):
+    _head()
+    proc = _bench("floor.py", tiny / "bundles.ndjson", "--sides", "kidata", "--tree",
+                  "head=git:HEAD", "--json", tmp_path / "floor.json")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "floor.json").read_text())["results"]
+    # Each kidata side reports the folder it imported kidata from.
+    (installed,), (extracted,) = results["kidata"], results["kidata@head"]
+    where = Path(extracted["kidata"])
+    assert where.name.startswith("kidata-tree-") and where != Path(installed["kidata"])
+    assert not where.exists()  # removed once measured
