@@ -170,10 +170,11 @@ def _numbered(file: Path) -> str:
     return f"read_parquet([{quote_literal(str(file))}], file_row_number = true)"
 
 
-def finish(staging: Path, table: str, keep: pa.Array, path: Path,
+def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
            before_write: Callable[[], None] | None = None) -> int:
     """Put the final file of a direct ``table`` at ``path``: the staged rows whose ``_seq``
-    is in ``keep``, in their staged order. When every staged row is kept, ``path`` is a hard
+    is in ``keep`` (None: every staged row, as the commit knows when the load adds every run
+    it staged), in their staged order. When every staged row is kept, ``path`` is a hard
     link to the staged file (nothing is read or written); otherwise the kept rows are copied
     into it (memory: :data:`BATCH` rows at a time). The file is fsync'd. Returns the rows in
     it (0: no file)."""
@@ -187,11 +188,14 @@ def finish(staging: Path, table: str, keep: pa.Array, path: Path,
     data = direct_file(staging, table)
     if not data.exists():
         return 0
-    numbers = pq.ParquetFile(direct_sidecar(staging, table)).read(columns=["_seq"]).column(0)
-    mask = pc.is_in(numbers, value_set=keep)
-    total, kept = len(numbers), pc.sum(mask).as_py() or 0
-    del numbers
-    pa.default_memory_pool().release_unused()  # ~60 MB at 1M runs, before latest_runs
+    if keep is None:
+        total = kept = pq.ParquetFile(direct_sidecar(staging, table)).metadata.num_rows
+    else:
+        numbers = pq.ParquetFile(direct_sidecar(staging, table)).read(columns=["_seq"]).column(0)
+        mask = pc.is_in(numbers, value_set=keep)
+        total, kept = len(numbers), pc.sum(mask).as_py() or 0
+        del numbers
+        pa.default_memory_pool().release_unused()  # ~60 MB at 1M runs, before latest_runs
     if kept == total:
         try:
             os.link(data, path)

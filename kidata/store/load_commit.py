@@ -85,8 +85,13 @@ class LoadCommit:
             # copied) in threads (pyarrow releases the GIL), beside the small tables written
             # by DuckDB here; latest_runs follows runs (COMMIT_ORDER), so DuckDB's memory for
             # it is not added to theirs.
-            keep = con.sql("SELECT _seq FROM run_outcome WHERE _outcome = 'added' "
-                           "ORDER BY _seq").to_arrow_table()["_seq"].combine_chunks()
+            # The records whose rows are kept; None: all of them (a load of new runs only),
+            # so the staged files are renamed without looking at a row.
+            added, staged = con.sql("SELECT count(*) FILTER (WHERE _outcome = 'added'), "
+                                    "count(*) FROM run_outcome").fetchall()[0]
+            keep = None if added == staged else con.sql(
+                "SELECT _seq FROM run_outcome WHERE _outcome = 'added' ORDER BY _seq"
+            ).to_arrow_table()["_seq"].combine_chunks()
             with ThreadPoolExecutor(max_workers=len(finalize.DIRECT)) as pool:
                 streamed = {table: pool.submit(self._stream_final, staging, table, keep,
                                                final_file(staging, table))
