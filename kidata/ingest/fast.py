@@ -103,9 +103,10 @@ class FastPath:
         self.stager = stager
         self.flattener = flattener
         # What the flattener gave for each environment and protocol text (saves parsing), by
-        # the text's length: a text is found by comparing bytes, without hashing it.
-        self._environments: dict[int, list[tuple[bytes, Environment]]] = {}
-        self._protocols: dict[int, list[tuple[bytes, tuple[str, dict]]]] = {}
+        # the text's length: a text is found by comparing bytes, without hashing it (as
+        # msgspec.Raw, whose comparison is one memcmp: a memoryview's compares byte by byte).
+        self._environments: dict[int, list[tuple[msgspec.Raw, Environment]]] = {}
+        self._protocols: dict[int, list[tuple[msgspec.Raw, tuple[str, dict]]]] = {}
 
     def flatten(self, line: bytes, file: str, position: str) -> Flat | None:
         """The rows of the record on ``line`` (one JSON line) if it is a plainly valid common
@@ -116,10 +117,9 @@ class FastPath:
         try:
             bundle = _decode(line)
             run_text = bytes(bundle.run)
-            env_text = memoryview(bundle.environment)
+            env_text = bundle.environment
             environment = _known(self._environments, env_text)
-            protocol_text = None if bundle.protocol is _NO_TEXT \
-                else memoryview(bundle.protocol)
+            protocol_text = None if bundle.protocol is _NO_TEXT else bundle.protocol
             protocol = None if protocol_text is None else _known(self._protocols, protocol_text)
             # An integer orjson may not keep: the general path checks it. Only the three
             # documents can hold one (the top level has no other value), and a remembered
@@ -129,9 +129,9 @@ class FastPath:
                         and long_digits(bytes(protocol_text))):
                 return None
             run = orjson.loads(run_text)
-            env_doc = None if environment is not None else orjson.loads(env_text)
+            env_doc = None if environment is not None else orjson.loads(memoryview(env_text))
             protocol_doc = None if protocol is not None or protocol_text is None \
-                else orjson.loads(protocol_text)
+                else orjson.loads(memoryview(protocol_text))
         except (msgspec.DecodeError, orjson.JSONDecodeError):
             return None  # another shape, or not JSON as orjson reads it: the general path's
         if type(run) is not dict or (environment is None and type(env_doc) is not dict) \
@@ -162,17 +162,17 @@ class FastPath:
         return out
 
     @staticmethod
-    def _remember(memo: dict, text: memoryview, value: Any) -> Any:
+    def _remember(memo: dict, text: msgspec.Raw, value: Any) -> Any:
         if len(memo) >= _MAX_LENGTHS:
             memo.clear()
         same_length = memo.setdefault(len(text), [])
         if len(same_length) >= _MAX_SAME_LENGTH:
             same_length.clear()
-        same_length.append((bytes(text), value))
+        same_length.append((msgspec.Raw(bytes(text)), value))  # a copy: not the line's
         return value
 
 
-def _known(memo: dict[int, list[tuple[bytes, Any]]], text: memoryview) -> Any:
+def _known(memo: dict[int, list[tuple[msgspec.Raw, Any]]], text: msgspec.Raw) -> Any:
     """What ``memo`` remembers for ``text`` (equal bytes: an equal document), else None."""
     for known, value in memo.get(len(text), ()):
         if known == text:

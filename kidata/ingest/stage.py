@@ -152,13 +152,12 @@ class StagingWriter:
         measurements, with its record's number, position and, when given, file."""
         seen = self.seen.get(table)
         if seen is not None:
-            key = tuple(row.get(k) for k in _DIMENSIONS[table])
-            has_document = row.get("document") is not None or table != "workloads"
-            if key in seen and (seen[key] or not has_document):
+            key = self.staged_key(table, row)
+            if key is None:
                 return  # an earlier staged row is the one the commit would keep
             if len(seen) >= _MAX_SEEN:
                 seen.clear()
-            seen[key] = has_document
+            seen[key] = row.get("document") is not None or table != "workloads"
         values = [row.get(name) for name in self.names[table]]
         at_seq, at_position, at_file = self.slots[table]
         values[at_seq] = seq
@@ -167,6 +166,19 @@ class StagingWriter:
             values[at_file] = source_file
         self.rows[table].append(tuple(values))
         self.counts[table] += 1
+
+    def staged_key(self, table: str, row: dict) -> tuple | None:
+        """The key of a dimension table's ``row`` (``table`` in :attr:`seen`), or None when an
+        earlier staged row is the one the commit would keep: one with the same key, unless
+        that one is a workload known only by its digest and ``row`` brings its document."""
+        columns = _DIMENSIONS[table]
+        key = (row.get(columns[0]),) if len(columns) == 1 else tuple(map(row.get, columns))
+        documented = self.seen[table].get(key)
+        if documented is None:
+            return key
+        if documented or (row.get("document") is None and table == "workloads"):
+            return None
+        return key
 
     def pending(self) -> dict[str, list[tuple]]:
         """The rows buffered so far, per table, as tuples in the staged schema's order."""
@@ -405,22 +417,17 @@ def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str
         rows = getattr(flat, table)
         if not rows:
             continue
-        seen = stager.seen.get(table) if table in _ALWAYS_DOCUMENTED else None
+        dimension = table in stager.seen
         for row in rows:
-            if seen is not None and (row[_DIMENSIONS[table][0]],) in seen:
-                continue  # staged already: add() would drop it
-            stager.add(table, row, seq, position, name)  # drops rows it has already staged
+            if dimension and stager.staged_key(table, row) is None:
+                continue  # staged already (add() would drop it): most records repeat them
+            stager.add(table, row, seq, position, name)
     stager.maybe_flush()
 
 
 # The tables whose rows a Flat holds as dictionaries.
 _DICT_TABLES = ("environments", "protocols", "workloads", "workload_parameters",
                 "implementations", "published")
-# Dimension tables whose rows always count as documented for StagingWriter.add (every table
-# but workloads, whose digest-only rows give way to a later row with a document), keyed by one
-# column: a row whose key is in ``seen`` is one add() drops.
-_ALWAYS_DOCUMENTED = frozenset(t for t, key in _DIMENSIONS.items()
-                               if t != "workloads" and len(key) == 1)
 
 
 def _reject(stager: StagingWriter, report: LoadReport, err: RecordError, raw: str | None,

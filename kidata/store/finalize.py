@@ -91,10 +91,10 @@ class DirectWriter:
                    for f in final.schema]
         final.write(pa.Table.from_arrays(columns, schema=final.schema))
         sidecar.write(data.select(list(SIDECAR[table])))
-        # What a row group's encoding took goes back to the system, not to the pool: the
-        # loading process then stays at its size while the workers run beside it. (At every
-        # write: giving it back only after row groups cost ~15 MB of peak at 1M runs.)
-        pa.default_memory_pool().release_unused()
+        # Freed memory is not handed back to the system here (release_unused: malloc_trim on
+        # the system allocator a load uses): done at every write, the pages came back as page
+        # faults, ~2 CPU µs per run at 1M runs for ~20-30 MB less peak (445-454 against 423 MB;
+        # docs/benchmarks.md, Run U).
 
     def _constant(self, field: pa.Field, n: int) -> pa.Array:
         """``n`` copies of a constant column's value (converted once, then sliced)."""
@@ -170,10 +170,11 @@ def _numbered(file: Path) -> str:
     return f"read_parquet([{quote_literal(str(file))}], file_row_number = true)"
 
 
-def finish(staging: Path, table: str, keep: pa.Array, path: Path,
+def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
            before_write: Callable[[], None] | None = None) -> int:
     """Put the final file of a direct ``table`` at ``path``: the staged rows whose ``_seq``
-    is in ``keep``, in their staged order. When every staged row is kept, ``path`` is a hard
+    is in ``keep`` (None: every staged row, as the commit knows when the load adds every run
+    it staged), in their staged order. When every staged row is kept, ``path`` is a hard
     link to the staged file (nothing is read or written); otherwise the kept rows are copied
     into it (memory: :data:`BATCH` rows at a time). The file is fsync'd. Returns the rows in
     it (0: no file)."""
@@ -187,11 +188,14 @@ def finish(staging: Path, table: str, keep: pa.Array, path: Path,
     data = direct_file(staging, table)
     if not data.exists():
         return 0
-    numbers = pq.ParquetFile(direct_sidecar(staging, table)).read(columns=["_seq"]).column(0)
-    mask = pc.is_in(numbers, value_set=keep)
-    total, kept = len(numbers), pc.sum(mask).as_py() or 0
-    del numbers
-    pa.default_memory_pool().release_unused()  # ~60 MB at 1M runs, before latest_runs
+    if keep is None:
+        total = kept = pq.ParquetFile(direct_sidecar(staging, table)).metadata.num_rows
+    else:
+        numbers = pq.ParquetFile(direct_sidecar(staging, table)).read(columns=["_seq"]).column(0)
+        mask = pc.is_in(numbers, value_set=keep)
+        total, kept = len(numbers), pc.sum(mask).as_py() or 0
+        del numbers
+        pa.default_memory_pool().release_unused()  # ~60 MB at 1M runs, before latest_runs
     if kept == total:
         try:
             os.link(data, path)

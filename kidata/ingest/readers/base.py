@@ -475,27 +475,35 @@ def iter_blocks(stream: IO[bytes], number: int, limit: int = MAX_RECORD_BYTES,
     pending = b""  # what was read after the last newline so far
     while True:
         chunk = stream.read(size)
-        data = pending + chunk if pending else chunk
-        if not data:
-            return
-        end = data.rfind(b"\n") + 1
-        if not end:  # no line ends in it yet
-            if not chunk:  # the end of the stream: the last line, without a newline
-                yield number, Overlong(data[:head], len(data)) if len(data) > limit else data
+        end = chunk.rfind(b"\n") + 1
+        if pending and end:
+            # The common case: the whole lines (the one begun in the last read, then this
+            # read's up to its last newline) copied once, not joined and then cut (pending
+            # holds no newline).
+            block, pending = b"".join((pending, memoryview(chunk)[:end])), chunk[end:]
+        else:
+            data = pending + chunk if pending else chunk
+            if not data:
                 return
-            pending = data
-            if len(data) > limit:  # a line longer than the limit: skip to its end, unkept
-                skipped, pending = len(data), b""
-                while more := stream.read(size):
-                    cut = more.find(b"\n") + 1
-                    if cut:
-                        skipped, pending = skipped + cut, more[cut:]
-                        break
-                    skipped += len(more)
-                yield number, Overlong(data[:head], skipped)
-                number += 1
-            continue
-        block, pending = data[:end], data[end:]
+            end = data.rfind(b"\n") + 1
+            if not end:  # no line ends in it yet
+                if not chunk:  # the end of the stream: the last line, without a newline
+                    yield number, (Overlong(data[:head], len(data)) if len(data) > limit
+                                   else data)
+                    return
+                pending = data
+                if len(data) > limit:  # a line longer than the limit: skip to its end, unkept
+                    skipped, pending = len(data), b""
+                    while more := stream.read(size):
+                        cut = more.find(b"\n") + 1
+                        if cut:
+                            skipped, pending = skipped + cut, more[cut:]
+                            break
+                        skipped += len(more)
+                    yield number, Overlong(data[:head], skipped)
+                    number += 1
+                continue
+            block, pending = data[:end], data[end:]
         lines = block.count(b"\n")  # counted once: a pass over every byte read
         yield from _split_block(block, number, limit, max_lines, head, lines)
         number += lines
