@@ -71,7 +71,7 @@ def test_runner_prints_every_figure(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
         [sys.executable, str(BENCH / "run"), "--sizes", "300,600", "--quick", "--extra", "50",
-         "--per-file", "200", "--pandas-max", "300", "--out", str(out),
+         "--per-file", "200", "--pandas-max", "300", "--csv-rows", "200", "--out", str(out),
          "--json", str(tmp_path / "r.json")],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -81,7 +81,9 @@ def test_runner_prints_every_figure(tmp_path):
                    "ingest, one file vs pandas json_normalize",
                    "ingest, many files vs pandas json_normalize",
                    "ingest CPU per run, one file (kidata load vs DuckDB read_json flatten)",
-                   "Liger CSV load per run (300 rows) vs JSON Lines load per run",
+                   "Liger CSV load per run (200 rows) vs JSON Lines load of the same runs",
+                   "Liger CSV load per run (200 rows) vs the 300-run JSON Lines load per run",
+                   "Liger CSV load per run (200 rows) vs the 600-run JSON Lines load per run",
                    "peak RSS of a load",
                    "peak RSS of a load without workers (KIDATA_WORKERS=0)",
                    "add 50 new runs: warehouse of 600 vs empty",
@@ -103,12 +105,15 @@ def test_runner_prints_every_figure(tmp_path):
     pandas = [r for r in rows if "vs pandas json_normalize" in r]
     assert [("not run (--pandas-max)" in r) for r in pandas] == [False, False, True, True], pandas
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
-    # Each size gives 17 rows: 4 ingest, CPU per run, Liger CSV, 2 memory, 2 incremental,
-    # 1 re-load, 2 queries in new processes, 2 in a warm one and 2 fresh `kidata sql`
-    # processes beside DuckDB's import.
-    assert sum(" | 300 | " in r for r in rows) == 17
-    assert sum(" | 600 | " in r for r in rows) == 17
+    # Each size gives 18 rows: 4 ingest, CPU per run, 2 Liger CSV (beside the JSON Lines
+    # load of the CSV's 200 runs, and beside the whole load for context), 2 memory, 2
+    # incremental, 1 re-load, 2 queries in new processes, 2 in a warm one and 2 fresh
+    # `kidata sql` processes beside DuckDB's import.
+    assert sum(" | 300 | " in r for r in rows) == 18
+    assert sum(" | 600 | " in r for r in rows) == 18
     raw = json.loads((tmp_path / "r.json").read_text())
+    # The like-for-like baseline is a load of its own (the runner checks it added 200 runs).
+    assert {"300/load_same_runs", "600/load_same_runs"} <= set(raw["raw"])
     assert [r["runs"] for r in raw["results"]] == [300, 600]
     # The raw read_json query and the warehouse view answer with the same number of rows.
     q = raw["raw"]["600/query_speedup_summary"]
