@@ -317,7 +317,8 @@ def workers() -> int:
     after every job (``BATCH_LINES`` lines) and keeps no numpy, so a load's memory is about
     200 MB plus ~100 MB per worker (mostly Python, pyarrow and a job's rows), whatever the
     input size (measured, docs/benchmarks.md Run Q: 306, 410 and 516 MB with 1, 2 and 3
-    workers at 100k bundles; 427–434 MB with 2 at 1M, from 486–511 MB before); the loading
+    workers at 100k bundles; 427–434 MB with 2 at 1M, from 486–511 MB before; 442–462 MB
+    since 0.2.7 keeps freed memory for reuse, Run U); the loading
     process alone stages up to ``batch`` runs (``Warehouse.load``'s ``batch_size``) at a time
     (344 MB at 100k without workers)."""
     value = os.environ.get("KIDATA_WORKERS")
