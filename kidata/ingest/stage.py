@@ -157,7 +157,7 @@ class StagingWriter:
                 return  # an earlier staged row is the one the commit would keep
             if len(seen) >= _MAX_SEEN:
                 seen.clear()
-            seen[key] = row.get("document") is not None or table != "workloads"
+            seen[key] = _documented(table, row)
         values = [row.get(name) for name in self.names[table]]
         at_seq, at_position, at_file = self.slots[table]
         values[at_seq] = seq
@@ -176,9 +176,7 @@ class StagingWriter:
         documented = self.seen[table].get(key)
         if documented is None:
             return key
-        if documented or (row.get("document") is None and table == "workloads"):
-            return None
-        return key
+        return None if documented or not _documented(table, row) else key
 
     def pending(self) -> dict[str, list[tuple]]:
         """The rows buffered so far, per table, as tuples in the staged schema's order."""
@@ -418,12 +416,15 @@ def _stage_flat(stager: StagingWriter, report: LoadReport, flat: Flat, name: str
         rows = getattr(flat, table)
         if not rows:
             continue
-        dimension = table in stager.seen
         for row in rows:
-            if dimension and stager.staged_key(table, row) is None:
-                continue  # staged already (add() would drop it): most records repeat them
-            stager.add(table, row, seq, position, name)
+            stager.add(table, row, seq, position, name)  # drops a row already staged
     stager.maybe_flush()
+
+
+def _documented(table: str, row: dict) -> bool:
+    """Whether a staged dimension row wins over a later one with its key: every row but a
+    workload known only by its digest (a later row with the document replaces it)."""
+    return table != "workloads" or row.get("document") is not None
 
 
 # The tables whose rows a Flat holds as dictionaries.
