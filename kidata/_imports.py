@@ -40,10 +40,16 @@ def refuse_numpy() -> None:
         sys.modules["numpy"] = None  # type: ignore[assignment]  # import raises ImportError
 
 
-def use_system_allocator() -> None:
+# The variable Arrow reads, when first imported, for its default memory pool.
+POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+def use_system_allocator(env: Any = None) -> None:
     """Arrow's default memory pool on the C library's allocator for this process and its
-    children (``ARROW_DEFAULT_MEMORY_POOL=system``), unless the user chose one: mimalloc and
-    jemalloc, Arrow's defaults, keep memory that was freed, which raised a 1M-bundle load's
-    peak by tens of MB for the same CPU time. Read by Arrow when it is first imported, so
-    called before pyarrow is (:func:`kidata.cli.main`); library users keep Arrow's default."""
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    children (``ARROW_DEFAULT_MEMORY_POOL=system`` in ``env``, by default ``os.environ``),
+    unless the user chose one: mimalloc and jemalloc, Arrow's defaults, keep memory that was
+    freed, which raised a 1M-bundle load's peak by tens of MB for the same CPU time. Read by
+    Arrow when it is first imported, so called before pyarrow is (:func:`kidata.cli.main`;
+    a load's worker processes get it in their environment); library users keep Arrow's
+    default."""
+    (os.environ if env is None else env).setdefault(POOL_VARIABLE, "system")

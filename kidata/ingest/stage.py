@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kidata._imports import POOL_VARIABLE, use_system_allocator
 from kidata.errors import RecordError, WarehouseError
 from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
@@ -561,9 +562,6 @@ def _receive_result(stream: Any) -> Any:
     return pickle.load(stream, buffers=buffers)
 
 
-_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
-
-
 @contextlib.contextmanager
 def system_memory():
     """Arrow's allocations on the C library's allocator while a load stages (as in the
@@ -571,7 +569,7 @@ def system_memory():
     process writes the final files while the workers run; on mimalloc, Arrow's default, it
     kept ~50 MB more of what it had freed (and each worker ~15 MB), which the peak of a
     load (< 500 MB) cannot spare. Measured: the same CPU time."""
-    if os.environ.get(_POOL_VARIABLE):
+    if os.environ.get(POOL_VARIABLE):
         yield
         return
     before = pa.default_memory_pool()
@@ -616,7 +614,7 @@ class _Worker:
         # ('' being the current folder), and not first a `kidata` folder in the current
         # folder that this process did not import (-P).
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        env.setdefault(_POOL_VARIABLE, "system")  # see system_memory()
+        use_system_allocator(env)  # see system_memory()
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-c", _WORKER_MAIN],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
