@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kidata.errors import WarehouseError
 from kidata.store import durable
 from kidata.store.durable import fault
 from kidata.store.layout import direct_file, direct_sidecar, staged_glob
@@ -211,11 +212,14 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
     offset = 0
     with GroupedWriter(path, schema, before_write=before_write) as writer:
         for batch in pq.ParquetFile(data).iter_batches(batch_size=BATCH):
-            rows = pa.Table.from_batches([batch])
-            rows = rows.filter(mask.slice(offset, rows.num_rows))
+            # The mask is sliced by the rows *read*, not the rows kept: advancing by the kept
+            # rows (0.2.5-0.2.7) shifted the mask after the first batch with a dropped row,
+            # keeping duplicates and dropping added rows (issue 25).
+            read = batch.num_rows
+            rows = pa.Table.from_batches([batch]).filter(mask.slice(offset, read))
+            offset += rows.num_rows
             writer.write(rows if rows.schema.equals(schema, check_metadata=True)
                          else rows.cast(schema))
-            offset += rows.num_rows
             # Keep the process's memory flat (runs: one batch of documents at a time).
             pa.default_memory_pool().release_unused()
     durable.fsync_file(path)

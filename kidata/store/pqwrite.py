@@ -45,12 +45,13 @@ class GroupedWriter:
     file exists when no rows were written, unless ``create_empty`` asks for an empty file.
     """
 
-    def __init__(self, path: Path, schema: pa.Schema, rows: int = ROWS,
+    def __init__(self, path: Path, schema: pa.Schema, rows: int | None = None,
                  max_bytes: int = MAX_BYTES, before_write: Callable[[], None] | None = None,
                  create_empty: bool = False):
         self.path = path
         self.schema = schema
-        self.group_rows = rows
+        # Read at call time, so that a test can make row groups small (module ROWS).
+        self.group_rows = ROWS if rows is None else rows
         self.max_bytes = max_bytes
         self.before_write = before_write
         self.create_empty = create_empty
