@@ -40,6 +40,19 @@ class WarehouseError(KidataError):
     """The warehouse folder is missing, locked, or not a kidata warehouse."""
 
 
+class LoadRefused(WarehouseError):
+    """A load's own check found that what it was about to commit disagrees with what it read
+    (runs twice, runs without their measurements, counts that do not add up): nothing was
+    committed. A defect of kidata, never of the input: the message says what disagreed."""
+
+    def __init__(self, load_id: str, disagreements: list[str]):
+        super().__init__(f"load {load_id} refused to commit, the warehouse is unchanged: what it "
+                         "staged disagrees with what it read (" + "; ".join(disagreements)
+                         + "). This is a kidata bug: please report it with the input files")
+        self.load_id = load_id
+        self.disagreements = disagreements
+
+
 class NotAWarehouse(WarehouseError, UsageError):
     """A command that reads a warehouse was pointed at a folder that is not one (a mistyped
     ``-w``, a file): bad usage, so that a check in CI fails instead of reading nothing."""

@@ -93,6 +93,9 @@ class LoadReport(Tally):
     compacted: dict[str, tuple[int, int]] = field(default_factory=dict)
     # Rejected records beyond max_kept_rejects(): counted, not kept in the rejects table.
     rejects_not_kept: int = 0
+    # Runs the load staged (records read, less rejects and documents without a run): what
+    # its commit must account for as added, duplicates and conflicts (LoadCommit's check).
+    staged_runs: int = 0
 
     @property
     def runs_added(self) -> int:

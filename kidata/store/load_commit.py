@@ -19,13 +19,14 @@ from typing import Any
 
 import duckdb
 
+from kidata.errors import LoadRefused
 from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived, durable, finalize
 from kidata.store.commit import Transaction, started_at
 from kidata.store.durable import fault
-from kidata.store.layout import Layout, final_file, final_folder
+from kidata.store.layout import Layout, direct_sidecar, final_file, final_folder
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
@@ -116,6 +117,10 @@ class LoadCommit:
             # more"): their files are replaced after the marker, see below.
             replaces: list[tuple[str, str]] = []
             report.enriched = self._write_enriched(con, final, replaces)
+            # Before the commit point: what the final files hold must be what was read.
+            disagreements = self._verify(con, staging, report, staged)
+            if disagreements:
+                raise LoadRefused(report.load_id, disagreements)
         finally:
             con.close()
         if not moves and not replaces:
@@ -143,6 +148,63 @@ class LoadCommit:
         if moves:
             report.added["loads"] = 1
         report.committed = True
+
+    def _verify(self, con: duckdb.DuckDBPyConnection, staging: Path, report: LoadReport,
+                planned: int) -> list[str]:
+        """What disagrees between what the load read and the final files it is about to
+        commit (empty: nothing). Independent of how the files were written: the runs the
+        stage counted as it read them, the plan's outcomes, the staged sidecar's record
+        numbers, and the final files themselves, read back. Checked: every staged run has one
+        outcome; the final runs are the added ones, each once and none already stored; the
+        final measurements are exactly the added records' (their count, and every added run
+        has some and no other run has any)."""
+        q = views_mod.quote_literal
+        out: list[str] = []
+        outcomes = dict(con.sql("SELECT _outcome, count(*) FROM run_outcome GROUP BY ALL"
+                                ).fetchall())
+        added = outcomes.get("added", 0)
+        if planned != report.staged_runs:
+            out.append(f"{report.staged_runs:,} runs were staged, the commit planned "
+                       f"{planned:,}")
+        runs_file = final_file(staging, "runs")
+        measurements_file = final_file(staging, "measurements")
+        if report.added.get("runs", 0) != added:
+            out.append(f"{added:,} runs to add, {report.added.get('runs', 0):,} written")
+        if not added:
+            return out
+        if not runs_file.exists():
+            return [*out, f"{added:,} runs to add and no runs file"]
+        runs = f"read_parquet([{q(str(runs_file))}])"
+        [(rows, distinct, stored)] = con.sql(
+            f"SELECT count(*), count(DISTINCT run_id), "
+            f"count(*) FILTER (WHERE run_id IN (SELECT run_id FROM existing_runs)) "
+            f"FROM {runs}").fetchall()
+        if rows != added:
+            out.append(f"the runs file holds {rows:,} rows for {added:,} added runs")
+        if distinct != rows:
+            out.append(f"{rows - distinct:,} runs are in the runs file more than once")
+        if stored:
+            out.append(f"{stored:,} runs of the runs file are already in the warehouse")
+        sidecar = direct_sidecar(staging, "measurements")
+        expected = 0 if not sidecar.exists() else con.sql(
+            f"SELECT count(*) FROM read_parquet([{q(str(sidecar))}]) WHERE _seq IN "
+            "(SELECT _seq FROM run_outcome WHERE _outcome = 'added')").fetchall()[0][0]
+        if not measurements_file.exists():
+            return [*out, f"{expected:,} measurements to add and no measurements file"]
+        measurements = f"read_parquet([{q(str(measurements_file))}])"
+        [(found, without, orphans)] = con.sql(
+            f"WITH m AS (SELECT run_id, count(*) AS n FROM {measurements} GROUP BY run_id) "
+            f"SELECT (SELECT sum(n) FROM m), "
+            f"(SELECT count(*) FROM {runs} r ANTI JOIN m USING (run_id)), "
+            f"(SELECT count(*) FROM m ANTI JOIN {runs} r USING (run_id))").fetchall()
+        if found != expected:
+            out.append(f"the measurements file holds {found or 0:,} rows, the added records "
+                       f"staged {expected:,}")
+        if without:
+            out.append(f"{without:,} added runs have no measurement")
+        if orphans:
+            out.append(f"measurements of {orphans:,} runs that are not added")
+        return out
 
     @staticmethod
     def _write_marker(path: Path, report: LoadReport, now: datetime) -> None:
