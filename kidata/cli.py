@@ -589,6 +589,28 @@ def check(
 
 
 @app.command()
+def unload(
+    load_ids: Annotated[list[str] | None, typer.Argument(
+        help="Loads to take out (their load_id, as `kidata sql 'select * from loads'` "
+        "lists them).", show_default=False)] = None,
+    damaged: Annotated[bool, typer.Option(
+        "--damaged", help="Take out every load whose commit `kidata check` finds "
+        "inconsistent (runs twice, measurements lost: kidata 0.2.5-0.2.7).")] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Take loads out whole, so that loading their files again adds what they held."""
+    if not load_ids and not damaged:
+        raise typer.BadParameter("name the loads to take out, or give --damaged")
+    done, removed = _wh(warehouse).unload(load_ids, damaged=damaged)
+    if not done:
+        typer.echo("no load to take out: kidata check finds no damaged load")
+        return
+    rows = ", ".join(f"{n:,} {table}" for table, n in removed.items() if n) or "no rows"
+    typer.echo(f"took out {len(done):,} load(s) ({rows}): {', '.join(done)}")
+    typer.echo("load their files again to add what they held (kidata load FILE...)")
+
+
+@app.command()
 def compact(
     tables: Annotated[list[str] | None, typer.Argument(
         help="Tables to compact (default: every table loads write).")] = None,

@@ -240,6 +240,26 @@ class Warehouse:
 
         return check(self, repair=repair)
 
+    def unload(self, load_ids: list[str] | None = None, damaged: bool = False
+               ) -> tuple[list[str], dict[str, int]]:
+        """Take committed loads out: ``load_ids``, and with ``damaged`` every load whose
+        commit ``check`` finds inconsistent. Their runs, measurements, claims, ``latest_runs``
+        rows and rejects go, their documents and commit markers stay, and their files are
+        read again by the next load of them (:mod:`kidata.store.unload`). Returns the loads
+        taken out and the rows removed per table."""
+        from kidata.store.unload import unload
+
+        self.require()
+        ids = list(load_ids or [])
+        if damaged:
+            ids += list(self.check().damaged)
+        if not ids:
+            return [], {}
+        with self.writer_lock():
+            removed = unload(self.path, ids)
+        self.session.forget()
+        return sorted(set(ids)), removed
+
     def compact(self, tables: list[str] | None = None):
         """Merge each table's small files; see :func:`kidata.store.compaction.compact`."""
         from kidata.store.compaction import compact

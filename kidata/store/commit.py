@@ -344,24 +344,36 @@ def replace_table(root: Path, table: str, write: Callable[[Path], int],
     writes (it returns the rows written) and the files ``keep``: a :class:`Transaction`
     exchanging the table's folder with its prepared next folder. Call under the writer
     lock."""
+    return replace_tables(root, {table: (write, keep)}, what=what, faults=faults)[table]
+
+
+def replace_tables(root: Path,
+                   tables: dict[str, tuple[Callable[[Path], int], list[Path] | tuple[Path, ...]]],
+                   *, what: str, faults: str) -> dict[str, int]:
+    """:func:`replace_table` for several tables in one :class:`Transaction`: each table's
+    files become the file its ``write`` writes plus its ``keep`` files, all committed by one
+    journal (a crash leaves every table old or, once the journal is written, every table
+    new). Returns the rows written per table."""
     tx = Transaction(root, what, faults=faults)
-    nxt = tx.work / table
+    rows: dict[str, int] = {}
     try:
-        nxt.mkdir(parents=True)
         witness = f"compacted-{tx.name}.parquet"
-        rows = write(nxt / witness)
-        for path in keep:
-            try:
-                os.link(path, nxt / path.name)
-            except OSError:  # no hard links on this file system: a copy is as good
-                shutil.copy2(path, nxt / path.name)
-                durable.fsync_file(nxt / path.name)
-        durable.fsync_dir(nxt)
-        fault(f"{faults}before-swap:{table}")
-        tx.exchange(nxt, Layout(root).table(table), witness)
+        for table, (write, keep) in tables.items():
+            nxt = tx.work / table
+            nxt.mkdir(parents=True)
+            rows[table] = write(nxt / witness)
+            for path in keep:
+                try:
+                    os.link(path, nxt / path.name)
+                except OSError:  # no hard links on this file system: a copy is as good
+                    shutil.copy2(path, nxt / path.name)
+                    durable.fsync_file(nxt / path.name)
+            durable.fsync_dir(nxt)
+            fault(f"{faults}before-swap:{table}")
+            tx.exchange(nxt, Layout(root).table(table), witness)
         tx.commit()
     finally:
-        # Before the commit point: the unfinished next folder; after it: the old generation.
+        # Before the commit point: the unfinished next folders; after it: the old generation.
         tx.discard()
     return rows
 

@@ -45,6 +45,9 @@ class CheckReport:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    # Loads whose committed rows break the load invariant (kidata.store.unload.damaged_loads),
+    # with what each broke: ``kidata unload --damaged`` takes them out.
+    damaged: dict[str, list[str]] = field(default_factory=dict)
     files: int = 0
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -109,6 +112,7 @@ def _check_files_and_rows(wh: Warehouse, report: CheckReport) -> None:
         _check_nulls(con, report)
         _check_identities(con, report)
         _check_references(con, report)
+        _check_damaged(con, report)
         _check_loads(con, report)
         _check_derived(con, report)
         _check_digests(con, report)
@@ -342,6 +346,23 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
                                f"statistic) measurement of their metric (never a run without "
                                f"its measurements), e.g. "
                                f"{_examples(missing)}")
+
+
+def _check_damaged(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """Name the loads whose commits are inconsistent (kidata 0.2.5-0.2.7 committed loads with
+    repeated runs that way: issue 25), so that they can be taken out whole."""
+    from kidata.store.unload import damaged_loads
+
+    report.damaged = damaged_loads(con)
+    if report.damaged:
+        shown = "; ".join(f"{load_id} ({', '.join(why)})"
+                          for load_id, why in list(report.damaged.items())[:SHOWN])
+        more = len(report.damaged) - SHOWN
+        report.problems.append(
+            f"loads: {len(report.damaged):,} loads committed inconsistent rows: {shown}"
+            + (f"; and {more:,} more" if more > 0 else "")
+            + ". Take them out with `kidata unload --damaged`, then load their files again "
+            "(docs/guarantees.md, \"Warehouses damaged by 0.2.5-0.2.7\")")
 
 
 def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
