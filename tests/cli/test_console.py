@@ -85,7 +85,7 @@ def test_excel_export_through_the_console_script(seeded, tmp_path):
 
 READING = [["regressions"], ["audit"], ["info"], ["sql", "select count(*) from runs"],
            ["export", "runs", "-o", "out.csv"], ["rejects"], ["check"], ["compact"],
-           ["views", "--sql"]]
+           ["unload", "--damaged"], ["views", "--sql"]]
 
 
 @pytest.mark.slow
