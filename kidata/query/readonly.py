@@ -12,6 +12,9 @@ statement type it reports (``extract_statements``), not from the statement's fir
   statement as written, whose own type DuckDB does not report. It reads only when the
   statement as written is a query: one whose first word is a query's (``PIVOT``,
   ``SELECT``, ``FROM``, …); ``COPY (PIVOT …) TO``, ``CREATE TABLE … AS PIVOT`` are refused.
+  The first word (and what an ``EXPLAIN`` explains) is found among the tokens of DuckDB's own
+  tokenizer, never by a pattern over the text: block comments nest for DuckDB
+  (``/* /* */ SELECT */ COPY …`` is a ``COPY``), which 0.2.7's pattern did not know.
 - Every other type (``COPY``, ``EXPORT``, ``ATTACH``, ``LOAD``/``INSTALL``, ``SET``,
   ``PRAGMA``, ``CALL``, ``CREATE``, ``INSERT``, …) may write or change the session: refused
   unless ``kidata sql --write``.
@@ -31,9 +34,6 @@ import duckdb
 from kidata.errors import QueryError, UsageError
 
 QUERIES = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT, UNPIVOT, EXPLAIN"
-_EXPLAIN = re.compile(r"^\s*explain\s+(?:analy[sz]e\s+)?", re.IGNORECASE)
-# Leading comments, whitespace and parentheses before a statement's first word.
-_LEAD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.DOTALL)
 # First words of statements DuckDB parses as a query (type SELECT); used only for MULTI, whose
 # final statement's type DuckDB does not report.
 _QUERY_WORDS = frozenset({"SELECT", "FROM", "VALUES", "TABLE", "PIVOT", "PIVOT_WIDER",
@@ -59,20 +59,57 @@ def _refused(con: duckdb.DuckDBPyConnection, statement) -> str | None:
     kind = statement.type.name
     if kind == "SELECT":
         return None
+    words = _words(statement.query)
     if kind == "EXPLAIN":
-        inner = _EXPLAIN.sub("", statement.query, count=1)
-        if inner != statement.query and inner.strip():
+        inner = _explained(statement.query, words)
+        if inner is not None:
             try:
                 parts = con.extract_statements(inner)
             except duckdb.Error as exc:
                 raise QueryError(str(exc)) from None
+            if not parts:
+                return "EXPLAIN"
             return next(filter(None, (_refused(con, part) for part in parts)), None)
-    if kind == "MULTI" and _first_word(statement.query) in _QUERY_WORDS:
+    first = _first_word(words)
+    if kind == "MULTI" and first in _QUERY_WORDS:
         return None
-    return _first_word(statement.query) or kind
+    return first or kind
 
 
-def _first_word(text: str) -> str:
-    rest = _LEAD.sub("", text, count=1)
-    match = re.match(r"[A-Za-z_]+", rest)
-    return match.group(0).upper() if match else ""
+def _words(text: str) -> list[tuple[int, str]]:
+    """The statement's tokens as DuckDB's own tokenizer splits them (so comments nest as they
+    do for its parser: ``/* /* */ SELECT */`` is one comment), comments left out: (position,
+    text) each."""
+    tokens = duckdb.tokenize(text)
+    ends = [position for position, _ in tokens[1:]] + [len(text)]
+    return [(position, text[position:end].strip())
+            for (position, kind), end in zip(tokens, ends, strict=True)
+            if kind != duckdb.token_type.comment]
+
+
+def _first_word(words: list[tuple[int, str]]) -> str:
+    """The statement's first keyword or name, after any opening parentheses."""
+    for _, token in words:
+        if token.startswith("("):
+            continue
+        match = re.match(r"[A-Za-z_]+", token)
+        return match.group(0).upper() if match else ""
+    return ""
+
+
+def _explained(text: str, words: list[tuple[int, str]]) -> str | None:
+    """What an ``EXPLAIN [ANALYZE] [(options)]`` statement explains, from its tokens; None
+    when it is not of that form (then the statement is judged by its first word)."""
+    if not words or words[0][1].upper() != "EXPLAIN":
+        return None
+    i = 1
+    if i < len(words) and words[i][1].upper() in ("ANALYZE", "ANALYSE"):
+        i += 1
+    if i < len(words) and words[i][1] == "(":  # options: EXPLAIN (FORMAT json) ...
+        depth = 0
+        while i < len(words):
+            depth += words[i][1].count("(") - words[i][1].count(")")
+            i += 1
+            if depth <= 0:
+                break
+    return text[words[i][0]:] if i < len(words) else None

@@ -44,6 +44,16 @@ def loaded(cli, shared: Path, monkeypatch):
     ("copy (pivot runs on gpu using count(*)) to '{wh}/runs/evil.parquet'", "COPY"),
     ("create table t as pivot runs on gpu using count(*)", "CREATE"),
     ("export database '{wh}/runs'", "EXPORT"),
+    # DuckDB nests block comments; 0.2.7 stripped them as if they did not, read the SELECT
+    # inside the comment as the first word, and ran the COPY (issue 27, item 1).
+    ("/* /* */ SELECT */ COPY (PIVOT (select 'a' k, 1 v) ON k USING sum(v)) "
+     "TO '{wh}/runs/evil.parquet'", "COPY"),
+    ("/* /* /* */ */ select */ copy (pivot runs on gpu using count(*)) "
+     "to '{wh}/runs/evil.parquet'", "COPY"),
+    ("select 1; -- select\n/* pivot */ copy (pivot runs on gpu using count(*)) "
+     "to '{wh}/runs/evil.parquet'", "COPY"),
+    ("/* /* */ explain */ copy (select 1) to '{wh}/runs/evil.parquet'", "COPY"),
+    ("explain /* select */ analyze copy runs to '{wh}/runs/evil.parquet'", "COPY"),
 ])
 def test_statements_that_can_write_are_refused(statement, first, loaded, shared: Path):
     result = loaded("sql", statement.format(wh=shared))
@@ -62,6 +72,10 @@ def test_statements_that_can_write_are_refused(statement, first, loaded, shared:
     "describe runs",
     "show tables",
     "summarize runs",
+    "/* /* nested */ copy */ select count(*) as n from runs",
+    "explain (format json) select count(*) from runs",
+    "pivot runs on gpu using count(*)",
+    "/* copy /* */ */ pivot runs on gpu using count(*)",
 ])
 def test_queries_run(query, loaded):
     result = loaded("sql", query, "--format", "csv")
@@ -113,3 +127,50 @@ def test_a_warehouse_that_cannot_be_written_is_an_error_not_a_traceback(tmp_path
     result = cli("-w", blocker / "wh", "load", SEEDS)
     assert result.code == 1
     assert result.err.startswith(f"Error: cannot write to the warehouse {blocker / 'wh'}: ")
+
+
+# Pieces a fuzzed statement is made of: comments that nest or look like keywords, and
+# statements that read (R) or may write (W), PIVOT over data values (DuckDB's MULTI) included.
+COMMENTS = ["", "/* */ ", "/* select */ ", "/* /* */ select */ ", "/* /* /* */ */ pivot */ ",
+            "-- select\n", "/* explain */ ", "/**/"]
+READS = ["select 1", "with x as (select 1) select * from x", "from runs select count(*)",
+         "pivot runs on gpu using count(*)", "explain select 1", "values (1)",
+         "select * from query('select 1')", "describe runs", "summarize runs",
+         "unpivot (select 1 a, 2 b) on a, b into name k value v"]
+WRITES = ["copy (select 1) to '{out}'", "copy (pivot runs on gpu using count(*)) to '{out}'",
+          "explain analyze copy (select 1) to '{out}'", "create table t as select 1",
+          "create table t as pivot runs on gpu using count(*)", "attach '{out}' as x",
+          "set threads = 1", "export database '{out}'", "install httpfs",
+          "insert into runs select * from runs", "call pragma_version()",
+          "pragma threads = 1", "create macro m() as 1"]
+
+
+def test_fuzzed_read_only_rule(tmp_path: Path, shared: Path):
+    """Every statement that may write is refused and writes nothing, whatever comments, nesting
+    or parentheses surround it, alone or after a query; every query runs."""
+    import random
+
+    from kidata.errors import UsageError
+
+    wh = Warehouse(shared)
+    rng = random.Random(27)
+    out = tmp_path / "written"
+    for _ in range(250):
+        lead = rng.choice(COMMENTS) + rng.choice(COMMENTS)
+        write = rng.choice(WRITES).format(out=out)
+        parens = rng.choice([0, 0, 1]) if write.startswith(("copy", "create")) else 0
+        statement = lead + "(" * parens + rng.choice(COMMENTS) + write + ")" * parens
+        if rng.random() < 0.3:
+            statement = rng.choice(READS) + "; " + statement
+        try:
+            wh.sql(statement, read_only=True).fetchall()
+        except UsageError as exc:
+            assert "refused the" in str(exc)
+        except Exception as exc:  # a parse error is fine, anything that ran is not
+            assert "refused" in str(exc) or "Parser Error" in str(exc), (statement, exc)
+        else:
+            raise AssertionError(f"ran: {statement!r}")
+        assert not out.exists(), statement
+    for _ in range(100):
+        statement = rng.choice(COMMENTS) + rng.choice(COMMENTS) + rng.choice(READS)
+        wh.sql(statement, read_only=True).fetchall()
