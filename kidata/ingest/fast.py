@@ -37,7 +37,7 @@ import orjson
 
 from kidata.errors import RecordError
 from kidata.ingest.flatten import Environment, Flat, Flattener
-from kidata.ingest.readers.base import Item, Lines, Overlong, raw_text
+from kidata.ingest.readers.base import MAX_DEPTH, Item, Lines, Overlong, raw_text
 from kidata.ingest.readers.kernelindex import (
     json_error_message,
     long_digits,
@@ -91,6 +91,9 @@ def parse(line: bytes, file: str, position: str, title: str | None
         value = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
         return record_error(file, position, json_error_message(exc), stripped)
+    except RecursionError:
+        return record_error(file, position, f"JSON nested deeper than {MAX_DEPTH} levels",
+                            stripped)
     return to_item(value, file, position, raw_text(stripped), title, stripped)
 
 
@@ -132,8 +135,10 @@ class FastPath:
             env_doc = None if environment is not None else orjson.loads(memoryview(env_text))
             protocol_doc = None if protocol is not None or protocol_text is None \
                 else orjson.loads(memoryview(protocol_text))
-        except (msgspec.DecodeError, orjson.JSONDecodeError):
-            return None  # another shape, or not JSON as orjson reads it: the general path's
+        except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
+            # Another shape, or not JSON as orjson reads it, or nested deeper than msgspec
+            # follows (~1,000 levels: Python's recursion limit; issue 27): the general path's.
+            return None
         if type(run) is not dict or (environment is None and type(env_doc) is not dict) \
                 or (protocol_text is not None and protocol is None
                     and type(protocol_doc) is not dict):

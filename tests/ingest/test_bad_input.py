@@ -376,3 +376,62 @@ def test_quantile_reject_names_the_first_metric_given(tmp_path: Path):
             f"rejected: {path}, line 1, field run.spec.measurements: quantiles out of order "
             "for throughput: p20 = 9 is above p80 = 2; expected p20 <= median <= p80"], \
             f"PYTHONHASHSEED={seed}: {rejected}"
+
+
+# -- nesting depth, swept on both paths (issue 27, item 2) -------------------------------------
+
+# Depths of an array nest put in a run's spec.sourceNative: the run document is then d + 3
+# deep (run, spec, sourceNative) and the JSON line d + 4. kidata stores documents up to 254
+# levels deep; orjson reads up to 1,024; msgspec (the fast path's decoder) follows nesting
+# only to Python's recursion limit (~1,000), where 0.2.7 raised RecursionError and lost the
+# whole load.
+DEPTHS = [250, 251, 252, 300, 600, 900, 950, 975, 990, 1000, 1010, 1019, 1020, 1021, 1024,
+          1030, 2000, 5000]
+
+
+def _deep_lines() -> tuple[bytes, int, int]:
+    """A JSON Lines file: for each depth a run nested that deep, between good runs. Returns
+    the text, the runs a load keeps and the records it rejects, counted from the rule."""
+    from runs_factory import bundle
+
+    out, kept, rejected = [], 0, 0
+    for i, depth in enumerate(DEPTHS):
+        good = bundle(2 * i)
+        deep = bundle(2 * i + 1)
+        deep["run"]["spec"]["sourceNative"]["deep"] = "DEEP"
+        text = json.dumps(deep).replace('"DEEP"', "[" * depth + "]" * depth)
+        out += [json.dumps(good), text]
+        kept += 1
+        if depth + 3 <= 254:
+            kept += 1
+        else:
+            rejected += 1
+    return ("\n".join(out) + "\n").encode(), kept, rejected
+
+
+@pytest.mark.parametrize("path, workers", [("fast", "0"), ("slow", "0"), ("fast", "2")])
+def test_any_nesting_depth_is_a_reject_on_either_path_never_a_lost_load(
+        tmp_path, monkeypatch, path, workers):
+    from kidata.ingest import stage
+
+    text, kept, rejected = _deep_lines()
+    assert (kept, rejected) == (len(DEPTHS) + 2, len(DEPTHS) - 2)  # 250 and 251 fit
+    source = tmp_path / "deep.jsonl"
+    source.write_bytes(text)
+    monkeypatch.setenv("KIDATA_SLOW_PATH", "1" if path == "slow" else "0")
+    monkeypatch.setenv("KIDATA_WORKERS", workers)
+    monkeypatch.setattr(stage, "BATCH_LINES", 4)  # the deep lines spread over worker jobs
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load([str(source)])
+    assert report.committed
+    assert (report.runs_added, report.rejected) == (kept, rejected)
+    reasons = {r.position: r.reason for r in report.rejects}
+    for i, depth in enumerate(DEPTHS):
+        position = f"line {2 * i + 2}"
+        if depth + 3 <= 254:
+            assert position not in reasons
+        elif depth + 4 > 1024:
+            assert reasons[position].startswith("invalid JSON: nested deeper than 1,024"), depth
+        else:
+            assert "nested deeper than 254 levels" in reasons[position], depth
+    assert wh.check().problems == []

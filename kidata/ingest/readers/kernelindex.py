@@ -88,13 +88,24 @@ def long_digits(data: bytes) -> bool:
 def json_problem(value: Any, data: bytes) -> tuple[str | None, str] | None:
     """``(field, reason)`` when the record ``value``, parsed from ``data``, cannot be kept
     exactly as written: nested deeper than kidata stores, or holding an integer beyond 64
-    bits. None when it can (the common case costs one serialisation and one byte scan)."""
-    try:
-        orjson.dumps(value)
-    except TypeError:  # "Recursion limit reached" (integers were read as int or float)
-        return (_deep_field(value),
-                f"nested deeper than {MAX_DEPTH} levels; kidata stores documents up to "
-                f"{MAX_DEPTH} levels deep")
+    bits. None when it can (the common case costs one serialisation and one byte scan).
+
+    Depth is a stored document's: a bundle's documents are measured each from its own root,
+    as the fast path (which serialises only the documents) measures them, so both paths
+    accept and reject the same records (a bundle 255 deep whose run is 254 is kept)."""
+    parts = ([(None, value)] if "kind" in value or not isinstance(value, dict) else
+             [(role, doc) for role, doc in value.items() if role in KINDS])
+    for role, part in parts:
+        try:
+            orjson.dumps(part)
+        except TypeError:  # "Recursion limit reached" (integers were read as int or float)
+            # Six steps shown from the record's root, the role being the first.
+            field = _deep_field(part, shown=6 if role is None else 5)
+            if role is not None:
+                field = role + ("" if field is None else
+                                field if field.startswith("[") else "." + field)
+            return (field, f"nested deeper than {MAX_DEPTH} levels; kidata stores documents "
+                           f"up to {MAX_DEPTH} levels deep")
     if long_digits(data):
         try:
             exact = json.loads(data)
