@@ -217,10 +217,15 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
             # keeping duplicates and dropping added rows (issue 25).
             read = batch.num_rows
             rows = pa.Table.from_batches([batch]).filter(mask.slice(offset, read))
-            offset += rows.num_rows
+            offset += read
             writer.write(rows if rows.schema.equals(schema, check_metadata=True)
                          else rows.cast(schema))
             # Keep the process's memory flat (runs: one batch of documents at a time).
             pa.default_memory_pool().release_unused()
+    if offset != total or writer.rows != kept:
+        # Never commit a copy that is not exactly the kept rows (the load's own check,
+        # load_commit.LoadCommit._verify, looks again from the files).
+        raise WarehouseError(f"{table}: copied {writer.rows} of {kept} kept rows "
+                           f"(read {offset} of {total} staged)")
     durable.fsync_file(path)
     return writer.rows
