@@ -275,6 +275,14 @@ def roll_forward(root: Path, journal: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise WarehouseError(f"commit journal {journal} is unreadable ({exc}); move it "
                              "aside and run `kidata check`") from None
+    outside = _unconfined(root, moves, exchanges)
+    if outside:
+        # A journal is input like any other file of a shared or mailed warehouse: one that
+        # names a path outside the places a commit may touch is refused, nothing moved.
+        raise WarehouseError(f"commit journal {journal} names {outside!r}, outside the places a "
+                             "kidata commit prepares (_kidata/staging, _kidata/compact) or "
+                             "changes (a table's folder); refused, nothing was moved. Move "
+                             "the journal aside and run `kidata check`")
     # Stored files a commit replaces by new versions: never removed by an undo (the
     # stored file and its new version are both a whole, valid state).
     replaces = set(entry.get("replaces", ()))
@@ -299,6 +307,49 @@ def roll_forward(root: Path, journal: Path) -> str:
     journal.unlink()
     durable.fsync_dir(journal.parent)
     return action
+
+
+def _unconfined(root: Path, moves: list, exchanges: list) -> str | None:
+    """The first path a journal names that a commit could not have written: a prepared file
+    or folder outside ``_kidata/staging/`` and ``_kidata/compact/``, a target other than a
+    Parquet file directly in a table's folder (or a table's folder, for an exchange), a
+    witness that is not a plain file name, or anything that resolves (through ``..`` or a
+    symbolic link) outside the warehouse. None when every path is confined."""
+    real = root.resolve()
+    layout = Layout(root)
+    prepared_in = [layout.staging.resolve(), layout.compact.resolve()]
+    tables = {layout.table(t).resolve() for t in COLUMNS}
+
+    def inside(path: str, under: list[Path]) -> bool:
+        if not isinstance(path, str) or not path or os.path.isabs(path):
+            return False
+        resolved = (root / path).resolve()
+        return resolved.is_relative_to(real) and any(
+            resolved != base and resolved.is_relative_to(base) for base in under)
+
+    def in_table(path: str) -> bool:
+        if not isinstance(path, str) or not path or os.path.isabs(path):
+            return False
+        resolved = (root / path).resolve()
+        return resolved.parent in tables and resolved.suffix == ".parquet"
+
+    try:
+        for src, dst in moves:
+            if not inside(src, prepared_in):
+                return src
+            if not in_table(dst):
+                return dst
+        for prepared, folder, witness in exchanges:
+            if not inside(prepared, prepared_in):
+                return prepared
+            if not isinstance(folder, str) or (root / folder).resolve() not in tables:
+                return folder
+            if not isinstance(witness, str) or Path(witness).name != witness \
+                    or witness in ("", ".", ".."):
+                return witness
+    except (TypeError, ValueError) as exc:
+        return f"a malformed entry ({exc})"
+    return None
 
 
 def pending(root: Path) -> list[tuple[str, str | None, str]]:

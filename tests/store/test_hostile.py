@@ -424,3 +424,45 @@ def test_an_integer_within_64_bits_is_stored_exactly(tmp_path):
     [(protocol,)] = Warehouse(wh).sql("select document from protocols").fetchall()
     assert json.loads(protocol)["spec"]["big"] == 18446744073709551615
     assert copy.deepcopy(b["run"]) == json.loads(document)
+
+
+# -- a planted journal names paths outside the warehouse (issue 27, item 4) --------------------
+
+@pytest.mark.parametrize("entry", [
+    # 0.2.7 renamed ../victim.txt into the warehouse (and an undo deleted ../victim.txt).
+    {"moves": [["../victim.txt", "runs/part-x.parquet"]]},
+    {"moves": [["_kidata/staging/../../../victim.txt", "runs/part-x.parquet"]]},
+    {"moves": [["_kidata/staging/x/final/runs.parquet", "../victim.txt"]]},
+    {"moves": [["_kidata/staging/gone.parquet", "../victim.txt"]]},  # an "undo" deleted it
+    {"moves": [["_kidata/staging/x.parquet", "_kidata/lock"]]},
+    {"moves": [["{victim}", "runs/part-x.parquet"]]},  # absolute
+    {"exchanges": [["../outside", "runs", "w.parquet"]]},
+    {"exchanges": [["_kidata/compact/x/runs", "..", "w.parquet"]]},
+    {"exchanges": [["_kidata/compact/x/runs", "runs", "../../victim.txt"]]},
+])
+def test_a_journal_naming_paths_outside_the_warehouse_is_refused(tmp_path, entry):
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).load([str(SEED0)]).committed
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not kidata's")
+    (tmp_path / "outside").mkdir()
+    entry = json.loads(json.dumps(entry).replace("{victim}", str(victim)))
+    journal = wh / "_kidata" / "journal" / "planted.json"
+    journal.write_text(json.dumps({"load_id": "planted", "what": "load planted",
+                                   "replaces": [], "moves": [], "exchanges": [], **entry}))
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+                    if "_kidata" not in p.parts)
+    for args in (["check", "--repair"], ["load", str(SEED1)], ["compact"]):
+        done = kidata(wh, *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert "commit journal" in done.stderr and "refused, nothing was moved" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert victim.read_text() == "not kidata's"
+    after = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+                   if "_kidata" not in p.parts)
+    assert after == before
+    assert runs(wh) == {RUN0}
+    # Moved aside, as the message says, the warehouse works again.
+    journal.rename(tmp_path / "planted.json")
+    assert kidata(wh, "load", SEED1).returncode == 0
+    assert kidata(wh, "check").returncode == 0
