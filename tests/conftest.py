@@ -51,6 +51,8 @@ SLOWEST_FIRST = (
     "store/test_hostile.py",         # 33 s
     "test_benchmarks_smoke.py",      # 33 s
     "store/test_latest_runs.py",     # 30 s
+    "store/test_load_duplicates.py", # 59 s alone (-n 0): thousands of runs, workers on and off
+    "store/test_oracle.py",          # 36 s alone: the differential oracle's bounded run
 )
 
 

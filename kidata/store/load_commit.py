@@ -266,13 +266,18 @@ class LoadCommit:
                 FROM staged_runs s
                 ANTI JOIN repeated r ON r.run_id IS NOT DISTINCT FROM s.run_id
             )
+            -- A run the warehouse holds is the reference of every record of it in the load
+            -- (each is a duplicate or a conflict of the stored run, whatever came first in
+            -- the load); otherwise the load's first record of it is.
             SELECT r.*, e.content_hash AS _old_hash, e.source_file AS _old_file,
+                coalesce(e.content_hash, r._first_hash) AS _ref_hash,
                 CASE
+                    WHEN e.run_id IS NOT NULL AND e.content_hash = r.content_hash
+                        THEN 'duplicate'
+                    WHEN e.run_id IS NOT NULL THEN 'conflict_existing'
                     WHEN r._rn > 1 AND r.content_hash = r._first_hash THEN 'duplicate'
                     WHEN r._rn > 1 THEN 'conflict_load'
-                    WHEN e.run_id IS NULL THEN 'added'
-                    WHEN e.content_hash = r.content_hash THEN 'duplicate'
-                    ELSE 'conflict_existing'
+                    ELSE 'added'
                 END AS _outcome
             FROM ranked r
             LEFT JOIN (SELECT run_id, content_hash, source_file FROM existing_runs) e
@@ -319,8 +324,10 @@ class LoadCommit:
             return " + ".join(f"(CASE WHEN {alias}.{key} IN (SELECT id FROM known_documents) "
                               "THEN 1 ELSE 0 END)" for key in DOCUMENT_KEYS.values())
 
-        same = " AND ".join(f"e.{views_mod.quote_identifier(c)} IS NOT DISTINCT FROM "
-                            f"s.{views_mod.quote_identifier(c)}" for c in VARIANT_SAME)
+        def same_as(alias: str) -> str:
+            return " AND ".join(f"{alias}.{views_mod.quote_identifier(c)} IS NOT DISTINCT FROM "
+                                f"s.{views_mod.quote_identifier(c)}" for c in VARIANT_SAME)
+        same, same_first = same_as("e"), same_as("f")
         stored_cols = ", ".join(f"e.{views_mod.quote_identifier(c)}" for c in
                                 dict.fromkeys(("run_id", *DOCUMENT_KEYS.values(),
                                                *VARIANT_SAME)))
@@ -328,13 +335,13 @@ class LoadCommit:
         # documents' text stays where it is: only hashes of it are carried).
         con.execute("""
             CREATE TEMP TABLE variant_ids AS
-            SELECT o.run_id, max(CASE WHEN o._rn = 1 THEN o._outcome END) AS first_outcome
+            SELECT o.run_id, bool_or(o._old_hash IS NOT NULL) AS is_stored
             FROM run_outcome_wide o
-            -- a run staged once is one only when the warehouse has it (its outcome says so)
-            WHERE o.content_hash = o._first_hash AND (o._repeated OR o._outcome = 'duplicate')
+            -- the records with the reference's numbers (the stored run's, else the load's
+            -- first record's); a run staged once is one only when the warehouse has it
+            WHERE o.content_hash = o._ref_hash AND (o._repeated OR o._outcome = 'duplicate')
             GROUP BY o.run_id
-            HAVING (count(*) > 1 OR first_outcome = 'duplicate')
-                AND first_outcome IN ('added', 'duplicate')
+            HAVING count(*) > 1 OR is_stored
         """)
         con.execute(f"""
             CREATE TEMP TABLE variant_stored AS
@@ -348,15 +355,23 @@ class LoadCommit:
                 {richness("s")} AS richness
             FROM staged_runs s JOIN run_outcome_wide o ON o._seq = s._seq
             WHERE o.run_id IN (SELECT run_id FROM variant_ids)
-                AND o.content_hash = o._first_hash
+                AND o.content_hash = o._ref_hash
         """)
         con.execute(f"""
             CREATE TEMP TABLE picked AS
-            WITH candidates AS (
+            WITH first_staged AS (
+                SELECT * FROM variant_staged
+                QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY _seq) = 1
+            ),
+            candidates AS (
                 SELECT s.run_id, s._seq, s._hash, s.richness, FALSE AS stored
                 FROM variant_staged s LEFT JOIN variant_stored e ON e.run_id = s.run_id
-                -- a variant may change only what no other table derives from the run
-                WHERE e.run_id IS NULL OR ({same})
+                LEFT JOIN first_staged f ON f.run_id = s.run_id
+                -- a variant may change only what no other table derives from the run: it
+                -- shares those columns with the stored run, else with the load's first
+                -- record of it (so one load and several loads keep the same record)
+                WHERE (e.run_id IS NOT NULL AND ({same}))
+                    OR (e.run_id IS NULL AND ({same_first}))
                 UNION ALL
                 SELECT e.run_id, NULL, e._hash, e.richness, TRUE FROM variant_stored e
             ),
@@ -382,14 +397,14 @@ class LoadCommit:
                 LEFT JOIN staged_md5 t ON NOT c.stored AND t._seq = c._seq
                 LEFT JOIN stored_md5 d ON c.stored AND d.run_id = c.run_id
             )
-            SELECT r.run_id, r._seq, r.stored, i.first_outcome
+            SELECT r.run_id, r._seq, r.stored, i.is_stored
             FROM ranked r JOIN variant_ids i ON i.run_id = r.run_id
             WHERE r._pick = 1
         """)
         con.execute("UPDATE run_outcome_wide SET _outcome = 'duplicate' "
                     "WHERE _outcome = 'added' AND run_id IN (SELECT run_id FROM picked)")
-        con.execute("UPDATE run_outcome_wide AS o SET _outcome = CASE WHEN p.first_outcome = "
-                    "'duplicate' THEN 'enrich' ELSE 'added' END FROM picked AS p "
+        con.execute("UPDATE run_outcome_wide AS o SET _outcome = CASE WHEN p.is_stored "
+                    "THEN 'enrich' ELSE 'added' END FROM picked AS p "
                     "WHERE o._seq = p._seq AND NOT p.stored")
 
     def _write_enriched(self, con: duckdb.DuckDBPyConnection, final: Path,
