@@ -280,3 +280,21 @@ def test_unload_takes_a_named_load_out_and_keeps_its_documents(generated, tmp_pa
     # A load id that names no committed load is bad usage, and so is naming none.
     assert cli("unload", "nope", "-w", tmp_path / "wh").code == 2
     assert cli("unload", "-w", tmp_path / "wh").code == 2
+
+
+def test_every_record_of_a_stored_run_is_judged_against_the_stored_run(tmp_path):
+    """Found by the oracle: a load whose first record of a stored run conflicted with it
+    judged the run's later records against that rejected record, so the stored run's own
+    record was rejected and a second conflict counted as a duplicate."""
+    seed = json.loads((ROOT / "tests/data/seeds/000_ef9e0295e36a82ef.txt").read_text(
+        "utf-8").split("\n", 2)[2])
+    other = json.loads(json.dumps(seed))
+    other["run"]["spec"]["timing"]["latencyNs"]["median"] += 1
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([write(tmp_path / "a.ndjson", [json.dumps(seed).encode() + b"\n"])]).ok
+    lines = [json.dumps(b).encode() + b"\n" for b in (other, other, seed)]
+    report = wh.load([write(tmp_path / "b.ndjson", lines)])
+    assert sorted(r.position for r in report.rejects) == ["line 1", "line 2"]
+    assert (report.runs_added, report.duplicates, report.rejected) == (0, 1, 2)
+    assert wh.sql("select value from measurements where statistic = 'median'"
+                  ).fetchall() == [(seed["run"]["spec"]["timing"]["latencyNs"]["median"],)]
