@@ -359,10 +359,11 @@ def _check_damaged(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
                           for load_id, why in list(report.damaged.items())[:SHOWN])
         more = len(report.damaged) - SHOWN
         report.problems.append(
-            f"loads: {len(report.damaged):,} loads committed inconsistent rows: {shown}"
+            f"loads: {len(report.damaged):,} loads hold inconsistent rows: {shown}"
             + (f"; and {more:,} more" if more > 0 else "")
-            + ". Take them out with `kidata unload --damaged`, then load their files again "
-            "(docs/guarantees.md, \"Warehouses damaged by 0.2.5-0.2.7\")")
+            + " (kidata 0.2.5-0.2.7 committed such loads; files copied or deleted by hand "
+            "leave them too). Take them out with `kidata unload --damaged`, then load their "
+            "files again (docs/guarantees.md, \"Warehouses damaged by 0.2.5-0.2.7\")")
 
 
 def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str

@@ -109,7 +109,10 @@ def test_check_finds_a_duplicated_file(several_loads: Path, cli, monkeypatch):
     # The doubled run now counts twice in its key: 1 row missing (passed_runs 2), 1 extra (1).
     assert (f"problem: latest_runs: 1 rows missing and 1 rows not given by the loads' runs, "
             f"in 1 loads, e.g. '{load_id}'") in result.err
-    assert "3 problem(s)" in result.out
+    # And the load is named as one to take out and load again.
+    assert (f"problem: loads: 1 loads hold inconsistent rows: {load_id} (1 runs stored more "
+            "than once)") in result.err
+    assert "4 problem(s)" in result.out
 
 
 def test_check_finds_measurements_without_their_run(several_loads: Path, cli, monkeypatch):

@@ -238,7 +238,7 @@ def test_a_warehouse_damaged_by_0_2_7_is_named_by_check_and_mended_by_unload(
     assert (damaged.runs_added, damaged.added["measurements"]) != (2000, 6000)
     report = wh.check()
     assert list(report.damaged) == [damaged.load_id]  # not the clean load
-    assert any(p.startswith("loads: 1 loads committed inconsistent rows") for p in
+    assert any(p.startswith("loads: 1 loads hold inconsistent rows") for p in
                report.problems)
     # The way out, through the installed command: take the damaged load out, load again.
     check = subprocess.run([KIDATA, "check", "-w", str(path)], capture_output=True, text=True)
