@@ -35,6 +35,10 @@ WarehouseOpt = Annotated[
                  help="Warehouse folder (default: $KIDATA_WAREHOUSE, else ./warehouse)."),
 ]
 
+ParentsOpt = Annotated[bool, typer.Option(
+    "--parents", help="Create the output file's folder if it does not exist (else a missing "
+    "folder is an error, as a mistyped path should be).")]
+
 
 def _version(value: bool) -> None:
     if value:
@@ -194,6 +198,7 @@ def sql(
     write: Annotated[bool, typer.Option(
         "--write", help="Allow statements that write (COPY, ATTACH, SET, ...); by default "
         "only queries run.")] = False,
+    parents: ParentsOpt = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Run a SQL query (read-only unless --write) and print the result or write it to a
@@ -221,7 +226,8 @@ def sql(
             raise typer.BadParameter("the statement returns no rows to write",
                                      param_hint="--output")
         rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query",
-                                 described=export_mod.query_descriptions(query))
+                                 described=export_mod.query_descriptions(query),
+                                 parents=parents)
         typer.echo(f"wrote {rows:,} rows to {output_path} ({fmt})")
         return
     if format not in output.FORMATS:
@@ -266,6 +272,7 @@ def export(
     duckdb: Annotated[Path | None, typer.Option(
         "--duckdb", metavar="FILE", help="Instead: write a DuckDB database file with a copy "
         "of every table and every view defined, for any DuckDB client.")] = None,
+    parents: ParentsOpt = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
@@ -276,7 +283,7 @@ def export(
         if name is not None or output_path is not None:
             raise typer.BadParameter("--duckdb writes every table and view; give no NAME or "
                                      "--output with it", param_hint="--duckdb")
-        counts = export_mod.duckdb_file(_wh(warehouse), duckdb)
+        counts = export_mod.duckdb_file(_wh(warehouse), duckdb, parents=parents)
         typer.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
                    f"view to {duckdb}; open it with: duckdb {duckdb}")
         return
@@ -290,13 +297,13 @@ def export(
                                      "kernelindex -o FILE", param_hint="--format")
         from kidata.query import bundles
 
-        count = bundles.export(_wh(warehouse), output_path)
+        count = bundles.export(_wh(warehouse), output_path, parents=parents)
         typer.echo(f"wrote {count:,} runs as kernelindex bundles to {output_path}")
         return
     fmt = export_mod.format_for(output_path, format)
     wh = _wh(warehouse)
     rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name,
-                             name=name)
+                             name=name, parents=parents)
     typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
 
 
@@ -332,6 +339,7 @@ def report(
         "--png", metavar="DIR", help="Also write each chart as a PNG file into DIR.")] = None,
     svg: Annotated[Path | None, typer.Option(
         "--svg", metavar="DIR", help="Also write each chart as an SVG file into DIR.")] = None,
+    parents: ParentsOpt = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Write a self-contained HTML report with charts: speedups, latency against size,
@@ -340,7 +348,8 @@ def report(
 
     filters = Filters(kernel or [], gpu or [], implementation or [],
                       _moment(since, "--since"), _moment(until, "--until"))
-    result = write_report(_wh(warehouse), output_path, filters, png_dir=png, svg_dir=svg)
+    result = write_report(_wh(warehouse), output_path, filters, png_dir=png, svg_dir=svg,
+                          parents=parents)
     for warning in result.warnings:
         _err(f"warning: {warning}")
     for note in result.omitted:

@@ -53,11 +53,11 @@ def write_jsonl(wh: Warehouse, out: IO[bytes]) -> int:
     return count
 
 
-def export(wh: Warehouse, path: Path) -> int:
-    """Write the bundles to ``path`` (JSON Lines) through a temporary file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
+def export(wh: Warehouse, path: Path, parents: bool = False) -> int:
+    """Write the bundles to ``path`` (JSON Lines), whole or not at all
+    (:func:`kidata.query.outfile.writing`)."""
+    from kidata.query import outfile
+
+    with outfile.writing(path, parents) as tmp, open(tmp, "wb") as fh:
         count = write_jsonl(wh, fh)
-    tmp.replace(path)
     return count

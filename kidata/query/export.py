@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kidata.errors import UnknownFormat, UsageError
+from kidata.query import outfile
+from kidata.store.durable import fault
 from kidata.query.views import quote_identifier, quote_literal
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "ndjson",
@@ -73,28 +75,36 @@ def query_descriptions(query: str) -> dict[str, str]:
 
 
 def export(relation, con, path: Path, fmt: str, sheet: str = "data",
-           name: str | None = None, described: dict[str, str] | None = None) -> int:
+           name: str | None = None, described: dict[str, str] | None = None,
+           parents: bool = False) -> int:
     """Write ``relation`` to ``path`` in ``fmt``; returns the number of rows written. ``name``
     (a table or view) gives the column descriptions that Parquet carries as field metadata
-    and Excel lists on a ``columns`` sheet; ``described`` gives them for a query's result."""
+    and Excel lists on a ``columns`` sheet; ``described`` gives them for a query's result.
+    The file is written whole or not at all, never inside a warehouse, and into a missing
+    folder only with ``parents`` (:mod:`kidata.query.outfile`)."""
+    outfile.check(path, parents)
     rows = relation.count("*").fetchall()[0][0]
-    path.parent.mkdir(parents=True, exist_ok=True)
     if described is None:
         described = descriptions(name)
-    if fmt == "xlsx":
-        return _excel(relation, path, rows, sheet, described)
-    if fmt in ("parquet", "arrow"):
-        return _arrow(relation, path, described, fmt)
-    relation.create_view("_kidata_export", replace=True)
-    con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(path))} "
-                f"{copy_options(fmt)}")
+    if fmt == "xlsx" and rows + 1 > EXCEL_MAX_ROWS:
+        _too_many_for_excel(rows)
+    with outfile.writing(path, parents) as tmp:
+        if fmt == "xlsx":
+            return _excel(relation, tmp, sheet, described)
+        if fmt in ("parquet", "arrow"):
+            return _arrow(relation, tmp, described, fmt)
+        relation.create_view("_kidata_export", replace=True)
+        con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(tmp))} "
+                    f"{copy_options(fmt)}")
     return rows
 
 
-def _excel(relation, path: Path, rows: int, sheet: str, described: dict[str, str]) -> int:
-    if rows + 1 > EXCEL_MAX_ROWS:
-        raise UsageError(f"{rows:,} rows do not fit in one Excel sheet (at most "
-                         f"{EXCEL_MAX_ROWS - 1:,} rows after the header); export CSV or Parquet")
+def _too_many_for_excel(rows: int) -> None:
+    raise UsageError(f"{rows:,} rows do not fit in one Excel sheet (at most "
+                     f"{EXCEL_MAX_ROWS - 1:,} rows after the header); export CSV or Parquet")
+
+
+def _excel(relation, path: Path, sheet: str, described: dict[str, str]) -> int:
     from kidata.query import excel
 
     return excel.write(relation, path, sheet, described)
@@ -119,17 +129,23 @@ def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
     return table.num_rows
 
 
-def duckdb_file(wh, path: Path) -> dict[str, int]:
+def duckdb_file(wh, path: Path, parents: bool = False) -> dict[str, int]:
     """Write a DuckDB database file holding a copy of every table (the committed rows) and
     every view, with column comments: an analyst opens it in any DuckDB client, without kidata
     and without the warehouse. Returns each table's row count."""
+    if path.exists():
+        raise UsageError(f"{path} exists; choose a new file (kidata never overwrites a database)")
+    with outfile.writing(path, parents, overwrite=False) as tmp:
+        # Written whole under a temporary name: a database with half its tables never
+        # appears at ``path`` (a kill leaves only the temporary file, which a rerun ignores).
+        return _duckdb_file(wh, tmp)
+
+
+def _duckdb_file(wh, path: Path) -> dict[str, int]:
     import duckdb
 
     from kidata.query.views import load_views
 
-    if path.exists():
-        raise UsageError(f"{path} exists; choose a new file (kidata never overwrites a database)")
-    path.parent.mkdir(parents=True, exist_ok=True)
     con = wh.connect()
     from kidata.store.schema import COLUMNS
 
@@ -142,6 +158,7 @@ def duckdb_file(wh, path: Path) -> dict[str, int]:
             out.execute(f"CREATE TABLE {quote_identifier(table)} AS SELECT * FROM _kidata_copy")
             out.unregister("_kidata_copy")
             counts[table] = arrow.num_rows
+            fault(f"export-duckdb:{table}")  # the crash tests: killed with tables still to copy
             for column in COLUMNS[table]:
                 out.execute(f"COMMENT ON COLUMN {quote_identifier(table)}."
                             f"{quote_identifier(column.name)} IS "
@@ -158,9 +175,7 @@ def duckdb_file(wh, path: Path) -> dict[str, int]:
                     out.execute(f"COMMENT ON COLUMN {quote_identifier(view.name)}."
                                 f"{quote_identifier(column)} IS {quote_literal(meaning)}")
         out.execute("CHECKPOINT")
-    except BaseException:
+    finally:
         out.close()
-        path.unlink(missing_ok=True)
-        raise
-    out.close()
+        path.with_name(path.name + ".wal").unlink(missing_ok=True)
     return counts

@@ -29,8 +29,9 @@ def seeded(tmp_path_factory) -> Path:
     return path
 
 
-def kidata(*args, warehouse: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KIDATA_WAREHOUSE": str(warehouse)}
+def kidata(*args, warehouse: Path, stdin: str | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KIDATA_WAREHOUSE": str(warehouse), **(env or {})}
     return subprocess.run([KIDATA, *map(str, args)], capture_output=True, text=True, env=env,
                           input=stdin, timeout=120)
 
@@ -165,3 +166,71 @@ def test_duckdb_file_opens_in_plain_duckdb(seeded: Path, tmp_path: Path):
         con.close()
     again = kidata("export", "--duckdb", out, warehouse=seeded)
     assert again.returncode == 2 and "exists" in again.stderr
+
+
+# -- outputs: never inside a warehouse, never a missing folder, whole or not at all (issue 27,
+# items 5 and 6) -------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_an_output_inside_a_warehouse_folder_is_refused_and_the_file_kept(seeded, tmp_path):
+    part = next((seeded / "runs").glob("part-*.parquet"))
+    before = part.read_bytes()
+    for args in (["sql", "select 1 as x", "-o", part],
+                 ["export", "runs", "-o", seeded / "runs" / "new.csv"],
+                 ["export", "--duckdb", seeded / "_kidata" / "x.duckdb"],
+                 ["report", "-o", seeded / "loads" / "r.html"]):
+        done = kidata(*args, warehouse=seeded)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "inside the warehouse" in done.stderr and "only kidata's commits" in done.stderr
+    assert part.read_bytes() == before  # 0.2.7 overwrote it (78 runs gone)
+    assert not (seeded / "runs" / "new.csv").exists()
+    assert kidata("check", warehouse=seeded).returncode == 0
+    # Beside the tables, in the warehouse's own folder, is not a table: allowed.
+    assert kidata("sql", "select 1 as x", "-o", seeded / "x.csv",
+                  warehouse=seeded).returncode == 0
+    (seeded / "x.csv").unlink()
+
+
+@pytest.mark.slow
+def test_a_missing_output_folder_is_an_error_unless_parents(seeded, tmp_path):
+    target = tmp_path / "no" / "such" / "x.csv"
+    done = kidata("sql", "select 1 as x", "-o", target, warehouse=seeded)
+    assert done.returncode == 2
+    assert f"the folder {target.parent} does not exist; create it, or pass --parents" \
+        in done.stderr
+    assert not (tmp_path / "no").exists()  # 0.2.7 created it silently
+    done = kidata("sql", "select 1 as x", "-o", target, "--parents", warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == "x\n1\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, name", [
+    (["sql", "select * from runs"], "q.csv"),
+    (["export", "runs"], "runs.json"),
+    (["export", "runs", "--format", "kernelindex"], "runs.jsonl"),
+])
+def test_a_killed_export_leaves_the_old_file_not_a_truncated_one(seeded, tmp_path, args, name):
+    target = tmp_path / name
+    target.write_text("old\n")
+    env = {"KIDATA_FAULT": "output-before-rename", "KIDATA_FAULT_ACTION": "kill"}
+    done = kidata(*args, "-o", target, warehouse=seeded, env=env)
+    assert done.returncode == -9
+    assert target.read_text() == "old\n"
+    done = kidata(*args, "-o", target, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() != "old\n" and target.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_a_killed_duckdb_export_leaves_no_database_and_runs_again(seeded, tmp_path):
+    target = tmp_path / "a.duckdb"
+    env = {"KIDATA_FAULT": "export-duckdb:runs", "KIDATA_FAULT_ACTION": "kill"}
+    done = kidata("export", "--duckdb", target, warehouse=seeded, env=env)
+    assert done.returncode == -9
+    assert not target.exists()  # 0.2.7: a database with some of its tables, refused on rerun
+    done = kidata("export", "--duckdb", target, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    con = duckdb.connect(str(target), read_only=True)
+    assert con.sql("select count(*) from runs").fetchall() == [(26,)]
+    con.close()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kidata import __version__
 from kidata.errors import UsageError
+from kidata.query import outfile
 from kidata.query.present import charts as charts_mod
 from kidata.query.present import data
 from kidata.query.present.data import Filters
@@ -53,8 +54,11 @@ class ReportResult:
 
 
 def write_report(wh: Warehouse, path: Path, filters: Filters | None = None, *,
-                 png_dir: Path | None = None, svg_dir: Path | None = None) -> ReportResult:
-    """Write the report page to ``path`` (and each chart to ``png_dir``/``svg_dir``)."""
+                 png_dir: Path | None = None, svg_dir: Path | None = None,
+                 parents: bool = False) -> ReportResult:
+    """Write the report page to ``path`` (and each chart to ``png_dir``/``svg_dir``); into a
+    missing folder only with ``parents``."""
+    outfile.check(path, parents)  # before the charts are drawn
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -107,8 +111,9 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
         sections.append(("omitted", "Left out", "<ul>" + "".join(
             f"<li>{html.escape(o)}</li>" for o in omitted) + "</ul>"))
     page = _page(sections, filters)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, "utf-8")
+    # Whole or not at all; write_report checked the path (and made its folder if asked).
+    with outfile.writing(path, parents=True) as tmp:
+        tmp.write_text(page, "utf-8")
 
     every = [*heat, *latency, *([history] if history else []), *([eff] if eff else []),
              *([roof] if roof else [])]
