@@ -44,6 +44,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from kidata.errors import RecordError, UsageError
+from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
 from kidata.ingest.readers.base import Item, open_binary
 from kidata.ingest.readers.builder import STATISTICS, Builder, Harness, Measured, typed
 from kidata.ingest.readers.tabular import by_name, csv_rows, raw_json, read_json
@@ -269,7 +270,12 @@ def read_stream(mapping: Mapping, stream, file: str, settings: dict[str, str] | 
         record = {**context, **record}
         try:
             measured = _measured(mapping, record, file, position)
-            key = (measured.implementation, repr(sorted(measured.workload.items())))
+            # The case as the run's identity will name it: dtype spellings normalised as
+            # the builder does (``bf16`` and ``BF16`` are one case, so a second is an
+            # occurrence, not a silent duplicate).
+            key = (measured.implementation, repr(sorted(
+                (k, normalise_dtype(v) if isinstance(v, str) and is_dtype_parameter(k) else v)
+                for k, v in measured.workload.items())))
             seen[key] += 1
             if seen[key] > 1:  # the same case again in one file: another measurement of it
                 measured.identity.append(f"occurrence{seen[key]}")
@@ -414,7 +420,9 @@ def _measured(mapping: Mapping, record: dict[str, Any], file: str, position: str
         unit=_text(run["unit"]), observed_at=_text(run["observed_at"]),
         version=_text(run["version"]), timer=_text(run["timer"]), workload=params,
         stats={k: (str(v) if isinstance(v, str) else v) for k, v in stats.items()},
-        samples=samples_count, extra=extra, identity=[i for i in identity if i],
+        # Every identity value in its place, empty ones too: dropping them made ["a", ""]
+        # and ["", "a"] one run.
+        samples=samples_count, extra=extra, identity=identity,
         native=native, published=published,
         labels={k: v for k, v in labels.items() if v},
     )

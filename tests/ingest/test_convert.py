@@ -3,6 +3,7 @@ warehouse as loading the source."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -116,10 +117,17 @@ def test_convert_command_reports_rejects_and_writes_the_good_records(cli, tmp_pa
 def test_trainkernel_converts_too(cli, tmp_path: Path):
     out = tmp_path / "out"
     assert cli("convert", SEED_003, "-o", out).code == 0
-    text = (out / "trainkernel-held-out-h100-sxm5-80gb-small-inductor.txt").read_text("utf-8")
+    # The run's name (docs/formats.md, "Identity"): a readable prefix, then 16 hex digits of
+    # the SHA-256 of its externalId, the canonical JSON of its exact values.
+    external_id = ('{"gpu":"h100-sxm5-80gb","implementation":"inductor",'
+                   '"source":"trainkernel-results","table":"held_out","workload":"small"}')
+    name = ("trainkernel-held-out-h100-sxm5-80gb-small-inductor-"
+            + hashlib.sha256(external_id.encode()).hexdigest()[:16])
+    text = (out / f"{name}.txt").read_text("utf-8")
     assert text.startswith("Inductor (torch.compile)\n\n{\n")
-    assert json.loads(text.split("\n", 2)[2])["run"]["spec"]["timing"]["latencyNs"] == \
-        {"median": 18840.0}  # 18.84 µs
+    run = json.loads(text.split("\n", 2)[2])["run"]
+    assert run["spec"]["timing"]["latencyNs"] == {"median": 18840.0}  # 18.84 µs
+    assert run["spec"]["sourceNative"]["externalId"] == external_id
 
 
 def test_bare_documents_are_filled_into_the_run_bundle(cli, tmp_path: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -101,7 +102,14 @@ def test_calibration_rows_are_trainkernel_variants_with_shapes_kept(loaded: Ware
 
 def test_latencies_are_stored_in_ns_with_their_published_resolution(loaded: Warehouse):
     # 15.28 µs published to 0.01 µs -> 15280 ns, resolution 10 ns.
+    # The run's id (docs/formats.md, "Identity"): a readable prefix, then 16 hex digits of the
+    # SHA-256 of its externalId, the canonical JSON of its exact values.
+    external_id = ('{"gpu":"a100-sxm4-80gb","implementation":"trainkernel",'
+                   '"source":"trainkernel-results","table":"held_out","workload":"tiny-online"}')
+    run_id = ("trainkernel-held-out-a100-sxm4-80gb-tiny-online-trainkernel-"
+              + hashlib.sha256(external_id.encode()).hexdigest()[:16])
     assert loaded.sql(
-        "select value, unit, resolution from measurements where run_id = "
-        "'trainkernel-held-out-a100-sxm4-80gb-tiny-online-trainkernel'").fetchall() == [
-        (15280.0, "ns", 10.0)]
+        "select value, unit, resolution from measurements where run_id = ?",
+        params=[run_id]).fetchall() == [(15280.0, "ns", 10.0)]
+    assert loaded.sql("select external_id from runs where run_id = ?",
+                      params=[run_id]).fetchall() == [(external_id,)]

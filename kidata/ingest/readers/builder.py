@@ -30,7 +30,7 @@ from typing import Any
 
 from kidata.errors import RecordError, UsageError
 from kidata.ingest.catalog import lookup_gpu, slugify
-from kidata.ingest.digest import digest
+from kidata.ingest.digest import canonical_json, digest
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
 from kidata.ingest.readers.base import Item
@@ -217,6 +217,36 @@ def workload_slug(params: Mapping[str, Any]) -> str:
     return "-".join(p for p in parts if p) or "default"
 
 
+def run_identity(*, source: str, kernel: str, pass_: str, implementation: str,
+                 variant: str | None, gpu: str, workload: Mapping[str, Any], metric: str,
+                 identity: list[str], observed_at: str | None, version: str | None,
+                 numbers: str | None) -> str:
+    """A run's ``sourceNative.externalId``: the canonical JSON (:func:`canonical_json`: keys
+    sorted, no spaces, UTF-8) of an object of its exact values, so two runs share it only when
+    every value is equal: the workload's parameters themselves (not their slug), text as its
+    exact code points (kidata does not normalise case, separators or Unicode forms), numbers
+    as JSON numbers (``1`` and ``1.0`` differ; a reader decides which text is a number)."""
+    return canonical_json({
+        "source": source, "kernel": kernel, "pass": pass_, "implementation": implementation,
+        "variant": variant, "gpu": gpu, "workload": dict(workload), "metric": metric,
+        "identity": list(identity), "observedAt": observed_at, "version": version,
+        "numbers": numbers})
+
+
+def numbers_fingerprint(measurements: list[dict[str, Any]]) -> str:
+    """16 hex digits of the SHA-256 of the canonical JSON of the run's measurements as
+    ``[metric, statistic, unit, value]`` rows, sorted."""
+    rows = sorted([r["metric"], r["statistic"], r["unit"], r["value"]] for r in measurements)
+    return hashlib.sha256(canonical_json(rows).encode("utf-8")).hexdigest()[:16]
+
+
+def run_name_of(readable: str, external_id: str) -> str:
+    """``metadata.name``: a readable slug prefix (at most 150 characters) and 16 hex digits of
+    the SHA-256 of the externalId (which names the source), so the name is as unambiguous as
+    the externalId and a slug never decides identity."""
+    return f"{readable[:150]}-{hashlib.sha256(external_id.encode('utf-8')).hexdigest()[:16]}"
+
+
 def typed(text: str) -> Any:
     """A parameter from text: int, float, bool (``True``/``False``/``true``/``false``) or the
     text itself."""
@@ -395,27 +425,20 @@ class Builder:
                              f"{kernel} · {slug}",
                              {"kernel": kernel, "name": slug, "parameters": params}))
 
-        # Identity: what tells runs of this source apart. A time when known; else the version
-        # and a fingerprint of the numbers, so a re-load adds nothing and a newer file with
-        # new numbers for the same case adds a run rather than a conflict.
+        # Identity: what tells runs of this source apart, as exact values (never the slug,
+        # never a delimiter join: docs/formats.md, "Identity"). A time when known; else the
+        # version and a fingerprint of the numbers, so a re-load adds nothing and a newer file
+        # with new numbers for the same case adds a run rather than a conflict.
         when = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z") \
             if isinstance(observed, datetime) else None
-        parts = [kernel, pass_, implementation + (f"@{variant}" if variant else ""),
-                 gpu.key, slug]
-        if metric != "latency":
-            parts.append(metric)
-        parts.extend(str(p) for p in m.identity)
-        if when:
-            parts.append(when)
-        else:
-            if version:
-                parts.append(f"v{version}")
-            numbers = repr(sorted((r["metric"], r["statistic"], r["value"])
-                                  for r in measurements))
-            parts.append("n" + hashlib.sha256(numbers.encode()).hexdigest()[:10])
-        external_id = "|".join(parts)
+        external_id = run_identity(
+            source=h.source, kernel=kernel, pass_=pass_, implementation=implementation,
+            variant=variant, gpu=gpu.key, workload=params, metric=metric,
+            identity=[str(p) for p in m.identity], observed_at=when,
+            version=None if when else version,
+            numbers=None if when else numbers_fingerprint(measurements))
         readable = slugify("-".join([h.source, kernel, pass_, implementation, gpu.key]))
-        run_name = f"{readable[:150]}-{hashlib.sha256(external_id.encode()).hexdigest()[:16]}"
+        run_name = run_name_of(readable, external_id)
 
         native: dict[str, Any] = {"source": h.source, "benchmark": f"{kernel}/{pass_}",
                                   "externalId": external_id, "unit": unit_text,

@@ -151,6 +151,8 @@ def _measured(run_name: str, rows: list[tuple[int, dict]], context: dict, file: 
         unit=units.pop() if units else "ns", stats=stats, raw_samples=raw_samples,
         samples=len(samples) if stats and samples else None,  # repetitions behind aggregates
         observed_at=context.get("date") if isinstance(context.get("date"), str) else None,
+        # The exact benchmark name: parsing it loses case, modifiers (threads:2) and spelling.
+        identity=[run_name],
         native={"name": run_name, "modifiers": modifiers,
                 "iterations": [r.get("iterations") for _, r in rows],
                 "cpu_time": [r.get("cpu_time") for _, r in rows],
@@ -203,7 +205,7 @@ def read_data_js(stream: IO[bytes], file: str, settings: dict[str, str] | None =
                         # When the benchmark ran (entry.date, ms since the epoch); two
                         # commits can share a commit timestamp (an amend), never a run.
                         observed_at=_epoch_ms(entry.get("date")) or commit.get("timestamp"),
-                        identity=[str(commit.get("id"))],
+                        identity=[suite, bench["name"], str(commit.get("id"))],
                         version=str(commit.get("id"))[:12] if commit.get("id") else None,
                         native={"name": bench["name"], "extra": bench.get("extra"),
                                 "commit": commit.get("id"), "suite": suite,

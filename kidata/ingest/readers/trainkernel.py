@@ -18,8 +18,10 @@ import orjson
 
 from kidata.errors import RecordError
 from kidata.ingest.catalog import lookup_gpu, slugify
+from kidata.ingest.digest import canonical_json
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.readers.base import Item, raw_text
+from kidata.ingest.readers.builder import run_name_of
 
 SOURCE = "trainkernel-results"
 KERNEL = "train_step"
@@ -67,6 +69,15 @@ def _is_shape(shape: Any) -> bool:
     """A shape as kept: a list of integers (of 64 bits: orjson reads wider ones as floats)."""
     return isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
                                            for s in shape)
+
+
+def _identity(readable: str, **values: str) -> tuple[str, str]:
+    """``(run id, externalId)`` of a run: the externalId is the canonical JSON of its exact
+    values (table, GPU key, workload, implementation or schedule), the run id a readable slug
+    prefix and a hash of it (docs/formats.md, "Identity"): workload names or schedules that
+    differ only in case or separators are different runs."""
+    external_id = canonical_json({"source": SOURCE, **values})
+    return run_name_of(readable, external_id), external_id
 
 
 def _raw(row: Any) -> str | None:
@@ -184,16 +195,18 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
                                          f"{gpu_name!r}; loaded under derived key {gpu.key!r}"]
         workload = workload_doc(name, shape)
         url = sources.get(gpu.key.split("-")[0]) if isinstance(sources, dict) else None
-        ids = {impl: f"trainkernel-held-out-{gpu.key}-{slugify(name)}-{impl}" for impl in times}
+        ids = {impl: _identity(f"trainkernel-held-out-{gpu.key}-{slugify(name)}-{impl}",
+                               table="held_out", gpu=gpu.key, workload=name,
+                               implementation=impl) for impl in times}
         for impl, us in times.items():
             published = None
             if impl == "trainkernel":
                 published = [{"quantity": "latency_ratio", "value": ratio,
                               "resolution": RATIO_RESOLUTION,
                               "definition": "trainkernel_us / inductor_us",
-                              "baselineRun": ids["inductor"]}]
-            run = _run(ids[impl], f"Training step · {impl} · {name} · {gpu_name}",
-                       f"held_out/{gpu.key}/{name}/{impl}", "held_out", us,
+                              "baselineRun": ids["inductor"][0]}]
+            run = _run(ids[impl][0], f"Training step · {impl} · {name} · {gpu_name}",
+                       ids[impl][1], "held_out", us,
                        {"implementation": impl, "workload": name, "gpu_name": gpu_name},
                        HELD_OUT_PROTOCOL, env, workload, url, published)
             yield Item(file, position, {"run": run, "protocol": HELD_OUT_PROTOCOL,
@@ -220,9 +233,12 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
             continue
         env, gpu = env_doc(CALIBRATION_GPU)
         workload = workload_doc(name, None)
-        run = _run(f"trainkernel-h100-calibration-{slugify(name)}-{slugify(schedule)}",
+        run_id, external_id = _identity(
+            f"trainkernel-h100-calibration-{slugify(name)}-{slugify(schedule)}",
+            table="h100_calibration", gpu=gpu.key, workload=name, variant=schedule)
+        run = _run(run_id,
                    f"Training step · trainkernel · {schedule} · {name} · {CALIBRATION_GPU}",
-                   f"h100_calibration/{name}/{schedule}", "h100_calibration", us,
+                   external_id, "h100_calibration", us,
                    {"implementation": "trainkernel", "variant": schedule, "workload": name,
                     "gpu_name": CALIBRATION_GPU},
                    CALIBRATION_PROTOCOL, env, workload, sources.get("h100_calibration"))
