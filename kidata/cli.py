@@ -35,6 +35,11 @@ WarehouseOpt = Annotated[
                  help="Warehouse folder (default: $KIDATA_WAREHOUSE, else ./warehouse)."),
 ]
 
+CsvRawOpt = Annotated[bool, typer.Option(
+    "--csv-raw", help="CSV: write text exactly, even text starting with = + - @ tab or CR, "
+    "which otherwise gets a leading ' so that a spreadsheet never runs it as a formula "
+    "(for programs reading the CSV).")]
+
 ParentsOpt = Annotated[bool, typer.Option(
     "--parents", help="Create the output file's folder if it does not exist (else a missing "
     "folder is an error, as a mistyped path should be).")]
@@ -199,6 +204,7 @@ def sql(
         "--write", help="Allow statements that write (COPY, ATTACH, SET, ...); by default "
         "only queries run.")] = False,
     parents: ParentsOpt = False,
+    csv_raw: CsvRawOpt = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Run a SQL query (read-only unless --write) and print the result or write it to a
@@ -227,7 +233,7 @@ def sql(
                                      param_hint="--output")
         rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query",
                                  described=export_mod.query_descriptions(query),
-                                 parents=parents)
+                                 parents=parents, csv_raw=csv_raw)
         typer.echo(f"wrote {rows:,} rows to {output_path} ({fmt})")
         return
     if format not in output.FORMATS:
@@ -236,7 +242,7 @@ def sql(
     relation = _wh(warehouse).sql(query, read_only=not write)
     if relation is None:  # a statement without a result
         return
-    output.write(relation, format, sys.stdout, max_rows=limit)
+    output.write(relation, format, sys.stdout, max_rows=limit, csv_raw=csv_raw)
 
 
 @app.command()
@@ -273,6 +279,7 @@ def export(
         "--duckdb", metavar="FILE", help="Instead: write a DuckDB database file with a copy "
         "of every table and every view defined, for any DuckDB client.")] = None,
     parents: ParentsOpt = False,
+    csv_raw: CsvRawOpt = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
@@ -303,7 +310,7 @@ def export(
     fmt = export_mod.format_for(output_path, format)
     wh = _wh(warehouse)
     rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name,
-                             name=name, parents=parents)
+                             name=name, parents=parents, csv_raw=csv_raw)
     typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
 
 

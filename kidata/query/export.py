@@ -6,8 +6,8 @@ from pathlib import Path
 
 from kidata.errors import UnknownFormat, UsageError
 from kidata.query import outfile
-from kidata.store.durable import fault
 from kidata.query.views import quote_identifier, quote_literal
+from kidata.store.durable import fault
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "ndjson",
            ".jsonl": "ndjson", ".xlsx": "xlsx", ".arrow": "arrow", ".feather": "arrow"}
@@ -76,12 +76,14 @@ def query_descriptions(query: str) -> dict[str, str]:
 
 def export(relation, con, path: Path, fmt: str, sheet: str = "data",
            name: str | None = None, described: dict[str, str] | None = None,
-           parents: bool = False) -> int:
+           parents: bool = False, csv_raw: bool = False) -> int:
     """Write ``relation`` to ``path`` in ``fmt``; returns the number of rows written. ``name``
     (a table or view) gives the column descriptions that Parquet carries as field metadata
     and Excel lists on a ``columns`` sheet; ``described`` gives them for a query's result.
     The file is written whole or not at all, never inside a warehouse, and into a missing
-    folder only with ``parents`` (:mod:`kidata.query.outfile`)."""
+    folder only with ``parents`` (:mod:`kidata.query.outfile`). CSV text a spreadsheet would
+    take for a formula gets a leading ``'`` unless ``csv_raw``
+    (:func:`kidata.query.output.formula_safe`)."""
     outfile.check(path, parents)
     rows = relation.count("*").fetchall()[0][0]
     if described is None:
@@ -93,6 +95,10 @@ def export(relation, con, path: Path, fmt: str, sheet: str = "data",
             return _excel(relation, tmp, sheet, described)
         if fmt in ("parquet", "arrow"):
             return _arrow(relation, tmp, described, fmt)
+        if fmt == "csv" and not csv_raw:
+            from kidata.query.output import formula_safe
+
+            relation = formula_safe(relation)
         relation.create_view("_kidata_export", replace=True)
         con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(tmp))} "
                     f"{copy_options(fmt)}")

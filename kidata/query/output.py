@@ -100,10 +100,41 @@ def _json(row: dict) -> bytes:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+# Characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection"):
+# a text cell starting with one gets a leading ' in CSV output, unless asked for raw text.
+FORMULA_START = "=+-@\t\r"
+
+
+def formula_safe(relation):
+    """``relation`` with each text column's cells that start with a formula character
+    (:data:`FORMULA_START`) prefixed with ``'``, as OWASP advises for CSV opened in a
+    spreadsheet. The one home of the rule: ``kidata sql --format csv`` and every CSV export
+    write through it (``--csv-raw`` skips it, for programs that read the CSV)."""
+    from kidata.query.views import quote_identifier
+
+    if not any(str(t) == "VARCHAR" for t in relation.types):
+        return relation
+    # A bracket expression of the characters ('-' last, so it is not a range).
+    pattern = "'^[" + FORMULA_START.replace("-", "") + "-]'"
+    cols = []
+    for name, kind in zip(relation.columns, relation.types, strict=True):
+        q = quote_identifier(name)
+        if str(kind) == "VARCHAR":
+            cols.append(f"CASE WHEN regexp_matches({q}, {pattern}) THEN chr(39) || {q} "
+                        f"ELSE {q} END AS {q}")
+        else:
+            cols.append(q)
+    return relation.project(", ".join(cols))
+
+
 def write(relation, fmt: str, out: IO[str], max_rows: int = 100,
-          width: int | None = None) -> None:
+          width: int | None = None, csv_raw: bool = False) -> None:
     """Write ``relation`` to ``out`` in ``fmt``. The table format shows ``max_rows`` rows and
-    fits ``width`` columns (default: the terminal's when ``out`` is one, else no limit)."""
+    fits ``width`` columns (default: the terminal's when ``out`` is one, else no limit). CSV
+    text that a spreadsheet would take for a formula is prefixed with ``'`` unless
+    ``csv_raw`` (:func:`formula_safe`)."""
+    if fmt == "csv" and not csv_raw:
+        relation = formula_safe(relation)
     columns = relation.columns
     if fmt == "table":
         # One run of the query answers both the rows shown and how many there are, for any
@@ -118,11 +149,16 @@ def write(relation, fmt: str, out: IO[str], max_rows: int = 100,
         return
     rows = relation.fetchall()
     if fmt == "csv":
-        # The csv module quotes fields holding the separator, quotes or newlines (RFC 4180).
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([text(v) for v in row])
+        # The csv module quotes fields holding the separator, quotes or a character of its
+        # line terminator (RFC 4180). With "\n" alone a carriage return went out unquoted and
+        # broke the row: rows are written with "\r\n" (so both are quoted) and end in "\n".
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        for row in [columns, *([text(v) for v in r] for r in rows)]:
+            writer.writerow(row)
+            out.write(buffer.getvalue()[:-2] + "\n")
+            buffer.seek(0)
+            buffer.truncate()
     elif fmt == "json":
         items = [_json(dict(zip(columns, r, strict=True))) for r in rows]
         out.write(("[\n" + ",\n".join("  " + i.decode() for i in items) + "\n]\n") if items

@@ -5,6 +5,7 @@ plain DuckDB client opens."""
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import subprocess
@@ -234,3 +235,26 @@ def test_a_killed_duckdb_export_leaves_no_database_and_runs_again(seeded, tmp_pa
     con = duckdb.connect(str(target), read_only=True)
     assert con.sql("select count(*) from runs").fetchall() == [(26,)]
     con.close()
+
+
+@pytest.mark.slow
+def test_csv_text_a_spreadsheet_would_run_gets_a_leading_quote(seeded, tmp_path):
+    """OWASP's CSV injection rule (issue 27, item 10): text starting with = + - @ tab or CR
+    is written with a leading ' ; numbers are numbers; --csv-raw writes text exactly."""
+    query = ("select * from (values ('=HYPERLINK(\"x\")', -1.5), ('+1', 2.0), ('-2', 3.0), "
+             "('@SUM(A1)', 4.0), (chr(9) || 'tab', 5.0), (chr(13) || 'cr', 6.0), "
+             "('a=b', 7.0)) t(name, v)")
+    want = ["'=HYPERLINK(\"x\")", "'+1", "'-2", "'@SUM(A1)", "'\ttab", "'\rcr", "a=b"]
+    out = tmp_path / "q.csv"
+    assert kidata("sql", query, "-o", out, warehouse=seeded).returncode == 0
+    with open(out, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert [r[0] for r in rows[1:]] == want
+    assert [r[1] for r in rows[1:]] == ["-1.5", "2.0", "3.0", "4.0", "5.0", "6.0", "7.0"]
+    # Standard output, read as text (a CR inside a quoted cell arrives as a line feed).
+    shown = [w.replace("\r", "\n") for w in want]
+    printed = kidata("sql", query, "--format", "csv", warehouse=seeded)
+    assert [r[0] for r in csv.reader(io.StringIO(printed.stdout))][1:] == shown
+    raw = kidata("sql", query, "--format", "csv", "--csv-raw", warehouse=seeded)
+    assert [r[0] for r in csv.reader(io.StringIO(raw.stdout))][1:] == [
+        w[1:] if w.startswith("'") else w for w in shown]
