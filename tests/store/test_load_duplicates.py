@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -298,3 +299,39 @@ def test_every_record_of_a_stored_run_is_judged_against_the_stored_run(tmp_path)
     assert (report.runs_added, report.duplicates, report.rejected) == (0, 1, 2)
     assert wh.sql("select value from measurements where statistic = 'median'"
                   ).fetchall() == [(seed["run"]["spec"]["timing"]["latencyNs"]["median"],)]
+
+
+V027 = "8ce921dd5de8"  # main at kidata 0.2.7 (issue 25's "main 8ce921d")
+
+
+@pytest.mark.slow
+def test_a_warehouse_written_by_kidata_0_2_7_itself_is_mended(generated, tmp_path):
+    """The issue's repro loaded by the 0.2.7 release itself (extracted from this repository's
+    history and run in a subprocess), then found, taken out and reloaded by this version."""
+    tree = tmp_path / "v027"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", V027, "kidata", "sql"],
+                             capture_output=True)
+    if archive.returncode:
+        pytest.skip(f"revision {V027} is not in this clone's history (a shallow clone or an "
+                    f"export): {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    lines = generated.read_bytes().splitlines(keepends=True)
+    dup = write(tmp_path / "dup.ndjson", lines[:1000] + lines)
+    path = tmp_path / "wh"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KIDATA_")},
+           "PYTHONPATH": str(tree)}
+    old = subprocess.run([sys.executable, "-m", "kidata", "load", "-w", str(path), dup],
+                         capture_output=True, text=True, cwd=tree, env=env, timeout=300)
+    assert old.returncode == 0, old.stderr
+    assert "3,000 runs added (8,192 measurements" in old.stdout  # the loss, as reported
+    check = subprocess.run([KIDATA, "check", "-w", str(path)], capture_output=True, text=True)
+    assert check.returncode == 1 and "loads: 1 loads hold inconsistent rows" in check.stderr
+    assert subprocess.run([KIDATA, "unload", "--damaged", "-w", str(path)],
+                          capture_output=True).returncode == 0
+    again = subprocess.run([KIDATA, "load", "-w", str(path), dup], capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    assert "3,000 runs added (9,000 measurements" in again.stdout
+    assert subprocess.run([KIDATA, "check", "-w", str(path)]).returncode == 0
+    assert counts(Warehouse(path)) == (RUNS, RUNS, 3 * RUNS)
