@@ -298,3 +298,16 @@ def test_worker_path_measures_each_tree_in_its_own_process(tmp_path, tiny):
     proc = _bench("worker_path.py", src, "--runs", "200", "--rounds", "1", "--repeat", "1")
     assert proc.returncode == 0, proc.stderr
     assert "installed: 1 of 200 lines took the general path" in proc.stderr
+
+
+def test_self_check_times_the_loads_own_check_beside_the_load(tiny):
+    for extra in ([], ["--duplicates"]):
+        proc = _bench("self_check.py", tiny / "bundles.ndjson", *extra)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = proc.stdout.splitlines()
+        got = json.loads(line)
+        assert got["runs_added"] == 200
+        assert got["duplicates"] == (20 if extra else 0)  # the file's first tenth, again
+        assert 0 < got["check_wall_s"] < got["load_wall_s"]
+        assert got["check_share_of_wall"] == pytest.approx(
+            got["check_wall_s"] / got["load_wall_s"], abs=0.001)
