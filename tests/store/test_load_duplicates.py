@@ -335,3 +335,36 @@ def test_a_warehouse_written_by_kidata_0_2_7_itself_is_mended(generated, tmp_pat
     assert "3,000 runs added (9,000 measurements" in again.stdout
     assert subprocess.run([KIDATA, "check", "-w", str(path)]).returncode == 0
     assert counts(Warehouse(path)) == (RUNS, RUNS, 3 * RUNS)
+
+
+def test_a_richer_record_with_another_protocol_is_not_a_variant_in_one_load_or_two(tmp_path):
+    """Records of one run with the same numbers but another protocol are not variants: the
+    first loaded is kept (docs/guarantees.md, "Duplicates that carry more", Limits), in one
+    load as across loads (found by the oracle: in one load the richer one won)."""
+    import hashlib
+
+    from test_properties import with_documents
+
+    def canonical_digest(doc: dict) -> str:  # the kernelindex rule, written out
+        body = {k: v for k, v in doc.items() if k != "metadata"}
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    bare = with_documents(0, False)
+    bare.pop("workload")  # names its workload by digest only: less rich
+    richer = with_documents(0, True)  # workload and implementation documents
+    richer["protocol"]["spec"]["notes"] = "another harness setting"
+    richer["run"]["spec"]["protocolDigest"] = canonical_digest(richer["protocol"])
+    lines = [json.dumps(b).encode() + b"\n" for b in (bare, richer)]
+    kept = {}
+    for how in ("one load", "two loads"):
+        wh = Warehouse(tmp_path / how.replace(" ", "-"))
+        if how == "one load":
+            report = wh.load([write(tmp_path / "both.ndjson", lines)])
+            assert (report.runs_added, report.duplicates) == (1, 1)
+        else:
+            wh.load([write(tmp_path / "first.ndjson", lines[:1])])
+            assert wh.load([write(tmp_path / "second.ndjson", lines[1:])]).duplicates == 1
+        kept[how] = wh.sql("select protocol_id, implementation_id from runs").fetchall()
+    assert kept["one load"] == kept["two loads"]
+    assert kept["one load"][0][0] == bare["run"]["spec"]["protocolDigest"]
