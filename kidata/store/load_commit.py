@@ -179,12 +179,10 @@ class LoadCommit:
             f"SELECT count(*), count(DISTINCT run_id), "
             f"count(*) FILTER (WHERE run_id IN (SELECT run_id FROM existing_runs)) "
             f"FROM {runs}").fetchall()
-        if rows != added:
-            out.append(f"the runs file holds {rows:,} rows for {added:,} added runs")
-        if distinct != rows:
-            out.append(f"{rows - distinct:,} runs are in the runs file more than once")
-        if stored:
-            out.append(f"{stored:,} runs of the runs file are already in the warehouse")
+        out += [message for wrong, message in (
+            (rows != added, f"the runs file holds {rows:,} rows for {added:,} added runs"),
+            (distinct != rows, f"{rows - distinct:,} runs are in the runs file more than once"),
+            (stored, f"{stored:,} runs of the runs file are already in the warehouse")) if wrong]
         sidecar = direct_sidecar(staging, "measurements")
         expected = 0 if not sidecar.exists() else con.sql(
             f"SELECT count(*) FROM read_parquet([{q(str(sidecar))}]) WHERE _seq IN "
@@ -197,13 +195,11 @@ class LoadCommit:
             f"SELECT (SELECT sum(n) FROM m), "
             f"(SELECT count(*) FROM {runs} r ANTI JOIN m USING (run_id)), "
             f"(SELECT count(*) FROM m ANTI JOIN {runs} r USING (run_id))").fetchall()
-        if found != expected:
-            out.append(f"the measurements file holds {found or 0:,} rows, the added records "
-                       f"staged {expected:,}")
-        if without:
-            out.append(f"{without:,} added runs have no measurement")
-        if orphans:
-            out.append(f"measurements of {orphans:,} runs that are not added")
+        out += [message for wrong, message in (
+            (found != expected, f"the measurements file holds {found or 0:,} rows, the added "
+                                f"records staged {expected:,}"),
+            (without, f"{without:,} added runs have no measurement"),
+            (orphans, f"measurements of {orphans:,} runs that are not added")) if wrong]
         return out
 
     @staticmethod

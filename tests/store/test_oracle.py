@@ -50,17 +50,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, note, seed, settings
 from hypothesis import strategies as st
 from oracle_model import PROJECTIONS, InputFile, Model, Scenario, scenario
+from test_properties import tables as full_tables  # every column but provenance
 
 from kidata import Warehouse
 from kidata.ingest import stage
 from kidata.store import finalize, pqwrite
-from kidata.store.schema import TABLES
-
-PROVENANCE = {"source_file", "loaded_at", "load_id"}
-# As in test_properties: the tables a load writes, without `loads` and `rejects` (about the
-# loads themselves) and `latest_runs` (a row per key per load, by design).
-COMPARED = ["runs", "measurements", "environments", "protocols", "workloads",
-            "workload_parameters", "implementations", "published"]
 
 LONG = os.environ.get("KIDATA_ORACLE_LONG", "") not in ("", "0")
 LONG_SEED = int(os.environ.get("KIDATA_ORACLE_SEED") or random.SystemRandom().randrange(2**32))
@@ -198,15 +192,6 @@ def projections(wh: Warehouse) -> dict[str, list]:
     for table, columns in PROJECTIONS.items():
         rows = wh.sql(f"SELECT {', '.join(map(_column, columns))} FROM {table}").fetchall()
         out[table] = sorted((tuple(map(_plain, row)) for row in rows), key=repr)
-    return out
-
-
-def full_tables(wh: Warehouse) -> dict[str, list]:
-    """Every column but provenance of the tables loads write (as test_properties compares)."""
-    out = {}
-    for table in COMPARED:
-        cols = ", ".join(f'"{f.name}"' for f in TABLES[table] if f.name not in PROVENANCE)
-        out[table] = sorted(wh.sql(f"SELECT {cols} FROM {table}").fetchall(), key=repr)
     return out
 
 
