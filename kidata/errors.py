@@ -80,3 +80,19 @@ class RecordError(KidataError):
         if field:
             where += f", field {field}"
         super().__init__(f"{where}: {message}")
+
+
+class NewerLayout(WarehouseError, UsageError):
+    """The warehouse is in a layout newer than this kidata knows (``_kidata/layout.json``,
+    :mod:`kidata.store.layout`): it is neither read nor written, since an older kidata could
+    misread it or undo what it does not understand. Bad usage (exit 2): upgrade kidata."""
+
+    def __init__(self, path: object, layout: int, known: int, version: str,
+                 written_by: str | None = None):
+        by = f", written by {written_by}" if written_by else ""
+        super().__init__(f"the warehouse {path} has layout {layout}{by}; this kidata "
+                         f"{version} knows layouts up to {known} and neither reads nor writes "
+                         "a newer one (nothing was changed): upgrade kidata")
+        self.path = path
+        self.layout = layout
+        self.known = known

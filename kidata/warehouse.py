@@ -66,7 +66,12 @@ class Warehouse:
         """Raise :class:`NotAWarehouse` unless :attr:`path` is a warehouse: a folder holding
         ``_kidata/``, which a warehouse's first load creates before anything else. One whose
         loads all added nothing yet (``_kidata/`` and no committed load) is a warehouse with
-        empty tables. Every reading command asks this first; only :meth:`load` creates one."""
+        empty tables. Every reading command asks this first; only :meth:`load` creates one.
+
+        Raises :class:`~kidata.errors.NewerLayout` for a warehouse of a newer layout than this
+        kidata knows, which it neither reads nor writes (:func:`kidata.store.commit.check_layout`:
+        what a newer layout changed could make an older reader's answers wrong), and
+        :class:`WarehouseError` for a malformed layout file."""
         if not self.path.exists():
             raise NotAWarehouse(self.path, "no such folder")
         if not self.path.is_dir():
@@ -74,10 +79,13 @@ class Warehouse:
         if not self.private.is_dir():
             raise NotAWarehouse(self.path, f"no {PRIVATE}/ folder in it, which every "
                                            "warehouse has from its first load")
+        commit.check_layout(self.path)
 
     def create(self) -> Warehouse:
         """Make :attr:`path` an empty warehouse if it is not one yet (what a first load does
-        before reading anything); returns the warehouse."""
+        before reading anything), with its layout file; returns the warehouse. Raises
+        :class:`~kidata.errors.NewerLayout`, changing nothing, for a warehouse of a newer
+        layout than this kidata knows."""
         commit.ensure(self.path)
         return self
 

@@ -24,10 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kidata.errors import WarehouseError
+from kidata.errors import NewerLayout, WarehouseError
 from kidata.store import durable
 from kidata.store.durable import fault
 from kidata.store.layout import (
+    CURRENT_LAYOUT,
     LOCK_TIMEOUT,
     NEW_STAGING_PREFIX,
     TEMP_GLOB,
@@ -47,14 +48,88 @@ STALE_NEW_STAGING = 3600.0
 
 
 def ensure(root: Path) -> None:
-    """Create the warehouse's folders at ``root`` if missing (what a first load does)."""
+    """Create the warehouse's folders at ``root`` if missing (what a first load does), and its
+    layout file. Every writer passes here first (a load before it stages, every other writer
+    through :func:`writer_lock`): a warehouse of a newer layout than this kidata knows is
+    refused (:class:`NewerLayout`) before anything is created or changed. A warehouse without
+    the file (written by kidata 0.1-0.2.7: layout 1) is given one."""
     if root.exists() and not root.is_dir():
         raise WarehouseError(f"{root} exists and is not a folder")
+    check_layout(root)
+    layout = Layout(root)
     try:
-        for sub in (*Layout(root).created(), *COLUMNS):
+        for sub in (*layout.created(), *COLUMNS):
             (root / sub).mkdir(parents=True, exist_ok=True)
+        if not layout.layout_file.exists():
+            _write_layout(layout)
     except OSError as exc:
         raise WarehouseError(f"cannot write to the warehouse {root}: {exc}") from None
+
+
+_LAYOUT_MAX = 64 * 1024
+
+
+def check_layout(root: Path) -> int:
+    """The layout of the warehouse at ``root`` (``_kidata/layout.json``; 1 when it has none, as
+    warehouses written by kidata 0.1-0.2.7 have not). Raises :class:`NewerLayout` when it is
+    newer than this kidata knows (:data:`~kidata.store.layout.CURRENT_LAYOUT`), and
+    :class:`WarehouseError` naming the file when it cannot be read as a layout. Other keys are
+    ignored: a later kidata may add some."""
+    path = Layout(root).layout_file
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_LAYOUT_MAX + 1)  # a warehouse's files are input: read a bound
+    except (FileNotFoundError, NotADirectoryError):  # no file, or no _kidata/ folder yet
+        return 1
+    except OSError as exc:
+        raise WarehouseError(f"cannot read the warehouse layout file {path}: {exc}") from None
+    why = 'not a JSON object with an integer "layout" of 1 or more'
+    try:
+        entry = json.loads(data) if len(data) <= _LAYOUT_MAX else None
+    except ValueError as exc:  # also invalid UTF-8
+        entry, why = None, f"not JSON: {exc}"
+    if len(data) > _LAYOUT_MAX:
+        why = f"larger than {_LAYOUT_MAX:,} bytes"
+    number = entry.get("layout") if isinstance(entry, dict) else None
+    if type(number) is not int or number < 1:
+        raise WarehouseError(f"the warehouse layout file {path} is malformed ({why}); kidata "
+                             f"neither reads nor writes {root} until it holds "
+                             f'{{"layout": N, ...}}')
+    if number > CURRENT_LAYOUT:
+        from kidata import __version__
+
+        by = entry.get("written_by")
+        # Shown to a terminal: only a short, printable name (a warehouse's files are input).
+        by = by if isinstance(by, str) and len(by) <= 80 and by.isprintable() else None
+        raise NewerLayout(root, number, CURRENT_LAYOUT, __version__, by)
+    return number
+
+
+def _write_layout(layout: Layout) -> None:
+    """Give the warehouse its layout file, complete and durable, unless one is there by now:
+    the file is written under a name of this writer's own and linked into place, which never
+    replaces a file another writer put there meanwhile (a concurrent first load, or a newer
+    kidata's layout, which must never be overwritten by an older number)."""
+    from kidata import __version__
+
+    tmp = layout.layout_temp(secrets.token_hex(4))
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(json.dumps({"layout": CURRENT_LAYOUT,
+                                 "written_by": f"kidata {__version__}"}).encode() + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, layout.layout_file)
+        except FileExistsError:
+            return  # another writer's, as good as ours (or newer: the next check refuses it)
+        except OSError:  # no hard links on this file system: a rename, unless one is there
+            if layout.layout_file.exists():
+                return
+            os.replace(tmp, layout.layout_file)
+        durable.fsync_dir(layout.private)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -73,6 +148,9 @@ def writer_lock(root: Path) -> Iterator[list[str]]:
     except OSError as exc:
         raise WarehouseError(f"cannot lock {root} for writing: {exc}") from None
     try:
+        # Again under the lock: a newer kidata may have upgraded the warehouse while this
+        # writer waited for it, and recovery must not roll its journals.
+        check_layout(root)
         yield recover(root)
     finally:
         lock.release()

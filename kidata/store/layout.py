@@ -5,6 +5,7 @@
     <warehouse>/<table>/part-<load>.parquet      a load's rows of one table (the committed data)
     <warehouse>/loads/part-<load>.parquet        the load's commit marker (kidata.store.snapshot)
     <warehouse>/_kidata/                         kidata's private folder: what makes a warehouse
+    <warehouse>/_kidata/layout.json              the warehouse's layout number (absent: layout 1)
     <warehouse>/_kidata/lock                     writer lock (one commit or compaction at a time)
     <warehouse>/_kidata/journal/<load>.json      commits whose files are being moved into place
     <warehouse>/_kidata/staging/<load>/          files of a load in progress (owner.lock inside)
@@ -17,6 +18,13 @@
 
 The names are the on-disk format that warehouses written by earlier versions keep: change none of
 them. Code elsewhere asks a :class:`Layout` for a path instead of joining names itself.
+
+:data:`CURRENT_LAYOUT` numbers that format. ``layout.json`` (``{"layout": N, "written_by":
+"kidata X.Y.Z"}``) says which one a warehouse is in; warehouses written by kidata 0.1-0.2.7 have
+none and are layout 1. kidata reads and writes warehouses up to :data:`CURRENT_LAYOUT` and
+refuses newer ones (:func:`kidata.store.commit.check_layout`). Raise it when a change would
+make an older kidata misread or damage a warehouse (a new journal entry, a new file or column
+readers must honour, a renamed path), never for a change older versions handle as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PRIVATE = "_kidata"
+# The layout this kidata reads and writes: the names here and what the files under them hold.
+# 1: every warehouse kidata has written, from 0.1 on (later versions kept every name and
+# read what earlier ones wrote).
+CURRENT_LAYOUT = 1
+LAYOUT_FILE = "layout.json"
 LOCK = "lock"
 # How long a writer (load, compaction, check) waits for the writer lock, in seconds.
 LOCK_TIMEOUT = 600.0
@@ -75,6 +88,17 @@ class Layout:
     @property
     def private(self) -> Path:
         return self.root / PRIVATE
+
+    @property
+    def layout_file(self) -> Path:
+        """The warehouse's layout number (``{"layout": N, "written_by": …}``); absent in
+        warehouses written by kidata 0.1-0.2.7, which are layout 1."""
+        return self.private / LAYOUT_FILE
+
+    def layout_temp(self, tag: str) -> Path:
+        """A private temporary name :attr:`layout_file` is written under before it is linked
+        into place (``tag`` makes it the writer's own)."""
+        return self.private / f".{LAYOUT_FILE}.{tag}.tmp"
 
     @property
     def lock(self) -> Path:
