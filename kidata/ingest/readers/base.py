@@ -4,7 +4,8 @@ they import only this module, so no import circle runs through the package).
 
 Limits (:data:`MAX_RECORD_BYTES`, :data:`INT_RANGE`, :data:`MAX_DEPTH`), the record types
 (:class:`Item`, :class:`Lines`, :class:`Rows`, :class:`Overlong`), opening files (plain, gzip,
-stdin, hashed as read: :func:`open_binary`), reading lines and blocks (:func:`iter_lines`,
+stdin, hashed as read: :func:`open_binary`; the context files beside them, bounded:
+:func:`read_regular_head`), reading lines and blocks (:func:`iter_lines`,
 :func:`iter_blocks`), listing paths (:func:`expand_paths`) and :func:`raw_text`.
 """
 
@@ -315,6 +316,36 @@ def open_binary(path: str) -> IO[bytes]:
         stream = buffered
     stream.kidata_source = source  # type: ignore[attr-defined]
     return stream
+
+
+def read_regular_head(path: str, limit: int = MAX_RECORD_BYTES) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of the regular file ``path``, and whether it holds more: how
+    context files beside an input (a mapping's ``[sidecar]``, FlashInfer's stdout ``.txt``)
+    are read, by the rule inputs follow.
+
+    Only a regular file is read (:class:`NotRegularFile` otherwise): checked before opening,
+    so a device is never opened, and again on the open file, which is opened without blocking,
+    so a path swapped for a FIFO in between cannot make the read wait for a writer. What is
+    read is bounded, so a huge (or sparse) file costs at most ``limit`` bytes. A missing file
+    raises :class:`FileNotFoundError`, any other failure its :class:`OSError`."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(f"not a regular file: {file_kind(st.st_mode)}")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"not a regular file: {file_kind(st.st_mode)}")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data[:limit], len(data) > limit
 
 
 class _Hashing(io.RawIOBase):
