@@ -454,9 +454,30 @@ def test_settings_are_checked():
     assert Settings.parse(["gpu=B200", "unit=ms"]) == {"gpu": "B200", "unit": "ms"}
     for bad, message in ((["gpu"], "--set expects key=value"),
                          (["unit=furlongs"], "--set unit: unknown unit 'furlongs'"),
-                         (["observed_at=yesterday"], "--set observed_at: expected an ISO")):
+                         (["observed_at=yesterday"], "--set observed_at: expected an ISO"),
+                         # Typed once, they label a whole file: a typo is refused (issue 27,
+                         # item 12), never stored.
+                         (["statistic=p99"], "--set statistic: unknown statistic 'p99'; "
+                                             "expected one of median, p20, p80"),
+                         (["pass=sideways"], "--set pass: unknown pass 'sideways'; expected "
+                                             "one of forward, backward, full, no-grad-forward, "
+                                             "step")):
         with pytest.raises(UsageError, match=message):
             Settings.parse(bad)
+    assert Settings.parse(["statistic=mean", "pass=backward"]) == {
+        "statistic": "mean", "pass": "backward"}
+
+
+@pytest.mark.slow
+def test_a_mistyped_setting_is_bad_usage_and_loads_nothing(tmp_path):
+    csv_file = FIELD / "team_results.csv"
+    for setting in ("statistic=p99", "pass=sideways"):
+        done = subprocess.run([str(KIDATA), "-w", str(tmp_path / "wh"), "load", "--mapping",
+                               str(FIELD / "team_mapping.toml"), str(csv_file), "--set",
+                               setting], capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert f"--set {setting.split('=')[0]}: unknown" in done.stderr
+    assert not (tmp_path / "wh" / "runs").exists() or not any((tmp_path / "wh" / "runs").iterdir())
 
 
 # -- declarative mappings ----------------------------------------------------------------------

@@ -42,11 +42,12 @@ SETTINGS = {
     "unit": "the unit of the file's numbers (ms, us, ns, s, TFLOPS, GB/s, TB/s, MB)",
     "implementation": "the implementation measured (e.g. triton, eager, inductor)",
     "kernel": "the kernel's name (default: from the file or its name)",
-    "pass": "the timed pass (default: forward)",
+    "pass": "the timed pass: forward (default), backward, full, no-grad-forward or step",
     "variant": "a variant of the implementation (e.g. a schedule)",
     "dtype": "the dtype of the workload (bf16, fp16, ...)",
     "version": "the version of the implementation or harness",
-    "statistic": "what the file's numbers are (median, mean, min, ...)",
+    "statistic": "what the file's numbers are: median, p20, p80, p25, p75, mean, stddev, min "
+                 "or max",
     "x_columns": "Triton perf_report: the x columns, comma-separated (default: the leading "
                  "columns of whole numbers)",
 }
@@ -68,6 +69,9 @@ UNIT_SPELLINGS = {
     "x": ("speedup", "x"),
 }
 STATISTICS = ("median", "p20", "p80", "p25", "p75", "mean", "stddev", "min", "max")
+# The timed passes `--set pass=` accepts: those kidata's sources name (Liger's modes, the seeds'
+# passes, trainkernel's training step).
+SET_PASSES = ("forward", "backward", "full", "no-grad-forward", "step")
 ZERO_ALLOWED = {"stddev"}
 
 
@@ -99,6 +103,12 @@ class Settings(dict):
         if "unit" in out and unit_of(out["unit"]) is None:
             raise UsageError(f"--set unit: unknown unit {out['unit']!r}; expected one of "
                              f"{', '.join(sorted(UNIT_SPELLINGS))}")
+        # A value typed once labels every record of a file, so a typo there is refused rather
+        # than stored (a file's own values are kept as its harness names them).
+        for key, known in (("statistic", STATISTICS), ("pass", SET_PASSES)):
+            if key in out and out[key] not in known:
+                raise UsageError(f"--set {key}: unknown {key} {out[key]!r}; expected one of "
+                                 f"{', '.join(known)}")
         return out
 
     def label(self) -> str:
