@@ -44,8 +44,9 @@ def charts(page: str) -> list[str]:
 @pytest.mark.slow
 def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
     out = tmp_path / "r" / "report.html"
-    done = kidata("report", "-o", out, "--png", tmp_path / "png", "--svg", tmp_path / "svg",
-                  warehouse=seeded)
+    # (--parents: the report's folder does not exist yet.)
+    done = kidata("report", "-o", out, "--parents", "--png", tmp_path / "png", "--svg",
+                  tmp_path / "svg", warehouse=seeded)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote {out} (4 charts and 8 chart files) in ")
     page = out.read_text("utf-8")
