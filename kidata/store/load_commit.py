@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from kidata.errors import LoadRefused
-from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
+from kidata.ingest.load_report import MAX_REPORTED, LoadReport, Reject, max_kept_rejects
 from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import derived, durable, finalize
@@ -67,11 +67,15 @@ class LoadCommit:
             con.execute("SET enable_progress_bar = false")  # a long commit draws one on stdout
             self._plan(con, staging)
             con.execute(f"SET memory_limit = '{COMMIT_WRITE_MEMORY}'")
-            conflicts = con.sql(
-                "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq"
-            ).fetchall()
-            for file, position, reason in conflicts:
+            # Counted, and only those the report can list fetched: a load of millions of
+            # conflicting duplicates holds no Python object per conflict (issue 27, item 8).
+            conflicts = con.sql("SELECT count(*) FROM conflict_rejects").fetchall()[0][0]
+            listed = con.sql(
+                "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq "
+                f"LIMIT {max(0, MAX_REPORTED - len(report.rejects))}").fetchall()
+            for file, position, reason in listed:
                 report.add_reject(Reject(file, position, "run.metadata.name", reason))
+            report.rejected += conflicts - len(listed)
             if strict and conflicts:
                 return
             report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
