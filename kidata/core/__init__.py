@@ -1,0 +1,4 @@
+"""The neutral layer every other package may import: configuration, the DuckDB connection's
+settings and SQL text helpers, the load report's types, the digest rule and the GPU catalog.
+It imports nothing of kidata's but :mod:`kidata.errors` and :mod:`kidata._imports`
+(docs/architecture.md, "Layers and their allowed edges")."""
