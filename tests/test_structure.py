@@ -165,7 +165,8 @@ def test_the_private_rule_catches_both_forms(tmp_path):
 
 # The on-disk names kidata/store/layout.py owns; a string literal holding one anywhere else
 # means a module builds a warehouse path itself.
-LAYOUT_LITERALS = ("_kidata", "journal", "staging", "owner.lock", "part-", ".new-")
+LAYOUT_LITERALS = ("_kidata", "journal", "staging", "owner.lock", "part-", ".new-", "spill",
+                   "enriched-", "compacted-", "reference.parquet", "final", "layout.json")
 
 
 def test_every_warehouse_path_is_named_in_the_layout_module():

@@ -34,6 +34,7 @@ from kidata.store.layout import (
     TEMP_GLOB,
     Layout,
     owner_lock,
+    witness_name,
 )
 from kidata.store.schema import COLUMNS
 
@@ -486,9 +487,9 @@ def replace_tables(root: Path,
     tx = Transaction(root, what, faults=faults)
     rows: dict[str, int] = {}
     try:
-        witness = f"compacted-{tx.name}.parquet"
+        witness = witness_name(tx.name)
         for table, (write, keep) in tables.items():
-            nxt = tx.work / table
+            nxt = Layout(root).next_table(tx.work, table)
             nxt.mkdir(parents=True)
             rows[table] = write(nxt / witness)
             for path in keep:

@@ -92,10 +92,9 @@ class DirectWriter:
                    for f in final.schema]
         final.write(pa.Table.from_arrays(columns, schema=final.schema))
         sidecar.write(data.select(list(SIDECAR[table])))
-        # Freed memory is not handed back to the system here (release_unused: malloc_trim on
-        # the system allocator a load uses): done at every write, the pages came back as page
-        # faults, ~2 CPU µs per run at 1M runs for ~20-30 MB less peak (445-454 against 423 MB;
-        # docs/benchmarks.md, Run U).
+        # Freed memory is not handed back to the system here (release_unused): done at every
+        # write, the pages come back as page faults, which cost more than the peak it saves
+        # (docs/benchmarks.md, Run U).
 
     def _constant(self, field: pa.Field, n: int) -> pa.Array:
         """``n`` copies of a constant column's value (converted once, then sliced)."""

@@ -12,9 +12,15 @@
     <warehouse>/_kidata/staging/<load>/<table>.parquet       a big table's rows in final form,
     <warehouse>/_kidata/staging/<load>/<table>.seq.parquet   and their staging-only columns
     <warehouse>/_kidata/staging/<load>/final/    the load's final files, before their rename
+    <warehouse>/_kidata/staging/<load>/final/enriched-<table>-<n>.parquet
+                                                 a stored file rewritten with a load's richer rows
+    <warehouse>/_kidata/staging/<load>/spill/    where the load's commit spills beyond its memory
+    <warehouse>/<reference>/reference.parquet    a reference table (gpus, dtypes, …): one file
     <warehouse>/_kidata/files/<load>.json        the input files a load read in full (skip list)
     <warehouse>/_kidata/compact/<name>/          work folders of commits other than loads
                                                  (compaction, repair, reference tables)
+    <warehouse>/_kidata/compact/<name>/<table>/  a table's next folder, exchanged with the table's
+    <warehouse>/_kidata/compact/<name>/<table>/compacted-<name>.parquet   its new file (witness)
 
 The names are the on-disk format that warehouses written by earlier versions keep: change none of
 them. Code elsewhere asks a :class:`Layout` for a path instead of joining names itself.
@@ -47,6 +53,8 @@ FILES = "files"
 COMPACT = "compact"
 OWNER_LOCK = "owner.lock"
 FINAL = "final"
+SPILL = "spill"
+REFERENCE_FILE = "reference.parquet"
 # A staging folder is created under this prefix and renamed once its owner lock is held.
 NEW_STAGING_PREFIX = ".new-"
 PARQUET_GLOB = "*.parquet"
@@ -133,8 +141,17 @@ class Layout:
         """The work folder where a commit other than a load prepares its files."""
         return self.compact / name
 
+    def next_table(self, work: Path, table: str) -> Path:
+        """The next folder of ``table`` a commit prepares in its work folder ``work``, to be
+        exchanged with the table's folder in one step (kidata.store.commit.replace_tables)."""
+        return work / table
+
     def table(self, table: str) -> Path:
         return self.root / table
+
+    def reference_file(self, table: str) -> Path:
+        """The one file of a reference table (``gpus``, ``dtypes``, …; kidata.store.reference)."""
+        return self.table(table) / REFERENCE_FILE
 
     def part(self, table: str, load_id: str) -> Path:
         return self.table(table) / part_name(load_id)
@@ -166,3 +183,20 @@ def final_folder(staging: Path) -> Path:
 
 def final_file(staging: Path, table: str) -> Path:
     return final_folder(staging) / f"{table}.parquet"
+
+
+def spill_folder(staging: Path) -> Path:
+    """Where DuckDB spills while a load in ``staging`` commits (beyond its memory limit)."""
+    return staging / SPILL
+
+
+def enriched_file(final: Path, table: str, n: int) -> Path:
+    """The ``n``-th stored file of ``table`` rewritten with the richer rows a load brings, in
+    the load's :func:`final_folder` ``final``."""
+    return final / f"enriched-{table}-{n}.parquet"
+
+
+def witness_name(name: str) -> str:
+    """The new file of a table's next folder in the commit ``name``: only the next folder holds
+    it, so where it is tells whether the exchange happened (kidata.store.commit)."""
+    return f"compacted-{name}.parquet"

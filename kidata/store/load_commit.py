@@ -26,7 +26,14 @@ from kidata.query import views as views_mod
 from kidata.store import derived, durable, finalize
 from kidata.store.commit import Transaction, started_at
 from kidata.store.durable import fault
-from kidata.store.layout import Layout, direct_sidecar, final_file, final_folder
+from kidata.store.layout import (
+    Layout,
+    direct_sidecar,
+    enriched_file,
+    final_file,
+    final_folder,
+    spill_folder,
+)
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
@@ -60,7 +67,7 @@ class LoadCommit:
         # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
         # load's memory does not grow with its size.
         con = engine.connect({"memory_limit": COMMIT_MEMORY, "threads": 2,
-                                     "temp_directory": str(staging / "spill"),
+                                     "temp_directory": str(spill_folder(staging)),
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
         try:
@@ -474,7 +481,7 @@ class LoadCommit:
                 query = (f"SELECT {', '.join(cols)} FROM read_parquet($f, "
                          f"file_row_number = true) f LEFT JOIN enrich_{table} e "
                          f"ON e.{q(key)} = f.{q(key)} ORDER BY f.file_row_number")
-                out = final / f"enriched-{table}-{n}.parquet"
+                out = enriched_file(final, table, n)
                 write_reader(out, TABLES[table],
                              con.sql(query, params={"f": stored}).to_arrow_reader(8192))
                 durable.fsync_file(out)

@@ -32,14 +32,14 @@ import duckdb
 from kidata.errors import KidataError
 from kidata.ingest.catalog import gpu_catalog
 from kidata.query import engine
-from kidata.store import durable
+from kidata.store import durable, layout
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, REFERENCE
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FILE = "reference.parquet"
+FILE = layout.REFERENCE_FILE  # the one file of a reference table
 # Key of the Parquet key-value metadata entry holding the file's fingerprint (see fingerprint).
 FINGERPRINT_KEY = "kidata.reference"
 BYTE_MODELS_FILE = "kidata/data/byte_models.toml"
@@ -301,7 +301,8 @@ def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list
     from the packaged data of this kidata (by its fingerprint)."""
     db = engine.connect() if con is None else con
     try:
-        return [name for name in REFERENCE if not _current(db, warehouse / name / FILE, name)]
+        paths = Layout(warehouse)
+        return [name for name in REFERENCE if not _current(db, paths.reference_file(name), name)]
     finally:
         if con is None:
             db.close()
@@ -333,7 +334,7 @@ def write(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool
                 prepared = tx.work / f"{name}.parquet"
                 pq.write_table(table.replace_schema_metadata(metadata), prepared)
                 durable.fsync_file(prepared)
-                tx.replace(prepared, Layout(warehouse).table(name) / FILE)
+                tx.replace(prepared, Layout(warehouse).reference_file(name))
             tx.commit()
         finally:
             tx.discard()
