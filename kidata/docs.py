@@ -39,7 +39,7 @@ def _cell(text: str) -> str:
 
 def views_markdown() -> str:
     """The view reference, from the header comment of every ``sql/*.sql`` file."""
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
 
     found = dict(sorted(load_views().items()))
     out = ["# View reference", "",
