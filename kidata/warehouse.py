@@ -19,9 +19,9 @@ from typing import Any
 
 import duckdb
 
+from kidata.core import engine
+from kidata.core.load_report import LoadReport
 from kidata.errors import NoSuchLoad, NotAWarehouse, QueryError, RecordError, WarehouseError
-from kidata.ingest.load_report import LoadReport
-from kidata.query import engine
 from kidata.query.session import Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
@@ -103,10 +103,11 @@ class Warehouse:
     @contextlib.contextmanager
     def writer_lock(self):
         """Hold the writer lock (one commit or compaction at a time), after finishing what
-        dead writers left (:func:`kidata.store.commit.recover`)."""
+        dead writers left (:func:`kidata.store.commit.recover`); yields what that recovery
+        did, one line each, as :attr:`last_recovery` gives it."""
         with commit.writer_lock(self.path) as recovered:
             self._last_recovery = recovered
-            yield
+            yield recovered
 
     # -- load ---------------------------------------------------------------------------------
 
@@ -185,7 +186,7 @@ class Warehouse:
         from kidata.store import compaction
 
         try:
-            done = compaction.auto(self)
+            done = compaction.auto(self.layout)
         except (OSError, duckdb.Error, WarehouseError) as exc:
             report.add_warning(f"load {report.load_id} is committed, but merging the tables' small "
                          f"files failed ({exc}); run kidata compact")
@@ -246,7 +247,12 @@ class Warehouse:
         """Verify the warehouse on disk; see :func:`kidata.store.verify.check`."""
         from kidata.store.verify import check
 
-        return check(self, repair=repair)
+        self.require()
+        try:
+            return check(self.layout, self.writer_lock, repair=repair)
+        finally:
+            if repair:
+                self.session.forget()
 
     def unload(self, load_ids: list[str] | None = None, damaged: bool = False
                ) -> tuple[list[str], dict[str, int]]:
@@ -270,15 +276,20 @@ class Warehouse:
 
     def compact(self, tables: list[str] | None = None):
         """Merge each table's small files; see :func:`kidata.store.compaction.compact`."""
-        from kidata.store.compaction import compact
+        from kidata.store import compaction
 
-        return compact(self, tables)
+        picked = compaction.chosen(tables)  # a wrong table name is refused before anything
+        self.require()
+        try:
+            return compaction.compact(self.layout, self.writer_lock, picked)
+        finally:
+            self.session.forget()
 
     def records(self):
         """The warehouse's runs as kernelindex bundles; see :func:`kidata.query.bundles.bundles`."""
         from kidata.query.bundles import bundles
 
-        return bundles(self)
+        return bundles(self.session)
 
 
     def info(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import json
 import random
 from pathlib import Path
 
-from kidata.ingest.digest import digest
+from kidata.core.digest import digest
 
 ROOT = Path(__file__).parent
 SEEDS = ROOT / "data" / "seeds"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kidata import docs
 from kidata.docs import GENERATED
 
 ROOT = Path(__file__).parent.parent
@@ -22,3 +23,19 @@ def test_readme_links_the_references():
     readme = (ROOT / "README.md").read_text("utf-8")
     for relative in GENERATED:
         assert f"({relative})" in readme
+
+
+def test_architecture_states_the_layer_table_the_structure_test_enforces(monkeypatch):
+    """docs/architecture.md holds the table of kidata.docs.LAYERS, and the check above fails
+    when the code's table changes and the doc does not."""
+    committed = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    assert docs.layers_markdown() in committed
+    monkeypatch.setattr(docs, "LAYERS", docs.LAYERS[:-1])
+    assert docs.architecture_markdown() != committed
+
+
+def test_the_layer_table_needs_its_place_in_the_doc(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text("# Architecture\n", "utf-8")
+    with pytest.raises(ValueError, match="lacks the lines"):
+        docs.architecture_markdown(tmp_path)

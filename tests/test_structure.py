@@ -1,6 +1,7 @@
 """The package's shape, checked from its source (no import, so this is fast and cannot be
-fooled by import order): no import cycles between kidata's modules, no module reaching into
-another's private members, and every path under a warehouse named in kidata/store/layout.py.
+fooled by import order): no import cycles between kidata's modules, no module importing a layer
+it may not (the table is ``kidata.docs.LAYERS``), no module reaching into another's private
+members, and every path under a warehouse named in kidata/store/layout.py.
 
 Each rule is a list of offenders that must be empty; the failure message names file and line.
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from kidata.docs import LAYERS, layer_of
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kidata"
 
@@ -114,6 +117,91 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch):
 
     monkeypatch.setitem(globals(), "_imports", with_back_edge)
     assert any({"kidata.query.views", "kidata.warehouse"} <= set(c) for c in _cycles())
+
+
+def _layer_edges(module: str) -> list[tuple[str, int]]:
+    """Every kidata module ``module`` imports, with the line, typing-only imports included
+    (a layer that names the facade in an annotation still depends on it); ``from kidata
+    import __version__`` is the pseudo-module ``kidata.__version__``."""
+    out = []
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "kidata":
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full == "kidata.__version__" or full in MODULES:
+                    out.append((full, node.lineno))
+                else:
+                    out.append((_target(node.module), node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(_target(a.name), node.lineno) for a in node.names
+                    if a.name.split(".")[0] == "kidata"]
+    return [(t, line) for t, line in out if t and t != module]
+
+
+def _layer_offences() -> list[str]:
+    """``file:line module imports target`` for every import across layers that the table
+    does not allow, and every module no layer holds."""
+    found = []
+    for module, path in sorted(MODULES.items()):
+        layer = layer_of(module)
+        if layer is None:
+            found.append(f"{path.relative_to(PACKAGE.parent)}: {module} is in no layer "
+                         "(kidata.docs.LAYERS)")
+            continue
+        for target, line in sorted(set(_layer_edges(module)), key=lambda e: (e[1], e[0])):
+            other = layer_of(target)
+            if other is not None and (other is layer or other.name in layer.imports):
+                continue
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{line} {module} ({layer.name}) "
+                         f"imports {target} ({other.name if other else 'no layer'}); "
+                         f"{layer.name} may import {', '.join(layer.imports) or 'nothing else'}")
+    return found
+
+
+def test_no_module_imports_a_layer_it_may_not():
+    """Store and ingest never import query, store never imports ingest, nothing below the
+    facade imports kidata.warehouse (not even for typing), nothing in the library imports
+    the CLI: docs/architecture.md, "Layers and their allowed edges"."""
+    assert _layer_offences() == []
+
+
+def test_the_layer_rule_fails_on_an_upward_import(monkeypatch):
+    """The rule above can fail: a typing-only import of the facade in the store (the circle
+    issue 29 found: compaction named ``Warehouse`` in its signatures) and the store reaching
+    into query are named with their file and line."""
+    real = _layer_edges
+
+    def with_upward_edges(module: str):
+        extra = {"kidata.store.compaction": [("kidata.warehouse", 40)],
+                 "kidata.store.manifest": [("kidata.query.session", 22)]}.get(module, [])
+        return real(module) + extra
+
+    monkeypatch.setitem(globals(), "_layer_edges", with_upward_edges)
+    offences = _layer_offences()
+    assert "kidata/store/compaction.py:40 kidata.store.compaction (store) imports " \
+           "kidata.warehouse (facade); store may import neutral" in offences
+    assert any(o.startswith("kidata/store/manifest.py:22 ") for o in offences)
+    assert len(offences) == 2
+
+
+def test_typing_only_imports_count_for_the_layer_rule(tmp_path, monkeypatch):
+    """An import under ``if TYPE_CHECKING`` is an edge for the layer rule (the cycle rule
+    skips it: it never runs)."""
+    module = tmp_path / "typing_only.py"
+    module.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                      "    from kidata.warehouse import Warehouse\n")
+    monkeypatch.setitem(MODULES, "kidata.query.typing_only", module)
+    assert _imports("kidata.query.typing_only") == []
+    assert _layer_edges("kidata.query.typing_only") == [("kidata.warehouse", 4)]
+
+
+def test_every_layer_names_layers_below_it():
+    """The table is ordered bottom to top: a layer may import only layers listed before it."""
+    seen: set[str] = set()
+    for layer in LAYERS:
+        assert set(layer.imports) <= seen, layer.name
+        seen.add(layer.name)
 
 
 def _private_names() -> set[str]:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kidata.core.catalog import display_name
+from kidata.core.digest import digest
+from kidata.core.load_report import Tally
 from kidata.errors import RecordError, UnknownFormat, UsageError
-from kidata.ingest.catalog import display_name
-from kidata.ingest.digest import digest
 from kidata.ingest.flatten import Flattener
-from kidata.ingest.load_report import Tally
 from kidata.ingest.readers import Item, expand_paths, read_file
 
 TARGETS = ("kernelindex",)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kidata.ingest.catalog import Gpu
+from kidata.core.catalog import Gpu
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 

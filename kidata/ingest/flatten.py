@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from kidata.core.catalog import Gpu, gpu_from_hardware, lookup_gpu
+from kidata.core.digest import canonical_json, digest
 from kidata.ingest import validate
-from kidata.ingest.catalog import Gpu, gpu_from_hardware, lookup_gpu
-from kidata.ingest.digest import canonical_json, digest
 from kidata.ingest.readers.base import Item
 from kidata.ingest.validate import (
     COUNT_STATISTICS,

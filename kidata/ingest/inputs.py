@@ -14,8 +14,8 @@ from typing import Any
 
 import duckdb
 
+from kidata.core.load_report import LoadReport
 from kidata.errors import RecordError
-from kidata.ingest.load_report import LoadReport
 from kidata.ingest.readers import read_file
 from kidata.store.manifest import FileManifest, fingerprint
 

@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kidata._imports import POOL_VARIABLE, use_system_allocator
+from kidata.core.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.errors import RecordError, WarehouseError
 from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
@@ -71,7 +72,6 @@ from kidata.ingest.flatten import (
     Flattener,
     NeedsEnvironment,
 )
-from kidata.ingest.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.ingest.readers import liger
 from kidata.ingest.readers.base import Item, Lines, Rows
 from kidata.store import commit, finalize, pqwrite

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from kidata.core.sql import quote_identifier
+from kidata.core.viewfiles import load_views
 from kidata.errors import UsageError
-from kidata.query import views as views_mod
 
 if TYPE_CHECKING:
-    from kidata.warehouse import Warehouse
+    from kidata.query.session import Queryable
 
 # The threshold the regressions view has built in (sql/regressions.sql).
 DEFAULT_THRESHOLD = 0.05
@@ -40,10 +41,10 @@ class Audit:
 
 
 def _columns(names: tuple[str, ...] | None) -> str:
-    return "*" if names is None else ", ".join(views_mod.quote_identifier(c) for c in names)
+    return "*" if names is None else ", ".join(quote_identifier(c) for c in names)
 
 
-def audit(wh: Warehouse, everything: bool = False,
+def audit(db: Queryable, everything: bool = False,
           columns: tuple[str, ...] | None = AUDIT_COLUMNS) -> Audit:
     """Published derived numbers checked against their inputs (view ``audit``).
 
@@ -51,15 +52,15 @@ def audit(wh: Warehouse, everything: bool = False,
     keeps all the view's columns.
     """
     where = "" if everything else "WHERE flagged"
-    rows = wh.sql(f"SELECT {_columns(columns)} FROM audit {where} "
+    rows = db.sql(f"SELECT {_columns(columns)} FROM audit {where} "
                   "ORDER BY gpu, workload, quantity, run_id")
-    claims, flagged, unchecked = wh.sql(
+    claims, flagged, unchecked = db.sql(
         "SELECT count(*), count(CASE WHEN flagged THEN 1 END), "
         "count(CASE WHEN flagged IS NULL THEN 1 END) FROM audit").fetchall()[0]
     return Audit(rows, claims, flagged, unchecked)
 
 
-def regressions(wh: Warehouse, threshold: float = DEFAULT_THRESHOLD,
+def regressions(db: Queryable, threshold: float = DEFAULT_THRESHOLD,
                 columns: tuple[str, ...] | None = REGRESSION_COLUMNS
                 ) -> duckdb.DuckDBPyRelation:
     """Steps of a series slower than the step before beyond noise and by more than
@@ -69,9 +70,9 @@ def regressions(wh: Warehouse, threshold: float = DEFAULT_THRESHOLD,
     """
     if not isinstance(threshold, int | float) or not math.isfinite(threshold) or threshold < 0:
         raise UsageError(f"the threshold must be a number >= 0 (0.05 = 5%), got {threshold!r}")
-    names = columns if columns is not None else tuple(views_mod.load_views()["regressions"].columns)
+    names = columns if columns is not None else tuple(load_views()["regressions"].columns)
     # The rule of sql/regressions.sql with another threshold.
-    return wh.sql(f"SELECT {_columns(names)} FROM trends "
+    return db.sql(f"SELECT {_columns(names)} FROM trends "
                   "WHERE verdict = 'slower' AND change > $threshold "
                   "AND attribution <> 'shared' "
                   "AND (relative_change IS NULL OR relative_change > $threshold) "
@@ -149,7 +150,7 @@ def _side(selector: dict[str, str], prefix: str, params: dict) -> str:
     return " AND ".join(conditions)
 
 
-def compare(wh: Warehouse, baseline: str | dict[str, str], candidate: str | dict[str, str],
+def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
             threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     """Compare the latest passed run of every key selected by ``baseline`` with the one
     selected by ``candidate``, over the keys both have, with the verdicts of ``speedups``
@@ -214,8 +215,8 @@ def compare(wh: Warehouse, baseline: str | dict[str, str], candidate: str | dict
         SELECT * FROM pairs
         ORDER BY kernel, pass, workload, gpu, implementation, variant
     """
-    rows = wh.sql(query, params={k: v for k, v in params.items() if k != "threshold"})
-    summary = wh.sql(f"""
+    rows = db.sql(query, params={k: v for k, v in params.items() if k != "threshold"})
+    summary = db.sql(f"""
         WITH pairs AS ({query}),
         kernels AS (SELECT kernel, pass, AVG(LN(ratio)) AS log_ratio FROM pairs
                     GROUP BY kernel, pass)

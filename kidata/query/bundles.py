@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from kidata.warehouse import Warehouse
+    from kidata.query.session import Queryable
 
 QUERY = """
 SELECT r.document AS run, p.document AS protocol, e.document AS environment,
@@ -36,28 +36,28 @@ ORDER BY r.run_id
 BATCH = 10_000
 
 
-def bundles(wh: Warehouse) -> Iterator[dict[str, Any]]:
+def bundles(db: Queryable) -> Iterator[dict[str, Any]]:
     """One kernelindex bundle per run in the warehouse, ordered by run id."""
-    reader = wh.sql(QUERY).to_arrow_reader(BATCH)
+    reader = db.sql(QUERY).to_arrow_reader(BATCH)
     for batch in reader:
         for row in batch.to_pylist():
             yield {role: orjson.loads(text) for role, text in row.items() if text is not None}
 
 
-def write_jsonl(wh: Warehouse, out: IO[bytes]) -> int:
+def write_jsonl(db: Queryable, out: IO[bytes]) -> int:
     """Write every bundle as one JSON line; returns how many."""
     count = 0
-    for bundle in bundles(wh):
+    for bundle in bundles(db):
         out.write(orjson.dumps(bundle) + b"\n")
         count += 1
     return count
 
 
-def export(wh: Warehouse, path: Path, parents: bool = False) -> int:
+def export(db: Queryable, path: Path, parents: bool = False) -> int:
     """Write the bundles to ``path`` (JSON Lines), whole or not at all
     (:func:`kidata.query.outfile.writing`)."""
     from kidata.query import outfile
 
     with outfile.writing(path, parents) as tmp, open(tmp, "wb") as fh:
-        count = write_jsonl(wh, fh)
+        count = write_jsonl(db, fh)
     return count

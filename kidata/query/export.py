@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kidata.core.sql import quote_identifier, quote_literal
 from kidata.errors import UnknownFormat, UsageError
 from kidata.query import outfile
-from kidata.query.views import quote_identifier, quote_literal
 from kidata.store.durable import fault
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "ndjson",
@@ -42,7 +42,7 @@ def copy_options(fmt: str) -> str:
 def descriptions(name: str | None) -> dict[str, str]:
     """What each column of a table or view means (kidata/store/schema.py, the view's header); empty
     for a query's result."""
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
     from kidata.store.schema import COLUMNS
 
     if name in COLUMNS:
@@ -57,7 +57,7 @@ def query_descriptions(query: str) -> dict[str, str]:
     (the query may have computed it differently, hence the "as in")."""
     import re
 
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
     from kidata.store.schema import COLUMNS
 
     words = set(re.findall(r"\w+", query.lower()))
@@ -150,7 +150,7 @@ def duckdb_file(wh, path: Path, parents: bool = False) -> dict[str, int]:
 def _duckdb_file(wh, path: Path) -> dict[str, int]:
     import duckdb
 
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
 
     con = wh.connect()
     from kidata.store.schema import COLUMNS

@@ -110,7 +110,7 @@ def formula_safe(relation):
     (:data:`FORMULA_START`) prefixed with ``'``, as OWASP advises for CSV opened in a
     spreadsheet. The one home of the rule: ``kidata sql --format csv`` and every CSV export
     write through it (``--csv-raw`` skips it, for programs that read the CSV)."""
-    from kidata.query.views import quote_identifier
+    from kidata.core.sql import quote_identifier
 
     if not any(str(t) == "VARCHAR" for t in relation.types):
         return relation

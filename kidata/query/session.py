@@ -10,19 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
+from kidata.core import engine, viewfiles
+from kidata.core.engine import SWAP_RETRIES
+from kidata.core.sql import quote_identifier
 from kidata.errors import NoSuchView, QueryError
-from kidata.query import engine
 from kidata.query import views as views_mod
 from kidata.store import reference, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS
 
-# Times a reader lists a table folder again when a compaction swapped it while being read.
-SWAP_RETRIES = 5
+
+class Queryable(Protocol):
+    """What the query layer's functions (analysis, bundles, the report) need of a warehouse:
+    its SQL and its summary. A :class:`Session` is one, and so is a :class:`kidata.Warehouse`
+    (library users pass one to ``kidata.analysis``); neither is imported by those functions."""
+
+    def sql(self, query: str, params: dict[str, Any] | list | None = None, *,
+            read_only: bool = False) -> duckdb.DuckDBPyRelation: ...
+
+    def info(self) -> dict[str, Any]: ...
 
 
 class Session:
@@ -51,7 +61,7 @@ class Session:
     def names(self) -> dict[str, str]:
         """Every table and view name, with ``table`` or ``view``."""
         out = dict.fromkeys(COLUMNS, "table")
-        out.update(dict.fromkeys(views_mod.load_views(), "view"))
+        out.update(dict.fromkeys(viewfiles.load_views(), "view"))
         return out
 
     def ready(self, views: list[str] | None = None) -> duckdb.DuckDBPyConnection:
@@ -60,14 +70,14 @@ class Session:
         A query defines only the views it names and the views those read
         (:func:`kidata.query.views.needed`): defining all of them costs ~0.1 s, the better part
         of a one-query process."""
-        wanted = list(views_mod.load_views()) if views is None else views
+        wanted = list(viewfiles.load_views()) if views is None else views
         for attempt in range(SWAP_RETRIES):
             con = self._tables()
             try:
                 for name in wanted:
                     if name in self._con_views:
                         continue
-                    view = views_mod.load_views()[name]
+                    view = viewfiles.load_views()[name]
                     try:
                         con.execute(f"CREATE VIEW {view.name} AS {view.body}")
                     except duckdb.IOException:
@@ -150,7 +160,7 @@ class Session:
         """A table or view by name."""
         if name not in self.names():
             raise NoSuchView(name, list(self.names()))
-        return self.sql(f"SELECT * FROM {views_mod.quote_identifier(name)}")
+        return self.sql(f"SELECT * FROM {quote_identifier(name)}")
 
     def info(self) -> dict[str, Any]:
         """Tables with row and file counts, sources, GPUs and the time range of the runs."""
@@ -176,15 +186,3 @@ def first_line(exc: BaseException) -> str:
     """DuckDB's message without the SQL excerpt it appends (the views' own SQL)."""
     return str(exc).split("\n\nLINE ", 1)[0].strip()
 
-
-def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],
-                   params: dict[str, Any] | None = None) -> list[tuple]:
-    """The rows of a query over table folders read without the writer lock: when a compaction
-    swapped a folder between listing and reading it, the query (``sql()``) is made again."""
-    for attempt in range(SWAP_RETRIES):
-        try:
-            return con.sql(sql(), params=params).fetchall()
-        except duckdb.IOException:
-            if attempt == SWAP_RETRIES - 1:
-                raise
-    raise AssertionError("unreachable")

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from kidata.core.viewfiles import load_views
 from kidata.errors import KidataError, QueryError, WarehouseError
-from kidata.query.views import load_views
 from kidata.store import derived, reference, snapshot
 from kidata.store.schema import REFERENCE, TABLES
 

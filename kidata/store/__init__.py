@@ -1,7 +1,8 @@
 """Store: the warehouse on disk.
 
 :mod:`~kidata.store.layout` names every path under a warehouse; :mod:`~kidata.store.schema`
-declares the tables; :mod:`~kidata.store.snapshot` is the committed-loads read rule for every
+declares the tables; :mod:`~kidata.store.tablesql` gives the SQL that reads one;
+:mod:`~kidata.store.snapshot` is the committed-loads read rule for every
 engine; :mod:`~kidata.store.compaction` merges small files; :mod:`~kidata.store.verify` checks
 and repairs a warehouse; :mod:`~kidata.store.durable` and :mod:`~kidata.store.pqwrite` write files
 that survive a crash; :mod:`~kidata.store.reference` and :mod:`~kidata.store.derived` keep the

@@ -23,21 +23,21 @@ with "file not found" (never a wrong answer); run it again. See ``docs/guarantee
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pyarrow.parquet as pq
 
+from kidata.core import engine
+from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
-from kidata.query import engine
-from kidata.query import views as views_mod
 from kidata.store import commit
+from kidata.store.layout import Layout
 from kidata.store.pqwrite import write_reader
 from kidata.store.schema import COMMIT_ORDER, TABLES
-
-if TYPE_CHECKING:
-    from kidata.warehouse import Warehouse
 
 # Files at least this large are left as they are.
 SMALL_BYTES = 64 * 1024 * 1024
@@ -65,19 +65,24 @@ def compactable() -> list[str]:
     return [t for t in COMMIT_ORDER if t in TABLES]
 
 
-def compact(wh: Warehouse, tables: list[str] | None = None,
-            small_bytes: int = SMALL_BYTES) -> CompactReport:
-    """Merge the small files of each table (default: every table loads write) into one."""
-    chosen = tables or compactable()
-    unknown = [t for t in chosen if t not in compactable()]
+def chosen(tables: list[str] | None) -> list[str]:
+    """The tables a compaction of ``tables`` merges (default: every table loads write);
+    :class:`UsageError` for a table loads do not write."""
+    picked = tables or compactable()
+    unknown = [t for t in picked if t not in compactable()]
     if unknown:
         raise UsageError(f"cannot compact {', '.join(unknown)}: no such table loads write; "
                          f"tables that can be compacted: {', '.join(compactable())}")
-    wh.require()
-    with wh.writer_lock():
-        report = _merge_tables(wh, {t: _split(wh, t, small_bytes) for t in chosen}, 2)
-    wh.forget_connection()
-    return report
+    return picked
+
+
+def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any]],
+            tables: list[str] | None = None, small_bytes: int = SMALL_BYTES) -> CompactReport:
+    """Merge the small files of each table (default: every table loads write) into one, under
+    ``writer_lock()`` (the facade's, so that it records what recovery did)."""
+    picked = chosen(tables)
+    with writer_lock():
+        return _merge_tables(layout, {t: _split(layout, t, small_bytes) for t in picked}, 2)
 
 
 def auto_at() -> int:
@@ -91,7 +96,7 @@ def auto_at() -> int:
                              f"{value!r}") from None
 
 
-def auto(wh: Warehouse) -> CompactReport:
+def auto(layout: Layout) -> CompactReport:
     """Merge the small files of each table that has :func:`auto_at` of them. Called by a
     load after its commit, under the writer lock it already holds. Each merge rewrites at most
     ``SMALL_BYTES`` per table, once per ``auto_at()`` loads: a constant cost per load."""
@@ -99,19 +104,20 @@ def auto(wh: Warehouse) -> CompactReport:
     if not at:
         return CompactReport()
     at = max(2, at)
-    plan = {t: _split(wh, t, SMALL_BYTES) for t in compactable()}
-    if not any(len(small) >= at for _, small in plan.values()) or not commit.can_exchange(wh.path):
+    plan = {t: _split(layout, t, SMALL_BYTES) for t in compactable()}
+    if not any(len(small) >= at for _, small in plan.values()) \
+            or not commit.can_exchange(layout.root):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
-    return _merge_tables(wh, plan, at)
+    return _merge_tables(layout, plan, at)
 
 
-def _split(wh: Warehouse, table: str, small_bytes: int) -> tuple[list[Path], list[Path]]:
+def _split(layout: Layout, table: str, small_bytes: int) -> tuple[list[Path], list[Path]]:
     """A table's files, and those of them smaller than ``small_bytes``."""
-    files = wh.table_files(table)
+    files = layout.table_files(table)
     return files, [f for f in files if f.stat().st_size < small_bytes]
 
 
-def _merge_tables(wh: Warehouse, plan: dict[str, tuple[list[Path], list[Path]]],
+def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path]]],
                   at_least: int) -> CompactReport:
     """Merge the small files of each table in ``plan`` (:func:`_split`) that has ``at_least``
     of them (under the writer lock)."""
@@ -120,13 +126,13 @@ def _merge_tables(wh: Warehouse, plan: dict[str, tuple[list[Path], list[Path]]],
         if len(small) < at_least:
             report.tables[table] = (len(files), len(files))
             continue
-        report.rows += _compact_table(wh, table, small, [f for f in files if f not in small])
+        report.rows += _compact_table(layout, table, small, [f for f in files if f not in small])
         report.tables[table] = (len(files), len(files) - len(small) + 1)
     return report
 
 
-def _compact_table(wh: Warehouse, table: str, small: list[Path], keep: list[Path]) -> int:
-    return commit.replace_table(wh.path, table, lambda out: _merge(table, small, out), keep,
+def _compact_table(layout: Layout, table: str, small: list[Path], keep: list[Path]) -> int:
+    return commit.replace_table(layout.root, table, lambda out: _merge(table, small, out), keep,
                                 what=f"compaction of {table}", faults="compact-")
 
 
@@ -141,11 +147,11 @@ def _merge(table: str, files: list[Path], out: Path) -> int:
             raise WarehouseError(f"{path} has columns kidata does not declare "
                                  f"({', '.join(extra)}); compaction would drop them")
         present.update(names)
-    q = views_mod.quote_identifier
+    q = quote_identifier
     cols = ", ".join(q(f.name) if f.name in present
-                     else f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+                     else f"CAST(NULL AS {duckdb_type(f.type)}) AS {q(f.name)}"
                      for f in schema)
-    listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
+    listed = ", ".join(quote_literal(str(p)) for p in files)
     con = engine.connect({"threads": 2, "memory_limit": "1GB",
                                  "preserve_insertion_order": True})
     try:

@@ -60,7 +60,7 @@ LATEST_RUNS_SINCE = (0, 2, 4)
 def run_statistics_sql(measurements: str) -> str:
     """The ``run_statistics`` view's SQL (sql/run_statistics.sql: the one statement of the
     spread and evidence rule) over ``measurements``, a table name or parenthesised query."""
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
 
     body, n = re.subn(r"\bFROM measurements\b", f"FROM {measurements}",
                       load_views()["run_statistics"].body)

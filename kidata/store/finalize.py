@@ -144,7 +144,7 @@ def staged_source(staging: Path, table: str) -> str | None:
     """The ``SELECT`` giving the rows a load staged for ``table``, with the staged schema
     (final columns without :data:`CONSTANT`, then the staging-only ones); None when it staged
     none. A direct table's file and its sidecar are read side by side (``POSITIONAL JOIN``)."""
-    from kidata.query.views import parquet_source, quote_identifier
+    from kidata.core.sql import parquet_source, quote_identifier
 
     if table not in DIRECT:
         if not any(staging.glob(staged_glob(table))):
@@ -165,7 +165,7 @@ def staged_source(staging: Path, table: str) -> str | None:
 
 def _numbered(file: Path) -> str:
     """``read_parquet`` of one file with its rows' numbers (a list of one path: no glob)."""
-    from kidata.query.views import quote_literal
+    from kidata.core.sql import quote_literal
 
     return f"read_parquet([{quote_literal(str(file))}], file_row_number = true)"
 

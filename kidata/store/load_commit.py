@@ -19,10 +19,10 @@ from typing import Any
 
 import duckdb
 
+from kidata.core import engine
+from kidata.core.load_report import MAX_REPORTED, LoadReport, Reject, max_kept_rejects
+from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import LoadRefused
-from kidata.ingest.load_report import MAX_REPORTED, LoadReport, Reject, max_kept_rejects
-from kidata.query import engine
-from kidata.query import views as views_mod
 from kidata.store import derived, durable, finalize
 from kidata.store.commit import Transaction, started_at
 from kidata.store.durable import fault
@@ -35,6 +35,7 @@ from kidata.store.layout import (
     spill_folder,
 )
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+from kidata.store.tablesql import table_sql
 
 # DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
 # tables are staged in final form and never sorted by the database (kidata.store.finalize),
@@ -179,7 +180,7 @@ class LoadCommit:
         are compared at a fraction of the cost of their text. Two ids sharing a hash (about 1
         in 10^7 loads of 1M runs) could hide a disagreement or, in the each-once check, refuse
         a good load (which, run again, commits: the refusal changes nothing)."""
-        q = views_mod.quote_literal
+        q = quote_literal
         out: list[str] = []
         [(added,)] = con.sql("SELECT count(*) FROM run_outcome WHERE _outcome = 'added'"
                              ).fetchall()
@@ -257,12 +258,12 @@ class LoadCommit:
         for table in COLUMNS:
             if table in REFERENCE:
                 continue  # not loaded (kidata/store/reference.py writes them)
-            existing = views_mod.table_sql(self.path, table)
+            existing = table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
             src = finalize.staged_source(staging, table)
             if src is None:
-                cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS "
-                                 f"{views_mod.quote_identifier(f.name)}"
+                cols = ", ".join(f"CAST(NULL AS {duckdb_type(f.type)}) AS "
+                                 f"{quote_identifier(f.name)}"
                                  for f in staged_schema(table))
                 src = f"SELECT {cols} WHERE 1 = 0"
             con.execute(f"CREATE TEMP VIEW staged_{table} AS {src}")
@@ -351,10 +352,10 @@ class LoadCommit:
                               "THEN 1 ELSE 0 END)" for key in DOCUMENT_KEYS.values())
 
         def same_as(alias: str) -> str:
-            return " AND ".join(f"{alias}.{views_mod.quote_identifier(c)} IS NOT DISTINCT FROM "
-                                f"s.{views_mod.quote_identifier(c)}" for c in VARIANT_SAME)
+            return " AND ".join(f"{alias}.{quote_identifier(c)} IS NOT DISTINCT FROM "
+                                f"s.{quote_identifier(c)}" for c in VARIANT_SAME)
         same, same_first = same_as("e"), same_as("f")
-        stored_cols = ", ".join(f"e.{views_mod.quote_identifier(c)}" for c in
+        stored_cols = ", ".join(f"e.{quote_identifier(c)}" for c in
                                 dict.fromkeys(("run_id", *DOCUMENT_KEYS.values(),
                                                *VARIANT_SAME)))
         # Each source is scanned once into a small table of what choosing needs (the
@@ -455,7 +456,7 @@ class LoadCommit:
                                           WHERE document IS NULL)
             ) WHERE _first = 1
         """)
-        q = views_mod.quote_identifier
+        q = quote_identifier
         replaced = 0
         for table, key in (("runs", "run_id"), ("workloads", "workload_id")):
             [(count,)] = con.execute(f"SELECT count(*) FROM enrich_{table}").fetchall()
@@ -498,7 +499,7 @@ class LoadCommit:
             elif f.name == "load_id":
                 cols.append("CAST($load_id AS VARCHAR) AS load_id")
             else:
-                cols.append(f"s.{views_mod.quote_identifier(f.name)}")
+                cols.append(f"s.{quote_identifier(f.name)}")
         select = ", ".join(cols)
         if table == "runs":
             # run_outcome holds only keys and outcomes (not the wide run rows): the added runs
@@ -528,7 +529,7 @@ class LoadCommit:
                     f"ORDER BY _seq LIMIT {int(max_kept_rejects())})) s "
                     f"WHERE _rn = 1 AND NOT EXISTS (SELECT 1 FROM existing_rejects e "
                     f"WHERE {same}) ORDER BY s._seq")
-        keys = [views_mod.quote_identifier(k) for k in KEYS[table]]
+        keys = [quote_identifier(k) for k in KEYS[table]]
         prefer = "document IS NULL, " if table == "workloads" else ""
         return (f"SELECT {select} FROM (SELECT *, row_number() OVER (PARTITION BY "
                 f"{', '.join(keys)} ORDER BY {prefer}_seq) AS _rn FROM staged_{table}) s "
@@ -562,4 +563,4 @@ def _tiebreak(table: str) -> str:
     """Order of a record's rows within the record (one record gives several measurements or
     parameters): by their key, so the row order of every file is the same for the same
     input, however the staging files were split."""
-    return ", ".join(f"s.{views_mod.quote_identifier(k)}" for k in KEYS[table])
+    return ", ".join(f"s.{quote_identifier(k)}" for k in KEYS[table])

@@ -17,11 +17,11 @@ from typing import Any
 
 import duckdb
 
-from kidata.ingest.load_report import LoadReport
-from kidata.query import views as views_mod
-from kidata.query.session import fetch_retrying
+from kidata.core.engine import fetch_retrying
+from kidata.core.load_report import LoadReport
 from kidata.store import durable, snapshot
 from kidata.store.layout import Layout
+from kidata.store.tablesql import table_sql
 
 # A file whose modification time is this close to when it was hashed may have changed again
 # within the same clock tick: its stat is not trusted (git's "racy" rule).
@@ -126,7 +126,7 @@ class FileManifest:
         if not seen["runs_added"]:
             return True
         [(count,)] = fetch_retrying(
-            con, lambda: f"SELECT count(*) FROM ({views_mod.table_sql(self.path, 'runs')}) "
+            con, lambda: f"SELECT count(*) FROM ({table_sql(self.path, 'runs')}) "
                          "WHERE load_id = $load AND source_file = $file",
             {"load": seen["load_id"], "file": name})
         return count == seen["runs_added"]
@@ -135,4 +135,4 @@ class FileManifest:
         if not self.layout.table_files("environments"):
             return []
         return fetch_retrying(con, lambda: "SELECT environment_id, gpu FROM "
-                               f"({views_mod.table_sql(self.path, 'environments')})")
+                               f"({table_sql(self.path, 'environments')})")

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from kidata.core import engine
+from kidata.core.catalog import gpu_catalog
 from kidata.errors import KidataError
-from kidata.ingest.catalog import gpu_catalog
-from kidata.query import engine
 from kidata.store import durable, layout
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, REFERENCE
+from kidata.store.tablesql import table_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -346,13 +347,11 @@ def write(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool
 def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
     """Define the reference tables' views on ``con``: over their files in ``warehouse``, or,
     for those whose file is stale (see :func:`stale`), over the packaged data."""
-    from kidata.query import views
-
     packaged = stale(warehouse, con)
     for name in REFERENCE:
         if name in packaged:
             con.register(f"_kidata_reference_{name}", tables()[name])
             body = f"SELECT * FROM _kidata_reference_{name}"
         else:
-            body = views.table_sql(warehouse, name)
+            body = table_sql(warehouse, name)
         con.execute(f"CREATE VIEW {name} AS {body}")

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import duckdb
 
+from kidata.core import engine
+from kidata.core.sql import quote_identifier
 from kidata.errors import WarehouseError
-from kidata.query import engine
-from kidata.query import views as views_mod
 from kidata.store import derived
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, REFERENCE
+from kidata.store.tablesql import table_sql
 
 VISIBLE = "_kidata_visible_loads"
 # Committed loads whose derived rows readers compute (written before the derived tables).
@@ -104,11 +105,11 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
     old = derived.underived(loads)
     id_table(con, UNDERIVED, old)
     filtered = set(filtered_tables())
-    q = views_mod.quote_identifier
+    q = quote_identifier
     for table in COLUMNS:
         if table in REFERENCE:
             continue
-        body = views_mod.table_sql(warehouse, table)
+        body = table_sql(warehouse, table)
         if table in filtered:
             body = visible_sql(body)
         if table == "latest_runs" and old:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import duckdb
 
+from kidata.core import engine
+from kidata.core.sql import duckdb_type, quote_identifier
 from kidata.errors import NoSuchLoad
-from kidata.query import engine
-from kidata.query import views as views_mod
 from kidata.store import commit, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COMMIT_ORDER, TABLES
@@ -33,7 +33,7 @@ from kidata.store.schema import COMMIT_ORDER, TABLES
 # which stay: a document is a fact about its digest, and later loads' runs may point at it.
 REMOVED = ("runs", "measurements", "published", "latest_runs", "rejects")
 
-q = views_mod.quote_identifier
+q = quote_identifier
 # Counts of an unloaded load's marker that become 0: the records it read are out.
 ZEROED = ("records", "duplicates", "rejected", "rejects_not_kept")
 # The releases whose loads with repeated runs could commit damaged tables (issue 25).
@@ -146,7 +146,7 @@ def _writer(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]):
     def column(name: str) -> str:
         field = schema.field(name)
         return q(name) if name in present else \
-            f"CAST(NULL AS {views_mod.duckdb_type(field.type)}) AS {q(name)}"
+            f"CAST(NULL AS {duckdb_type(field.type)}) AS {q(name)}"
 
     cols = [column(f.name) for f in schema]
     source = "read_parquet($f, union_by_name = true, filename = true, file_row_number = true)"

@@ -10,30 +10,28 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kidata.core import engine
+from kidata.core.digest import digest
+from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import WarehouseError
-from kidata.ingest.digest import digest
-from kidata.query import engine
-from kidata.query import views as views_mod
 from kidata.store import commit, derived, durable, snapshot
-from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE
+from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE, Layout
 from kidata.store.schema import KEYS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
-
-if TYPE_CHECKING:
-    from kidata.warehouse import Warehouse
+from kidata.store.tablesql import table_sql
 
 SHOWN = 5  # examples shown per problem
-q = views_mod.quote_identifier
+q = quote_identifier
 
 
 @dataclass
@@ -56,33 +54,37 @@ class CheckReport:
         return not self.problems
 
 
-def check(wh: Warehouse, repair: bool = False) -> CheckReport:
-    """Check schemas, identities, references between tables, commit markers and digests."""
-    wh.require()
-    report = CheckReport(str(wh.path))
+def check(layout: Layout, writer_lock: Callable[[], AbstractContextManager[list[str]]],
+          repair: bool = False) -> CheckReport:
+    """Check schemas, identities, references between tables, commit markers and digests of
+    the warehouse at ``layout``; with ``repair``, first complete or remove what dead writers
+    left, under ``writer_lock()`` (which yields what its recovery did, as
+    :func:`kidata.store.commit.writer_lock` does), then repair markers and ``latest_runs``.
+    A repair changes files: a caller holding a query connection must open a new one."""
+    report = CheckReport(str(layout.root))
     if repair:
-        with wh.writer_lock():
-            report.repaired = list(wh.last_recovery)
-            report.repaired += _write_missing_markers(wh)
-            report.repaired += _rewrite_derived(wh)
-    with _writers_paused(wh):
-        _check_files_and_rows(wh, report)
+        with writer_lock() as recovered:
+            report.repaired = list(recovered)
+            report.repaired += _write_missing_markers(layout)
+            report.repaired += _rewrite_derived(layout)
+    with _writers_paused(layout):
+        _check_files_and_rows(layout, report)
     return report
 
 
 @contextlib.contextmanager
-def _writers_paused(wh: Warehouse) -> Iterator[None]:
+def _writers_paused(layout: Layout) -> Iterator[None]:
     """Hold the writer lock while the files are read (without running recovery: a check
     reports an interrupted commit, it does not complete it), so that no commit or compaction
     renames files between the listing and the reading. A warehouse whose lock cannot be taken
     (a read-only copy) is checked as it is."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(wh.layout.lock), timeout=LOCK_TIMEOUT)
+    lock = FileLock(str(layout.lock), timeout=LOCK_TIMEOUT)
     try:
         lock.acquire()
     except Timeout:
-        raise WarehouseError(f"{wh.path} is locked by a writer for more than "
+        raise WarehouseError(f"{layout.root} is locked by a writer for more than "
                              f"{LOCK_TIMEOUT:.0f} s; is a load stuck?") from None
     except OSError:
         yield
@@ -93,9 +95,9 @@ def _writers_paused(wh: Warehouse) -> Iterator[None]:
         lock.release()
 
 
-def _check_files_and_rows(wh: Warehouse, report: CheckReport) -> None:
-    pending = _check_private(wh, report)
-    readable = _check_files(wh, report)
+def _check_files_and_rows(layout: Layout, report: CheckReport) -> None:
+    pending = _check_private(layout, report)
+    readable = _check_files(layout, report)
     con = engine.connect()
     try:
         # Rows of a commit still to be completed are reported once, as that, and left out of
@@ -120,7 +122,7 @@ def _check_files_and_rows(wh: Warehouse, report: CheckReport) -> None:
         con.close()
 
 
-def _write_missing_markers(wh: Warehouse) -> list[str]:
+def _write_missing_markers(layout: Layout) -> list[str]:
     """Give a commit marker to every load whose rows are in place without one (a warehouse
     written before markers existed, or a marker deleted by hand), so kidata shows them again.
     Runs under the writer lock after recovery, so no commit is in flight."""
@@ -129,27 +131,27 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
     con = engine.connect()
     done = []
     # One commit for all the markers: each is a new file that makes its load visible whole.
-    tx = commit.Transaction(wh.path, "repair of the commit markers", faults="repair-")
+    tx = commit.Transaction(layout.root, "repair of the commit markers", faults="repair-")
     try:
         counts: dict[str, dict[str, int]] = {}
         stamps: dict[str, object] = {}
         for table in filtered_tables():
-            if table == "loads" or not wh.table_files(table):
+            if table == "loads" or not layout.table_files(table):
                 continue
             has_time = "loaded_at" in TABLES[table].names
             rows = con.sql(f"SELECT load_id, count(*), {'min(loaded_at)' if has_time else 'NULL'}"
-                           f" FROM ({views_mod.table_sql(wh.path, table)}) GROUP BY load_id"
+                           f" FROM ({table_sql(layout.root, table)}) GROUP BY load_id"
                            ).fetchall()
             for load_id, n, stamp in rows:
                 counts.setdefault(load_id, {})[table] = n
                 if stamp is not None:
                     stamps[load_id] = min(stamp, stamps.get(load_id, stamp))
         known = {r[0] for r in con.sql(
-            f"SELECT load_id FROM ({views_mod.table_sql(wh.path, 'loads')})").fetchall()}
+            f"SELECT load_id FROM ({table_sql(layout.root, 'loads')})").fetchall()}
         # Loads whose latest_runs rows all carry their evidence (derived.STATISTICS, 0.2.3)
         # and center (derived.CENTER, 0.2.4).
         evidenced: set[str] = set()
-        latest = views_mod.table_sql(wh.path, "latest_runs")
+        latest = table_sql(layout.root, "latest_runs")
         if {"evidence", "center_statistic"} <= set(con.sql(latest).columns):
             evidenced = {r[0] for r in con.sql(
                 f"SELECT load_id FROM ({latest}) GROUP BY load_id "
@@ -170,7 +172,7 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
             prepared = tx.work / f"{load_id}.parquet"
             pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), prepared)
             durable.fsync_file(prepared)
-            tx.add(prepared, wh.layout.marker(load_id))
+            tx.add(prepared, layout.marker(load_id))
             done.append(f"wrote the missing commit marker of load {load_id} ("
                         + ", ".join(f"{n:,} {t}" for t, n in sorted(added.items())) + ")")
         tx.commit()
@@ -180,10 +182,10 @@ def _write_missing_markers(wh: Warehouse) -> list[str]:
     return done
 
 
-def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
+def _check_private(layout: Layout, report: CheckReport) -> set[str]:
     """Report commits in flight and leftovers; returns the ids of loads not complete yet."""
     loads = []
-    for _, load_id, what in commit.pending(wh.path):
+    for _, load_id, what in commit.pending(layout.root):
         if load_id is None:  # compaction, repair, reference tables: each table whole
             report.notes.append(
                 f"{what} stopped after its commit point and is not complete yet: readers see "
@@ -195,13 +197,13 @@ def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
             f"load {load_id} stopped after its commit point and is not complete yet: "
             "plain-Parquet readers may see part of it (kidata's views do not); "
             "`kidata check --repair` or the next load completes it")
-    staging = wh.layout.staging
+    staging = layout.staging
     if staging.is_dir():
         for entry in sorted(staging.iterdir()):
             if entry.is_dir() and not entry.name.startswith(NEW_STAGING_PREFIX):
                 report.notes.append(f"staging folder of load {entry.name} (a load in progress, "
                                     "or a dead one whose files the next writer removes)")
-    compact = wh.layout.compact
+    compact = layout.compact
     if compact.is_dir():
         for entry in sorted(compact.iterdir()):
             report.notes.append(f"leftovers of commit {entry.name} (a compaction, repair or "
@@ -210,16 +212,16 @@ def _check_private(wh: Warehouse, report: CheckReport) -> set[str]:
     return set(loads)
 
 
-def _check_files(wh: Warehouse, report: CheckReport) -> dict[str, list[Path]]:
+def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
     """Every table file is complete Parquet with the declared schema. Returns, per table,
     the files that can be read."""
     readable: dict[str, list[Path]] = {}
     known = set(TABLES) | {PRIVATE}
-    for entry in sorted(wh.path.iterdir()):
+    for entry in sorted(layout.root.iterdir()):
         if entry.is_dir() and entry.name not in known and not entry.name.startswith("."):
             report.notes.append(f"folder {entry.name}/ is not a kidata table; kidata ignores it")
     for table, schema in TABLES.items():
-        folder = wh.layout.table(table)
+        folder = layout.table(table)
         readable[table] = []
         if not folder.is_dir():
             continue
@@ -267,16 +269,16 @@ def _table_sql(table: str, readable: dict[str, list[Path]]) -> str:
     files = readable.get(table, [])
     schema = TABLES[table]
     if not files:
-        cols = ", ".join(f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+        cols = ", ".join(f"CAST(NULL AS {duckdb_type(f.type)}) AS {q(f.name)}"
                          for f in schema)
         return f"SELECT {cols} WHERE 1 = 0"
     present: set[str] = set()
     for path in files:
         present.update(pq.ParquetFile(path).schema_arrow.names)
     cols = ", ".join(q(f.name) if f.name in present
-                     else f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}"
+                     else f"CAST(NULL AS {duckdb_type(f.type)}) AS {q(f.name)}"
                      for f in schema)
-    listed = ", ".join(views_mod.quote_literal(str(p)) for p in files)
+    listed = ", ".join(quote_literal(str(p)) for p in files)
     return f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
 
 
@@ -383,21 +385,21 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
     return computed, missing, extra
 
 
-def _rewrite_derived(wh: Warehouse) -> list[str]:
+def _rewrite_derived(layout: Layout) -> list[str]:
     """Rewrite ``latest_runs`` from the committed loads' runs when it does not match them.
     Runs under the writer lock, after recovery and the missing commit markers."""
     from kidata.store.pqwrite import write_reader
 
     con = engine.connect()
     try:
-        snapshot.define(con, wh.path)
-        stored = views_mod.table_sql(wh.path, "latest_runs")
+        snapshot.define(con, layout.root)
+        stored = table_sql(layout.root, "latest_runs")
         # Files written before 0.2.3 lack the evidence columns (derived.STATISTICS), before
         # 0.2.4 the center (derived.CENTER).
         lacking = [f for f in TABLES["latest_runs"] if f.name not in con.sql(stored).columns]
         if lacking:
             stored = ("SELECT *, " + ", ".join(
-                f"CAST(NULL AS {views_mod.duckdb_type(f.type)}) AS {q(f.name)}" for f in lacking)
+                f"CAST(NULL AS {duckdb_type(f.type)}) AS {q(f.name)}" for f in lacking)
                 + f" FROM ({stored})")
         stored = f"({stored})"
         computed, missing, extra = _derived_difference(con, stored)
@@ -405,13 +407,12 @@ def _rewrite_derived(wh: Warehouse) -> list[str]:
             return []
 
         order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
-        rows = commit.replace_table(wh.path, "latest_runs", lambda out: write_reader(
+        rows = commit.replace_table(layout.root, "latest_runs", lambda out: write_reader(
             out, TABLES["latest_runs"], con.sql(f"{computed} ORDER BY {order}"
                                                 ).to_arrow_reader(8192), create_empty=True),
             what="repair of latest_runs", faults="repair-")
     finally:
         con.close()
-    wh.forget_connection()
     return [f"rewrote latest_runs from the loads' runs: {rows:,} rows ({len(missing):,} were "
             f"missing, {len(extra):,} were not given by the runs)"]
 

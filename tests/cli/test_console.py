@@ -168,7 +168,7 @@ def test_pivot_unpivot_and_summarize_are_queries(seeded, tmp_path):
 @pytest.mark.slow
 def test_every_integer_column_of_every_view_is_a_bigint(seeded, tmp_path):
     from kidata import Warehouse
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
 
     wh = Warehouse(seeded)
     found = {}
@@ -293,7 +293,7 @@ def test_seeds_and_liger_csv_in_either_order_give_the_same_tables_and_views(tmp_
     from conftest import SHARED
 
     from kidata import Warehouse
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
     from kidata.store.schema import TABLES
 
     csv_file = SHARED / "liger" / "all_benchmark_data.csv"

@@ -11,9 +11,9 @@ import pytest
 from conftest import SHARED, shared
 
 from kidata import Warehouse
+from kidata.core.digest import digest
+from kidata.core.sql import quote_identifier
 from kidata.ingest.convert import convert
-from kidata.ingest.digest import digest
-from kidata.query.views import quote_identifier
 from kidata.store.schema import TABLES as SCHEMAS
 
 DATA = Path(__file__).parents[1] / "data"

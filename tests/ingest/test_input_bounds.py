@@ -22,7 +22,7 @@ import pytest
 from conftest import SHARED
 
 from kidata import Warehouse
-from kidata.ingest.load_report import MAX_REPORTED
+from kidata.core.load_report import MAX_REPORTED
 from kidata.ingest.readers import read_file, tabular
 from kidata.store import load_commit
 

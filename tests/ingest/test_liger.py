@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kidata import Warehouse
+from kidata.core.catalog import display_name, lookup_gpu
 from kidata.errors import RecordError
-from kidata.ingest.catalog import display_name, lookup_gpu
 from kidata.ingest.flatten import Flattener
 from kidata.ingest.readers.liger import read as read_liger
 

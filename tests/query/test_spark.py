@@ -30,9 +30,9 @@ from spark_compare import (  # noqa: F401 (spark, seeded, registered: fixtures)
 
 import kidata.query.spark
 from kidata import Warehouse
+from kidata.core.viewfiles import load_views, sql_dir
 from kidata.errors import KidataError, WarehouseError
 from kidata.query.spark import register
-from kidata.query.views import load_views, sql_dir
 from kidata.store.schema import TABLES
 
 VIEWS = list(load_views())

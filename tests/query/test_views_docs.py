@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
+from kidata.core.viewfiles import load_views
 from kidata.docs import efficiency_markdown, views_markdown
-from kidata.query.views import load_views
 
 ROOT = Path(__file__).parents[2]
 VIEWS = sorted(load_views())

@@ -67,8 +67,7 @@ def loaded(tmp_path_factory) -> Warehouse:
     add_measurements(wh, [("ev-single-liger", "latency", "samples", "count", 1)])
     # A commit works out its latest runs' evidence from their measurements (latest_runs, see
     # kidata/store/derived.py); a row added behind its back is taken in by the documented repair.
-    from kidata.store.verify import check
-    assert any("rewrote latest_runs" in fix for fix in check(wh, repair=True).repaired)
+    assert any("rewrote latest_runs" in fix for fix in wh.check(repair=True).repaired)
     return Warehouse(wh.path)
 
 
@@ -444,7 +443,7 @@ def test_roofline_of_liger_swiglu_by_hand(liger: Warehouse):
 
 
 def test_every_catalog_gpu_has_a_family():
-    from kidata.ingest.catalog import gpu_catalog, lookup_gpu
+    from kidata.core.catalog import gpu_catalog, lookup_gpu
 
     families = {g.key: g.family for g in gpu_catalog().values()}
     assert all(families.values())

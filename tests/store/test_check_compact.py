@@ -19,8 +19,8 @@ import pytest
 from runs_factory import write_runs
 
 from kidata import Warehouse
+from kidata.core.viewfiles import load_views
 from kidata.errors import QueryError
-from kidata.query.views import load_views
 from kidata.store.schema import TABLES
 
 DATA = Path(__file__).parents[1] / "data"

@@ -408,7 +408,7 @@ def test_the_hostile_corpus_cases_load_their_good_records_in_one_process(tmp_pat
 @pytest.mark.slow
 def test_an_integer_within_64_bits_is_stored_exactly(tmp_path):
     """2**64 - 1 and -2**63 are kept as written, in the stored document and its digest."""
-    from kidata.ingest.digest import digest
+    from kidata.core.digest import digest
 
     b = renamed(SEED0, "-u64")
     b["protocol"]["spec"]["big"] = 2**64 - 1

@@ -32,7 +32,6 @@ from test_properties import write
 from kidata import Warehouse
 from kidata.errors import QueryError
 from kidata.store.schema import TABLES
-from kidata.store.verify import check
 
 LIGER = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
          "2024-09-03-15-39-30")
@@ -313,7 +312,7 @@ def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(t
     # readers still derive the rows.
     marker = wh.path / "loads" / f"part-{load_id}.parquet"
     marker.unlink()
-    assert check(Warehouse(wh.path), repair=True).problems == []
+    assert Warehouse(wh.path).check(repair=True).problems == []
     assert pq.read_table(marker).column("kidata_version").to_pylist() == ["unknown"]
     for name, rows in before.items():
         assert same_rows(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
-from kidata.ingest.digest import digest
+from kidata.core.digest import digest
 
 SEEDS = Path(__file__).parents[1] / "data" / "seeds"
 LIGER = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"

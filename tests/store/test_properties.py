@@ -112,7 +112,7 @@ def with_documents(i: int, implementation: bool, rows: int = 2048) -> dict:
     Implementation document) in the bundle, the run pointing at their digests. Same numbers:
     a duplicate of ``bundle(i)``, not a conflict. ``rows`` changes the workload (another
     document, equally rich)."""
-    from kidata.ingest.digest import digest
+    from kidata.core.digest import digest
 
     b = bundle(i)
     workload = {"kind": "Workload", "apiVersion": "kernelindex.dev/v1alpha1",

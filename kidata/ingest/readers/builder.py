@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from kidata.core.catalog import lookup_gpu, slugify
+from kidata.core.digest import canonical_json, digest
 from kidata.errors import RecordError, UsageError
-from kidata.ingest.catalog import lookup_gpu, slugify
-from kidata.ingest.digest import canonical_json, digest
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
 from kidata.ingest.readers.base import Item

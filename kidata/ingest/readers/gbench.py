@@ -23,8 +23,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import IO, Any
 
+from kidata.core.catalog import slugify
 from kidata.errors import RecordError
-from kidata.ingest.catalog import slugify
 from kidata.ingest.dtypes import normalise_dtype
 from kidata.ingest.readers.base import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured, typed

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import IO
 
+from kidata.core.catalog import slugify
 from kidata.errors import RecordError
-from kidata.ingest.catalog import slugify
 from kidata.ingest.readers.base import Item
 from kidata.ingest.readers.builder import Builder, Harness, Measured
 from kidata.ingest.readers.tabular import raw_json, read_json

@@ -27,9 +27,9 @@ from functools import cache
 from importlib import resources
 from typing import IO, Any
 
+from kidata.core.catalog import Gpu, display_name, lookup_gpu, slugify
+from kidata.core.digest import digest
 from kidata.errors import RecordError
-from kidata.ingest.catalog import Gpu, display_name, lookup_gpu, slugify
-from kidata.ingest.digest import digest
 from kidata.ingest.documents import document
 from kidata.ingest.readers.base import (
     INT_RANGE,

@@ -16,9 +16,9 @@ from typing import IO, Any
 
 import orjson
 
+from kidata.core.catalog import lookup_gpu, slugify
+from kidata.core.digest import canonical_json
 from kidata.errors import RecordError
-from kidata.ingest.catalog import lookup_gpu, slugify
-from kidata.ingest.digest import canonical_json
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.readers.base import Item, raw_text
 from kidata.ingest.readers.builder import run_name_of
@@ -98,7 +98,7 @@ def _text(row: dict, key: str, file: str, position: str) -> str:
 def _run(run_id: str, title: str, external_id: str, table: str, us: float, labels: dict,
          protocol: dict, environment: dict, workload: dict, url: str | None,
          published: list | None = None) -> dict[str, Any]:
-    from kidata.ingest.digest import digest
+    from kidata.core.digest import digest
 
     native: dict[str, Any] = {
         "source": SOURCE,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
-    from kidata.warehouse import Warehouse
+    from kidata.query.session import Queryable
 
 
 @dataclass
@@ -81,11 +81,11 @@ def _naive_utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
-def _frame(wh: Warehouse, query: str) -> pl.DataFrame:
-    return wh.sql(query).pl()
+def _frame(db: Queryable, query: str) -> pl.DataFrame:
+    return db.sql(query).pl()
 
 
-def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def latency_points(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The latest passed latency result per kernel, pass, GPU, family, implementation, variant
     and workload, with the workload's swept parameter and size (``workload_sizes``; null when
     the workload has none) and ``others``: the values of the workload's other parameters that
@@ -94,7 +94,7 @@ def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     on two sweeps appears once per sweep."""
     import polars as pl
 
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT l.run_id, l.kernel, l.pass, l.implementation, l.variant, l.workload, l.gpu,
                l.family, l.median_us, l.p20_us, l.p80_us, l.observed_at, l.version,
                r.workload_id, s.parameter, s.size
@@ -110,10 +110,10 @@ def latency_points(wh: Warehouse, filters: Filters) -> pl.DataFrame:
              .group_by(key, maintain_order=True).last()
              .sort(["kernel", "pass", "gpu", "parameter", "size", "workload"], nulls_last=True)
              .with_columns(pl.col("size").cast(pl.Float64)))
-    return _with_others(wh, frame).drop("workload_id")
+    return _with_others(db, frame).drop("workload_id")
 
 
-def _with_others(wh: Warehouse, frame: pl.DataFrame) -> pl.DataFrame:
+def _with_others(db: Queryable, frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with ``others`` (see :func:`latency_points`): per kernel and swept parameter,
     the parameters other than the swept one whose value (or absence) is not the same for every
     workload drawn, written ``name=value`` in name order."""
@@ -123,7 +123,7 @@ def _with_others(wh: Warehouse, frame: pl.DataFrame) -> pl.DataFrame:
         "kernel", "parameter", "workload_id").unique()
     if sized.is_empty():
         return frame.with_columns(others=pl.lit(""))
-    params = _frame(wh, """
+    params = _frame(db, """
         SELECT p.workload_id, p.name,
                p.value, p.text
         FROM workload_parameters p
@@ -151,10 +151,10 @@ def _with_others(wh: Warehouse, frame: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.col("others").fill_null("")))
 
 
-def speedups(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
     """Comparisons of the ``speedups`` view; with a time window, those whose two runs were both
     measured inside it."""
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
                s.baseline, s.baseline_variant, s.speedup, s.verdict, s.candidate_role,
                s.baseline_role, c.observed_at AS candidate_at, b.observed_at AS baseline_at
@@ -166,11 +166,11 @@ def speedups(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     return frame.drop("candidate_at", "baseline_at")
 
 
-def trends(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def trends(db: Queryable, filters: Filters) -> pl.DataFrame:
     """Steps of series with at least two results (``trends``)."""
     import polars as pl
 
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT t.kernel, t.pass, t.implementation, t.variant, t.workload, t.gpu, t.family,
                t.step, t.points, t.run_id, t.observed_at, t.version, t.median_us, t.p20_us,
                t.p80_us, r.labels
@@ -203,18 +203,18 @@ def release(version: str | None, labels: str | None) -> str | None:
     return version
 
 
-def regressions(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def regressions(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The ``regressions`` view."""
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT kernel, pass, implementation, variant, workload, gpu, family, run_id,
                observed_at, version, previous_version, median_us, previous_median_us, change
         FROM regressions""")
     return filters.in_window(filters.apply(frame))
 
 
-def efficiency(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def efficiency(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The ``efficiency`` view, with each run's time for the window."""
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT e.kernel, e.pass, e.implementation, e.variant, e.workload, e.gpu, e.bytes,
                e.achieved_gbps, e.achieved_gbps_low, e.achieved_gbps_high, e.peak_gbps,
                e.peak_fraction, e.above_peak, e.bound, r.observed_at
@@ -223,9 +223,9 @@ def efficiency(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     return filters.in_window(filters.apply(frame))
 
 
-def roofline(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def roofline(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The ``roofline`` view (runs of kernels with a FLOP model), with each run's time."""
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT f.kernel, f.pass, f.implementation, f.variant, f.workload, f.gpu, f.flops,
                f.achieved_tflops, f.peak_tflops, f.compute_fraction, f.bound, r.observed_at
         FROM roofline f
@@ -233,11 +233,11 @@ def roofline(wh: Warehouse, filters: Filters) -> pl.DataFrame:
     return filters.in_window(filters.apply(frame))
 
 
-def audit(wh: Warehouse, filters: Filters) -> pl.DataFrame:
+def audit(db: Queryable, filters: Filters) -> pl.DataFrame:
     """Published claims and whether they agree with their inputs (``audit``), flagged first."""
     import polars as pl
 
-    frame = _frame(wh, """
+    frame = _frame(db, """
         SELECT a.gpu, a.kernel, a.pass, a.workload, a.quantity, a.published, a.recomputed,
                a.tolerance, a.status, a.flagged, r.observed_at
         FROM audit a
@@ -247,13 +247,14 @@ def audit(wh: Warehouse, filters: Filters) -> pl.DataFrame:
                       descending=[True, False, False, False])
 
 
-def summary(wh: Warehouse) -> dict[str, Any]:
-    """What the warehouse holds: :meth:`Warehouse.info` plus loads and rejects per file."""
-    data = wh.info()
-    data["loads"] = _frame(wh, """
+def summary(db: Queryable) -> dict[str, Any]:
+    """What the warehouse holds: its ``info()`` (:meth:`kidata.query.session.Session.info`)
+    plus loads and rejects per file."""
+    data = db.info()
+    data["loads"] = _frame(db, """
         SELECT loaded_at, kidata_version, files, records, duplicates, rejected, warnings
         FROM loads ORDER BY loaded_at""")
-    data["rejects"] = _frame(wh, """
+    data["rejects"] = _frame(db, """
         SELECT source_file, count(*) AS rejected, min(reason) AS first_reason
         FROM rejects GROUP BY source_file ORDER BY rejected DESC, source_file""")
     return data

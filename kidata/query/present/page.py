@@ -21,7 +21,7 @@ from kidata.query.present.data import Filters
 if TYPE_CHECKING:
     import polars as pl
 
-    from kidata.warehouse import Warehouse
+    from kidata.query.session import Queryable
 
 # Rows of the audit table shown on the page (flagged claims first); the rest are counted.
 MAX_AUDIT_ROWS = 200
@@ -53,7 +53,7 @@ class ReportResult:
     seconds: float = 0.0
 
 
-def write_report(wh: Warehouse, path: Path, filters: Filters | None = None, *,
+def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
                  png_dir: Path | None = None, svg_dir: Path | None = None,
                  parents: bool = False) -> ReportResult:
     """Write the report page to ``path`` (and each chart to ``png_dir``/``svg_dir``); into a
@@ -66,19 +66,19 @@ def write_report(wh: Warehouse, path: Path, filters: Filters | None = None, *,
     start = time.perf_counter()
     filters = filters or Filters()
     with charts_mod.style():
-        return _write(wh, path, filters, png_dir, svg_dir, start)
+        return _write(db, path, filters, png_dir, svg_dir, start)
 
 
-def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
+def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
            svg_dir: Path | None, start: float) -> ReportResult:
-    points = data.latency_points(wh, filters)
-    speedups = data.speedups(wh, filters)
-    trends = data.trends(wh, filters)
-    regressions = data.regressions(wh, filters)
-    efficiency = data.efficiency(wh, filters)
-    compute = data.roofline(wh, filters)
-    audit = data.audit(wh, filters)
-    summary = data.summary(wh)
+    points = data.latency_points(db, filters)
+    speedups = data.speedups(db, filters)
+    trends = data.trends(db, filters)
+    regressions = data.regressions(db, filters)
+    efficiency = data.efficiency(db, filters)
+    compute = data.roofline(db, filters)
+    audit = data.audit(db, filters)
+    summary = data.summary(db)
 
     palette = charts_mod.Palette(charts_mod.series_names(points)
                                  + charts_mod.series_names(efficiency)
@@ -118,7 +118,7 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
     every = [*heat, *latency, *([history] if history else []), *([eff] if eff else []),
              *([roof] if roof else [])]
     result = ReportResult(path, [c.name for c in every], omitted=omitted,
-                          warnings=_unknown(wh, filters))
+                          warnings=_unknown(db, filters))
     for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
         if folder is None:
             continue
@@ -133,7 +133,7 @@ def _write(wh: Warehouse, path: Path, filters: Filters, png_dir: Path | None,
     return result
 
 
-def _unknown(wh: Warehouse, filters: Filters) -> list[str]:
+def _unknown(db: Queryable, filters: Filters) -> list[str]:
     """A warning for each kernel, GPU or implementation asked for that no run has (a typo
     would otherwise give an empty report without a word)."""
     out = []
@@ -141,7 +141,7 @@ def _unknown(wh: Warehouse, filters: Filters) -> list[str]:
                           ("implementation", filters.implementations)):
         if not asked:
             continue
-        known = {r[0] for r in wh.sql(f"SELECT DISTINCT {column} FROM runs").fetchall()}
+        known = {r[0] for r in db.sql(f"SELECT DISTINCT {column} FROM runs").fetchall()}
         for name in asked:
             if name not in known:
                 out.append(f"no run has {column} {name!r} (known: "
