@@ -1,7 +1,11 @@
 """The ``kidata`` command line: a thin layer over :class:`kidata.Warehouse`.
 
-Exit codes: 0 success, 1 the work failed or some records were rejected, 2 bad usage.
-Heavy modules are imported inside the commands so ``kidata --help`` starts fast.
+Each command parses its options, calls the facade (:class:`kidata.Warehouse`, or
+:mod:`kidata.library` for what needs no warehouse) and prints through one
+:class:`~kidata.cli_output.Output`; it imports nothing below the facade
+(``tests/cli/test_layers.py``). Exit codes: 0 success, 1 the work failed or some records were
+rejected, 2 bad usage. The facade is imported inside the commands so ``kidata --help`` starts
+fast.
 """
 
 from __future__ import annotations
