@@ -1,7 +1,11 @@
 """The ``kidata`` command line: a thin layer over :class:`kidata.Warehouse`.
 
-Exit codes: 0 success, 1 the work failed or some records were rejected, 2 bad usage.
-Heavy modules are imported inside the commands so ``kidata --help`` starts fast.
+Each command parses its options, calls the facade (:class:`kidata.Warehouse`, or
+:mod:`kidata.library` for what needs no warehouse) and prints through one
+:class:`~kidata.cli_output.Output`; it imports nothing below the facade
+(``tests/cli/test_layers.py``). Exit codes: 0 success, 1 the work failed or some records were
+rejected, 2 bad usage. The facade is imported inside the commands so ``kidata --help`` starts
+fast.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from kidata import __version__
+from kidata.cli_output import Output, check_format
 from kidata.console import group_class
 from kidata.errors import KidataError, UsageError
 
@@ -28,6 +33,7 @@ app = typer.Typer(
 )
 
 _state: dict[str, Any] = {"warehouse": None, "debug": False}
+out = Output()
 
 WarehouseOpt = Annotated[
     Path | None,
@@ -47,7 +53,7 @@ ParentsOpt = Annotated[bool, typer.Option(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"kidata {__version__}")
+        out.echo(f"kidata {__version__}")
         raise typer.Exit()
 
 
@@ -74,10 +80,6 @@ def _wh(warehouse: Path | None = None):
 COMPACT_HINT_FILES = 100
 
 
-def _err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 # Printed (on stderr, when it is a terminal) after a warehouse's first load.
 NEXT_STEPS = """next:
   kidata sql "select * from speedup_summary"   how each candidate fares per GPU
@@ -96,18 +98,6 @@ MappingOpt = Annotated[Path | None, typer.Option(
     "built-in format.")]
 
 
-def _read_options(settings: list[str] | None, mapping: Path | None
-                  ) -> tuple[dict[str, str] | None, str | None]:
-    from kidata.ingest.readers.builder import Settings
-
-    parsed = Settings.parse(settings)
-    if mapping is not None:
-        from kidata.ingest.mapping import load_mapping
-
-        load_mapping(str(mapping))  # a bad mapping is a usage error, before any file is read
-    return (parsed or None), (str(mapping) if mapping is not None else None)
-
-
 @app.command()
 def load(
     paths: Annotated[list[str], typer.Argument(
@@ -124,14 +114,16 @@ def load(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Validate records and add them to the warehouse (duplicates are skipped)."""
-    settings, mapping_path = _read_options(set_, mapping)
+    from kidata.library import read_options
+
+    settings, mapping_path = read_options(set_, mapping)
     wh = _wh(warehouse)
     first = not wh.path.joinpath("loads").is_dir()
     progress = None
-    if not quiet and sys.stderr.isatty():
+    if not quiet and out.err.isatty():
         from kidata.console import LoadProgress
 
-        progress = LoadProgress(paths, sys.stderr)
+        progress = LoadProgress(paths, out.err)
     try:
         report = wh.load(paths, format=format, strict=strict, progress=progress,
                          phase=progress.phase if progress else None,
@@ -141,46 +133,37 @@ def load(
             progress.close()
     if report.compacted and not quiet:
         merged = ", ".join(f"{t} {a:,} -> {b:,}" for t, (a, b) in report.compacted.items())
-        _err(f"merged the small files of {len(report.compacted)} tables after the load "
-             f"(files: {merged}; KIDATA_COMPACT_AT sets when)")
+        out.note(f"merged the small files of {len(report.compacted)} tables after the load "
+                 f"(files: {merged}; KIDATA_COMPACT_AT sets when)")
     if report.unchanged and not quiet:
         n = len(report.unchanged)
-        _err(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: not "
-             f"read again (their records count as duplicates)")
+        out.note(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: "
+                 f"not read again (their records count as duplicates)")
     if not quiet:  # the summary below counts them; `kidata rejects` lists them
-        for message in report.warnings:
-            _err(f"warning: {message}")
-        if report.warned > len(report.warnings):
-            _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
-        shown = report.rejects[:50]
-        for reject in shown:
-            _err(f"rejected: {reject}")
-        if report.rejected > len(shown):
-            kept = ("all are" if not report.rejects_not_kept else
-                    f"the first {report.rejected - report.rejects_not_kept:,} are")
-            _err(f"rejected: … and {report.rejected - len(shown):,} more ({kept} in the "
-                 f"rejects table: kidata rejects)")
+        kept = ("all are" if not report.rejects_not_kept else
+                f"the first {report.rejected - report.rejects_not_kept:,} are")
+        out.report_lines(report, more=f" ({kept} in the rejects table: kidata rejects)")
     if report.rejects_not_kept:
-        _err(f"rejected: {report.rejects_not_kept:,} rejects beyond the first "
-             f"{report.rejected - report.rejects_not_kept:,} were counted but not kept "
-             f"(KIDATA_MAX_REJECTS sets how many a load keeps)")
+        out.note(f"rejected: {report.rejects_not_kept:,} rejects beyond the first "
+                 f"{report.rejected - report.rejects_not_kept:,} were counted but not kept "
+                 f"(KIDATA_MAX_REJECTS sets how many a load keeps)")
     if report.enriched and not quiet:
-        _err(f"{report.enriched:,} stored runs or workloads given the richer documents of a "
-             f"duplicate record (docs/guarantees.md, 'Duplicates that carry more')")
+        out.note(f"{report.enriched:,} stored runs or workloads given the richer documents of "
+                 f"a duplicate record (docs/guarantees.md, 'Duplicates that carry more')")
     added = report.added
     if strict and report.rejected:
-        typer.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
-                   f"would be rejected")
+        out.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
+                 f"would be rejected")
         raise typer.Exit(1)
-    typer.echo(
+    out.echo(
         f"{report.files:,} files, {report.records:,} records: {added.get('runs', 0):,} runs "
         f"added ({added.get('measurements', 0):,} measurements, "
         f"{added.get('environments', 0):,} environments, {added.get('protocols', 0):,} "
         f"protocols, {added.get('workloads', 0):,} workloads), {report.duplicates:,} "
         f"duplicates skipped, {report.rejected:,} rejected, {report.warned:,} warnings "
         f"[{wh.path}]")
-    if first and report.runs_added and not quiet and sys.stderr.isatty():
-        _err(NEXT_STEPS)  # for a person at a terminal; scripts see a clean stderr
+    if first and report.runs_added and not quiet and out.err.isatty():
+        out.note(NEXT_STEPS)  # for a person at a terminal; scripts see a clean stderr
     if report.rejected:
         raise typer.Exit(1)
 
@@ -209,8 +192,6 @@ def sql(
 ) -> None:
     """Run a SQL query (read-only unless --write) and print the result or write it to a
     file."""
-    from kidata.query import output
-
     if (query is None) == (file is None):
         raise typer.BadParameter("give the query as an argument ('-' for standard input) or "
                                  "with --file, not both", param_hint="QUERY")
@@ -223,26 +204,19 @@ def sql(
     elif query == "-":
         query = sys.stdin.read()
     if output_path is not None:
-        from kidata.query import export as export_mod
-
-        fmt = export_mod.format_for(output_path, None if format == "table" else format)
-        wh = _wh(warehouse)
-        relation = wh.sql(query, read_only=not write)
-        if relation is None:
+        written = _wh(warehouse).export_query(
+            query, output_path, None if format == "table" else format, read_only=not write,
+            parents=parents, csv_raw=csv_raw)
+        if written is None:
             raise typer.BadParameter("the statement returns no rows to write",
                                      param_hint="--output")
-        rows = export_mod.export(relation, wh.connect(), output_path, fmt, sheet="query",
-                                 described=export_mod.query_descriptions(query),
-                                 parents=parents, csv_raw=csv_raw)
-        typer.echo(f"wrote {rows:,} rows to {output_path} ({fmt})")
+        out.echo(f"wrote {written.rows:,} rows to {output_path} ({written.format})")
         return
-    if format not in output.FORMATS:
-        raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
-                                 param_hint="--format")
+    check_format(format)
     relation = _wh(warehouse).sql(query, read_only=not write)
     if relation is None:  # a statement without a result
         return
-    output.write(relation, format, sys.stdout, max_rows=limit, csv_raw=csv_raw)
+    out.rows(relation, format, max_rows=limit, csv_raw=csv_raw)
 
 
 @app.command()
@@ -253,17 +227,15 @@ def views(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """List the views with their one-line purpose."""
-    from kidata.query import views as views_mod
-
-    if as_sql:
-        wh = _wh(warehouse)
-        wh.require()  # the script names the warehouse's folders: a mistyped path is an error
-        typer.echo(views_mod.script(wh.path.resolve()), nl=False)
+    if as_sql:  # the script names the warehouse's folders: a mistyped path is an error
+        out.echo(_wh(warehouse).views_script(), nl=False)
         return
-    found = views_mod.load_views()
+    from kidata.library import views as defined
+
+    found = defined()
     width = max(len(n) for n in found)
-    for view in found.values():
-        typer.echo(f"{view.name:<{width}}  {view.purpose}")
+    for name, purpose in found.items():
+        out.echo(f"{name:<{width}}  {purpose}")
 
 
 @app.command()
@@ -284,15 +256,13 @@ def export(
 ) -> None:
     """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
     DuckDB database file."""
-    from kidata.query import export as export_mod
-
     if duckdb is not None:
         if name is not None or output_path is not None:
             raise typer.BadParameter("--duckdb writes every table and view; give no NAME or "
                                      "--output with it", param_hint="--duckdb")
-        counts = export_mod.duckdb_file(_wh(warehouse), duckdb, parents=parents)
-        typer.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
-                   f"view to {duckdb}; open it with: duckdb {duckdb}")
+        counts = _wh(warehouse).export_duckdb(duckdb, parents=parents)
+        out.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
+                 f"view to {duckdb}; open it with: duckdb {duckdb}")
         return
     if name is None or output_path is None:
         raise typer.BadParameter("give a table or view and --output FILE (or --duckdb FILE)",
@@ -302,16 +272,12 @@ def export(
             raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
                                      "their documents); use: kidata export runs --format "
                                      "kernelindex -o FILE", param_hint="--format")
-        from kidata.query import bundles
-
-        count = bundles.export(_wh(warehouse), output_path, parents=parents)
-        typer.echo(f"wrote {count:,} runs as kernelindex bundles to {output_path}")
-        return
-    fmt = export_mod.format_for(output_path, format)
-    wh = _wh(warehouse)
-    rows = export_mod.export(wh.relation(name), wh.connect(), output_path, fmt, sheet=name,
-                             name=name, parents=parents, csv_raw=csv_raw)
-    typer.echo(f"wrote {rows:,} rows of {name} to {output_path} ({fmt})")
+    written = _wh(warehouse).export(name, output_path, format, parents=parents,
+                                    csv_raw=csv_raw)
+    if written.format == "kernelindex":
+        out.echo(f"wrote {written.rows:,} runs as kernelindex bundles to {output_path}")
+    else:
+        out.echo(f"wrote {written.rows:,} rows of {name} to {output_path} ({written.format})")
 
 
 def _moment(value: str | None, option: str):
@@ -351,19 +317,17 @@ def report(
 ) -> None:
     """Write a self-contained HTML report with charts: speedups, latency against size,
     history and regressions, efficiency, the audit and what is loaded."""
-    from kidata.query.present import Filters, write_report
-
-    filters = Filters(kernel or [], gpu or [], implementation or [],
-                      _moment(since, "--since"), _moment(until, "--until"))
-    result = write_report(_wh(warehouse), output_path, filters, png_dir=png, svg_dir=svg,
-                          parents=parents)
+    start, end = _moment(since, "--since"), _moment(until, "--until")
+    result = _wh(warehouse).report(output_path, kernels=kernel or [], gpus=gpu or [],
+                                   implementations=implementation or [], since=start,
+                                   until=end, png_dir=png, svg_dir=svg, parents=parents)
     for warning in result.warnings:
-        _err(f"warning: {warning}")
+        out.note(f"warning: {warning}")
     for note in result.omitted:
-        _err(f"left out: {note}")
+        out.note(f"left out: {note}")
     files = f" and {len(result.files):,} chart files" if result.files else ""
-    typer.echo(f"wrote {output_path} ({len(result.charts):,} charts{files}) in "
-               f"{result.seconds:.1f} s")
+    out.echo(f"wrote {output_path} ({len(result.charts):,} charts{files}) in "
+             f"{result.seconds:.1f} s")
 
 
 @app.command()
@@ -381,22 +345,16 @@ def convert(
     mapping: MappingOpt = None,
 ) -> None:
     """Convert records of any source kidata reads into kernelindex bundle files."""
-    from kidata.ingest import convert as convert_mod
+    from kidata.library import convert as convert_files
+    from kidata.library import read_options
 
-    settings, mapping_path = _read_options(set_, mapping)
-    report = convert_mod.convert(paths, output, to=to, format=format, settings=settings,
-                                 mapping=mapping_path)
-    for message in report.warnings:
-        _err(f"warning: {message}")
-    if report.warned > len(report.warnings):
-        _err(f"warning: … and {report.warned - len(report.warnings):,} more warnings")
-    for reject in report.rejects[:50]:
-        _err(f"rejected: {reject}")
-    if report.rejected > 50:
-        _err(f"rejected: … and {report.rejected - 50:,} more")
-    typer.echo(f"{report.files:,} files, {report.records:,} records: {report.written:,} "
-               f"bundles written to {output}, {report.duplicates:,} duplicates skipped, "
-               f"{report.rejected:,} rejected, {report.warned:,} warnings")
+    settings, mapping_path = read_options(set_, mapping)
+    report = convert_files(paths, output, to=to, format=format, settings=settings,
+                           mapping=mapping_path)
+    out.report_lines(report)
+    out.echo(f"{report.files:,} files, {report.records:,} records: {report.written:,} "
+             f"bundles written to {output}, {report.duplicates:,} duplicates skipped, "
+             f"{report.rejected:,} rejected, {report.warned:,} warnings")
     if report.rejected:
         raise typer.Exit(1)
 
@@ -405,10 +363,10 @@ def convert(
 def formats() -> None:
     """List the input formats kidata reads, with what each supplies and what it lacks (and
     the --set option that supplies it)."""
-    from kidata.ingest.readers.field import describe
+    from kidata.library import formats as described
 
-    for line in describe():
-        typer.echo(line)
+    for line in described():
+        out.echo(line)
 
 
 @app.command()
@@ -418,40 +376,27 @@ def info(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Show tables and row counts, sources, GPUs and the time range of the runs."""
-    if format not in ("text", "json"):
-        raise typer.BadParameter("allowed formats are: text, json", param_hint="--format")
+    check_format(format, ("text", "json"))
     data = _wh(warehouse).info()
     if format == "json":
-        import orjson
-
-        from kidata.query.output import plain
-
-        typer.echo(orjson.dumps(plain(data), option=orjson.OPT_INDENT_2).decode())
+        out.json(data)
         return
-    typer.echo(f"warehouse: {data['warehouse']}")
-    typer.echo("tables:")
+    out.echo(f"warehouse: {data['warehouse']}")
+    out.echo("tables:")
     width = max(len(t) for t in data["tables"])
     for table, t in data["tables"].items():
-        typer.echo(f"  {table:<{width}} {t['rows']:>10,} rows in {t['files']:,} files")
-    typer.echo("sources: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["sources"].items())
-                              or "none"))
-    typer.echo("gpus: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["gpus"].items())
-                           or "none"))
+        out.echo(f"  {table:<{width}} {t['rows']:>10,} rows in {t['files']:,} files")
+    out.echo("sources: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["sources"].items())
+                            or "none"))
+    out.echo("gpus: " + (", ".join(f"{k} ({v:,} runs)" for k, v in data["gpus"].items())
+                         or "none"))
     lo, hi = data["observed_from"], data["observed_to"]
-    typer.echo(f"observed: {lo:%Y-%m-%d %H:%M:%S} to {hi:%Y-%m-%d %H:%M:%S} UTC"
-               if lo else "observed: no timestamps")
+    out.echo(f"observed: {lo:%Y-%m-%d %H:%M:%S} to {hi:%Y-%m-%d %H:%M:%S} UTC"
+             if lo else "observed: no timestamps")
     most = max(t["files"] for t in data["tables"].values())
     if most >= COMPACT_HINT_FILES:
-        typer.echo(f"hint: a table has {most:,} files (each load adds one); every query plans "
-                   f"over each of them. `kidata compact` merges them.")
-
-
-def _format_option(format: str) -> None:
-    from kidata.query import output
-
-    if format not in output.FORMATS:
-        raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
-                                 param_hint="--format")
+        out.echo(f"hint: a table has {most:,} files (each load adds one); every query plans "
+                 f"over each of them. `kidata compact` merges them.")
 
 
 @app.command()
@@ -464,16 +409,14 @@ def audit(
 ) -> None:
     """Recompute every published derived number (e.g. trainkernel's ratio) from its inputs and
     show those that disagree beyond rounding; exit 1 if any does."""
-    from kidata.query import analysis, output
-
-    _format_option(format)
-    result = analysis.audit(_wh(warehouse), everything=all_claims)
+    check_format(format)
+    result = _wh(warehouse).audit(everything=all_claims)
     if all_claims or result.flagged:
-        output.write(result.rows, format, sys.stdout, max_rows=1_000_000)
+        out.rows(result.rows, format, max_rows=1_000_000)
     unchecked = (f"; {result.unchecked:,} could not be checked (kidata audit --all shows why)"
                  if result.unchecked else "")
-    _err(f"{result.flagged:,} of {result.claims:,} published numbers disagree with their "
-         f"inputs beyond rounding{unchecked}")
+    out.note(f"{result.flagged:,} of {result.claims:,} published numbers disagree with their "
+             f"inputs beyond rounding{unchecked}")
     if result.flagged:
         raise typer.Exit(1)
 
@@ -490,14 +433,12 @@ def regressions(
     """Show results slower than the previous result of their series, beyond noise (run-to-run
     noise, else p20 above the previous p80) and by more than the threshold, and not a shift
     shared with the implementations measured beside them; exit 1 if there are any."""
-    from kidata.query import analysis, output
-
-    _format_option(format)
-    rows = analysis.regressions(_wh(warehouse), threshold)
+    check_format(format)
+    rows = _wh(warehouse).regressions(threshold)
     found = rows.count("*").fetchall()[0][0]
     if found:
-        output.write(rows, format, sys.stdout, max_rows=1_000_000)
-    _err(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}")
+        out.rows(rows, format, max_rows=1_000_000)
+    out.note(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}")
     if found:
         raise typer.Exit(1)
 
@@ -523,30 +464,25 @@ def compare(
     over every key both have, with noise-aware verdicts. Exit 1 if any key is slower beyond
     noise and the threshold (a CI gate), 0 if none, 2 on a usage error, 3 when nothing could be
     compared (no shared key, or the query failed)."""
-    from kidata.query import analysis, output
-
-    _format_option(format)
+    check_format(format)
     try:
-        result = analysis.compare(_wh(warehouse), baseline, candidate, threshold)
+        result = _wh(warehouse).compare(baseline, candidate, threshold,
+                                        only_changed=only_changed)
     except UsageError:
         raise
     except KidataError as exc:
-        _err(f"Error: {exc}")
+        out.error(str(exc))
         raise typer.Exit(3) from None
     if result.shared == 0:
-        _err(f"nothing to compare: no key has a passed run on both sides ({baseline!r} and "
-             f"{candidate!r})")
+        out.note(f"nothing to compare: no key has a passed run on both sides ({baseline!r} and "
+                 f"{candidate!r})")
         raise typer.Exit(3)
-    rows = result.rows
-    if only_changed:
-        rows = rows.filter(f"verdict IN ('slower', 'faster') AND ABS(LN(ratio)) > "
-                           f"LN(1 + {float(threshold)!r})")
-    output.write(rows, format, sys.stdout, max_rows=1_000_000)
+    out.rows(result.rows, format, max_rows=1_000_000)
     geomean = "n/a" if result.geomean_ratio is None else f"{result.geomean_ratio:.4g}"
-    _err(f"{result.shared:,} shared keys: {result.slower:,} slower, {result.faster:,} faster "
-         f"(beyond noise and {threshold:.1%}), {result.unchanged:,} unchanged, "
-         f"{result.no_verdict:,} without a verdict (no measured spread); "
-         f"candidate/baseline geomean over {result.kernels:,} kernel-passes {geomean}")
+    out.note(f"{result.shared:,} shared keys: {result.slower:,} slower, {result.faster:,} faster "
+             f"(beyond noise and {threshold:.1%}), {result.unchanged:,} unchanged, "
+             f"{result.no_verdict:,} without a verdict (no measured spread); "
+             f"candidate/baseline geomean over {result.kernels:,} kernel-passes {geomean}")
     if result.regressed:
         raise typer.Exit(1)
 
@@ -567,19 +503,15 @@ def rejects(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """List rejected records: file, position, field and what was wrong."""
-    from kidata.query import output
-
-    if format not in output.FORMATS:
-        raise typer.BadParameter(f"allowed formats are: {', '.join(output.FORMATS)}",
-                                 param_hint="--format")
+    check_format(format)
     wh = _wh(warehouse)
     relation = wh.rejects(load_id=load_id, file=file)
     if not raw:
         relation = relation.project("loaded_at, load_id, source_file, position, field, reason")
-    output.write(relation, format, sys.stdout, max_rows=limit)
+    out.rows(relation, format, max_rows=limit)
     for load, not_kept in wh.rejects_not_kept(load_id):
-        _err(f"note: load {load} rejected {not_kept:,} more records than it kept here "
-             f"(KIDATA_MAX_REJECTS); `loads` has the counts")
+        out.note(f"note: load {load} rejected {not_kept:,} more records than it kept here "
+                 f"(KIDATA_MAX_REJECTS); `loads` has the counts")
 
 
 @app.command()
@@ -590,16 +522,16 @@ def check(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Verify the warehouse: schemas, identities, references, commit markers, digests."""
-    from kidata.store.verify import summary
+    from kidata.library import check_summary
 
     report = _wh(warehouse).check(repair=repair)
     for line in report.repaired:
-        typer.echo(f"repaired: {line}")
+        out.echo(f"repaired: {line}")
     for line in report.notes:
-        typer.echo(f"note: {line}")
+        out.echo(f"note: {line}")
     for line in report.problems:
-        _err(f"problem: {line}")
-    typer.echo(summary(report))
+        out.note(f"problem: {line}")
+    out.echo(check_summary(report))
     if not report.ok:
         raise typer.Exit(1)
 
@@ -619,11 +551,11 @@ def unload(
         raise typer.BadParameter("name the loads to take out, or give --damaged")
     done, removed = _wh(warehouse).unload(load_ids, damaged=damaged)
     if not done:
-        typer.echo("no load to take out: kidata check finds no damaged load")
+        out.echo("no load to take out: kidata check finds no damaged load")
         return
     rows = ", ".join(f"{n:,} {table}" for table, n in removed.items() if n) or "no rows"
-    typer.echo(f"took out {len(done):,} load(s) ({rows}): {', '.join(done)}")
-    typer.echo("load their files again to add what they held (kidata load FILE...)")
+    out.echo(f"took out {len(done):,} load(s) ({rows}): {', '.join(done)}")
+    out.echo("load their files again to add what they held (kidata load FILE...)")
 
 
 @app.command()
@@ -636,9 +568,9 @@ def compact(
     report = _wh(warehouse).compact(tables or None)
     for table, (before, after) in report.tables.items():
         if before != after:
-            typer.echo(f"{table}: {before:,} files -> {after:,}")
-    typer.echo(f"compacted: {report.files_removed:,} fewer files, {report.rows:,} rows "
-               "rewritten")
+            out.echo(f"{table}: {before:,} files -> {after:,}")
+    out.echo(f"compacted: {report.files_removed:,} fewer files, {report.rows:,} rows "
+             "rewritten")
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -651,7 +583,7 @@ def run(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        _err("Aborted.")
+        out.note("Aborted.")
         return 1
     except typer.TyperException as exc:  # usage errors found by the parser
         exc.show()
@@ -659,32 +591,19 @@ def run(argv: list[str] | None = None) -> int:
     except KidataError as exc:
         if _state["debug"] or os.environ.get("KIDATA_DEBUG"):
             if getattr(exc, "detail", None):  # e.g. a staging worker's own traceback
-                _err(exc.detail)
+                out.note(exc.detail)
             raise
-        _err(f"Error: {exc}")
+        out.error(str(exc))
         return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:
-        _err("Interrupted.")
+        out.note("Interrupted.")
         return 130
     except Exception as exc:
-        message = _engine_error(exc)
+        message = out.failure(exc)
         if message is None or _state["debug"] or os.environ.get("KIDATA_DEBUG"):
             raise
-        _err(f"Error: {message}")
+        out.error(message)
         return 1
-
-
-def _engine_error(exc: Exception) -> str | None:
-    """The message of an error DuckDB or the file system raised while a command was already
-    producing its result (a query's rows are computed as they are printed: a failing cast, a
-    file swapped by a compaction, a disk that fills); None for anything else (a bug, which
-    keeps its traceback)."""
-    duckdb = sys.modules.get("duckdb")
-    if duckdb is not None and isinstance(exc, duckdb.Error):
-        return str(exc).split("\n\nLINE ", 1)[0].strip()
-    if isinstance(exc, OSError):
-        return str(exc)
-    return None
 
 
 def main() -> None:

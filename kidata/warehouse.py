@@ -14,6 +14,8 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +297,132 @@ class Warehouse:
     def info(self) -> dict[str, Any]:
         """Tables with row and file counts, sources, GPUs and the time range of the runs."""
         return self.session.info()
+
+    # -- export, report, analysis: what the CLI offers, for library users too -----------------
+
+    def export(self, name: str, path: str | os.PathLike[str], format: str | None = None, *,
+               parents: bool = False, csv_raw: bool = False) -> Exported:
+        """Write the table or view ``name`` to the file ``path``: CSV, Parquet, Arrow, JSON,
+        NDJSON or Excel (``format``, else from the suffix; column descriptions travel as
+        Parquet metadata and Excel's ``columns`` sheet), or with ``format="kernelindex"`` the
+        runs as kernelindex bundles (JSON Lines, loadable again; ``name`` must be ``runs``).
+        The file is written whole or not at all, into a missing folder only with ``parents``;
+        CSV text a spreadsheet would run as a formula gets a leading ``'`` unless ``csv_raw``
+        (:mod:`kidata.query.export`, :mod:`kidata.query.bundles`)."""
+        path = Path(path)
+        if format == "kernelindex":
+            if name != "runs":
+                from kidata.errors import UsageError
+
+                raise UsageError("the kernelindex format exports runs (as bundles with their "
+                                 "documents); use: kidata export runs --format kernelindex "
+                                 "-o FILE")
+            from kidata.query import bundles
+
+            return Exported(path, "kernelindex", bundles.export(self, path, parents=parents))
+        from kidata.query import export as export_mod
+
+        fmt = export_mod.format_for(path, format)
+        rows = export_mod.export(self.relation(name), self.connect(), path, fmt, sheet=name,
+                                 name=name, parents=parents, csv_raw=csv_raw)
+        return Exported(path, fmt, rows)
+
+    def export_query(self, query: str, path: str | os.PathLike[str], format: str | None = None,
+                     *, read_only: bool = True, parents: bool = False, csv_raw: bool = False
+                     ) -> Exported | None:
+        """Run ``query`` (refusing statements that write unless ``read_only`` is false) and
+        write its result to ``path`` as :meth:`export` writes a table (not ``kernelindex``),
+        each column described as the tables and views it names describe it. The format is
+        checked before the query runs. None when the statement returns no rows to write (a
+        ``SET``, say): then no file is written."""
+        from kidata.query import export as export_mod
+
+        path = Path(path)
+        fmt = export_mod.format_for(path, format)
+        relation = self.sql(query, read_only=read_only)
+        if relation is None:
+            return None
+        rows = export_mod.export(relation, self.connect(), path, fmt, sheet="query",
+                                 described=export_mod.query_descriptions(query),
+                                 parents=parents, csv_raw=csv_raw)
+        return Exported(path, fmt, rows)
+
+    def export_duckdb(self, path: str | os.PathLike[str], *, parents: bool = False
+                      ) -> dict[str, int]:
+        """Write a new DuckDB database file holding a copy of every table (committed rows
+        only) and every view, for any DuckDB client; returns each table's row count. An
+        existing file is never overwritten (:func:`kidata.query.export.duckdb_file`)."""
+        from kidata.query import export as export_mod
+
+        return export_mod.duckdb_file(self, Path(path), parents=parents)
+
+    def views_script(self) -> str:
+        """Every table and view of this warehouse as one SQL script for the duckdb shell
+        (:func:`kidata.query.views.script`). It names the warehouse's folders, so the path
+        must be a warehouse (:meth:`require`)."""
+        from kidata.query import views
+
+        self.require()
+        return views.script(self.path.resolve())
+
+    def report(self, path: str | os.PathLike[str], *, kernels: Iterable[str] = (),
+               gpus: Iterable[str] = (), implementations: Iterable[str] = (),
+               since: datetime | None = None, until: datetime | None = None,
+               png_dir: str | os.PathLike[str] | None = None,
+               svg_dir: str | os.PathLike[str] | None = None, parents: bool = False):
+        """Write the self-contained HTML report to ``path`` (:mod:`kidata.query.present`),
+        restricted to these kernels, GPUs and implementations (none: all; two implementations
+        make the speedup heatmap compare the first against the second) and to results measured
+        from ``since`` (inclusive) to ``until`` (exclusive, UTC); each chart also as PNG/SVG
+        into ``png_dir``/``svg_dir``. Returns the :class:`~kidata.query.present.ReportResult`
+        (charts, files, warnings, what was left out, seconds)."""
+        from kidata.query.present import Filters, write_report
+
+        filters = Filters(list(kernels), list(gpus), list(implementations), since, until)
+        return write_report(self, Path(path), filters,
+                            png_dir=Path(png_dir) if png_dir is not None else None,
+                            svg_dir=Path(svg_dir) if svg_dir is not None else None,
+                            parents=parents)
+
+    def audit(self, everything: bool = False):
+        """Published derived numbers (trainkernel's ratio, say) recomputed from their inputs:
+        an :class:`~kidata.analysis.Audit` whose ``rows`` hold the claims that disagree beyond
+        rounding (every claim with ``everything``), with counts (:func:`kidata.analysis.audit`)."""
+        from kidata.query import analysis
+
+        return analysis.audit(self, everything=everything)
+
+    def regressions(self, threshold: float = 0.05) -> duckdb.DuckDBPyRelation:
+        """Results slower than the previous result of their series beyond noise and by more
+        than ``threshold`` (0.05 = 5%), not a shift shared with the implementations measured
+        beside them (:func:`kidata.analysis.regressions`)."""
+        from kidata.query import analysis
+
+        return analysis.regressions(self, threshold)
+
+    def compare(self, baseline: str | dict[str, str], candidate: str | dict[str, str],
+                threshold: float = 0.05, *, only_changed: bool = False):
+        """Two sides (implementations, versions, loads, labels: ``'torch'`` or
+        ``'implementation=liger,version=0.2.1'``) compared over every key both have, with
+        noise-aware verdicts: a :class:`~kidata.analysis.Comparison`
+        (:func:`kidata.analysis.compare`). With ``only_changed``, its ``rows`` keep only the
+        keys slower or faster beyond noise and ``threshold``; the counts still cover every
+        shared key."""
+        from kidata.query import analysis
+
+        result = analysis.compare(self, baseline, candidate, threshold)
+        if only_changed:
+            result.rows = result.rows.filter(
+                f"verdict IN ('slower', 'faster') AND ABS(LN(ratio)) > "
+                f"LN(1 + {float(threshold)!r})")
+        return result
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :meth:`Warehouse.export` wrote: the file, its format, and how many rows (for
+    ``kernelindex``, runs)."""
+
+    path: Path
+    format: str
+    rows: int

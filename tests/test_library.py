@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import kidata
+import kidata.library
 from kidata.query import views
 from kidata.store import schema
 
@@ -132,3 +133,121 @@ def test_the_documented_module_paths_still_work():
     for name in ("register", "SparkViewError"):
         assert getattr(kidata.spark, name) is getattr(kidata.query.spark, name), name
     assert kidata.Warehouse is kidata.warehouse.Warehouse
+
+
+# -- What the CLI offers, offered to library users (issue 29, item 4) ------------------------
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> kidata.Warehouse:
+    wh = kidata.Warehouse(tmp_path_factory.mktemp("library") / "wh")
+    assert wh.load([str(SEEDS)]).runs_added == 26
+    return wh
+
+
+def test_export_a_view_and_the_runs_as_bundles(seeded: kidata.Warehouse, tmp_path: Path):
+    written = seeded.export("speedup_summary", tmp_path / "s.csv")
+    assert (written.format, written.rows) == ("csv", 6)
+    lines = (tmp_path / "s.csv").read_text("utf-8").splitlines()
+    assert lines[0].startswith("candidate,candidate_variant,baseline,")
+    assert len(lines) == 7
+    # Parquet carries each column's description (the view's header comment).
+    import pyarrow.parquet as pq
+
+    assert seeded.export("speedup_summary", tmp_path / "s.parquet").format == "parquet"
+    field = pq.read_schema(tmp_path / "s.parquet").field("geomean_speedup")
+    assert field.metadata and b"description" in field.metadata
+    # kernelindex: the runs as bundles, loadable again into a new warehouse as the same runs.
+    bundles = seeded.export("runs", tmp_path / "b.jsonl", "kernelindex")
+    assert (bundles.format, bundles.rows) == ("kernelindex", 26)
+    again = kidata.Warehouse(tmp_path / "again").load([str(tmp_path / "b.jsonl")])
+    assert (again.runs_added, again.rejected) == (26, 0)
+    with pytest.raises(kidata.UsageError, match="the kernelindex format exports runs"):
+        seeded.export("speedups", tmp_path / "x.jsonl", "kernelindex")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_export_a_query(seeded: kidata.Warehouse, tmp_path: Path):
+    written = seeded.export_query("select gpu, count(*) as n from runs group by gpu "
+                                  "order by gpu", tmp_path / "q.ndjson")
+    assert (written.format, written.rows) == ("ndjson", 2)
+    rows = (tmp_path / "q.ndjson").read_text().splitlines()
+    assert rows[0].startswith('{"gpu":"a100') and len(rows) == 2
+    # The format is checked before the query runs: a bad suffix, not the missing table.
+    with pytest.raises(kidata.UsageError, match="cannot tell the format of 'q.txt'"):
+        seeded.export_query("select * from nope", tmp_path / "q.txt")
+    # Read-only by default, as `kidata sql` is.
+    with pytest.raises(kidata.KidataError):
+        seeded.export_query("copy runs to 'x.csv'", tmp_path / "c.csv")
+
+
+def test_export_duckdb(seeded: kidata.Warehouse, tmp_path: Path):
+    import duckdb
+
+    counts = seeded.export_duckdb(tmp_path / "k.duckdb")
+    assert counts["runs"] == 26 and counts["published"] == 8
+    con = duckdb.connect(str(tmp_path / "k.duckdb"), read_only=True)
+    try:
+        assert con.sql("select count(*) from speedup_summary").fetchall() == [(6,)]
+    finally:
+        con.close()
+    with pytest.raises(kidata.UsageError, match="exists; choose a new file"):
+        seeded.export_duckdb(tmp_path / "k.duckdb")
+
+
+def test_views_script(seeded: kidata.Warehouse, tmp_path: Path):
+    script = seeded.views_script()
+    folder = seeded.path.resolve()
+    assert script.startswith(f"-- kidata views over the warehouse at {folder}\n")
+    assert f"CREATE OR REPLACE VIEW runs AS SELECT * FROM read_parquet('{folder}/runs/" in script
+    for view in kidata.library.views():
+        assert f"VIEW {view} AS" in script, view
+    with pytest.raises(kidata.errors.NotAWarehouse):
+        kidata.Warehouse(tmp_path / "nope").views_script()
+
+
+def test_audit_regressions_and_compare(seeded: kidata.Warehouse):
+    from kidata.analysis import AUDIT_COLUMNS, REGRESSION_COLUMNS
+
+    audit = seeded.audit()
+    # 3 of trainkernel's 8 published ratios disagree (tests/query/test_views_audit.py).
+    assert (audit.claims, audit.flagged, audit.unchecked) == (8, 3, 0)
+    assert tuple(audit.rows.columns) == AUDIT_COLUMNS
+    assert len(audit.rows.fetchall()) == 3
+    assert len(seeded.audit(everything=True).rows.fetchall()) == 8
+    regressions = seeded.regressions()
+    assert tuple(regressions.columns) == REGRESSION_COLUMNS
+    assert regressions.fetchall() == seeded.sql(
+        f"select {', '.join(REGRESSION_COLUMNS)} from regressions").fetchall() == []
+    # trainkernel's tables publish no spread: every shared key is without a verdict.
+    result = seeded.compare("inductor", "trainkernel")
+    assert (result.shared, result.slower, result.faster, result.no_verdict) == (8, 0, 0, 8)
+    assert len(result.rows.fetchall()) == 8 and not result.regressed
+    changed = seeded.compare("inductor", "trainkernel", only_changed=True)
+    assert changed.rows.fetchall() == [] and changed.shared == 8
+    with pytest.raises(kidata.UsageError, match="unknown field 'colour'"):
+        seeded.compare("colour=red", "trainkernel")
+
+
+@pytest.mark.slow
+def test_report(seeded: kidata.Warehouse, tmp_path: Path):
+    result = seeded.report(tmp_path / "r.html", kernels=["train_step"])
+    assert result.charts == ["speedup-trainkernel-vs-inductor-step", "latency-train_step"]
+    page = (tmp_path / "r.html").read_text("utf-8")
+    assert "3 of 8 published numbers disagree" in page and "kernels: train_step" in page
+
+
+def test_what_needs_no_warehouse(seeded: kidata.Warehouse, tmp_path: Path):
+    lines = kidata.library.formats()
+    assert lines[0].startswith("kernelindex: ") and "--set keys (context a file lacks):" in lines
+    found = kidata.library.views()
+    assert set(found) == set(views.load_views())
+    assert found["speedups"] == views.load_views()["speedups"].purpose
+    assert kidata.library.read_options(["gpu=h100", "unit=us"], None) == (
+        {"gpu": "h100", "unit": "us"}, None)
+    with pytest.raises(kidata.UsageError):
+        kidata.library.read_options(["gpu"], None)
+    report = kidata.library.convert([str(SEEDS)], tmp_path / "bundles")
+    assert (report.records, report.written, report.rejected) == (26, 26, 0)
+    assert len(list((tmp_path / "bundles").iterdir())) == 26
+    assert kidata.library.check_summary(seeded.check()).endswith(f"in {seeded.path}: ok")
