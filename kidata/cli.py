@@ -118,7 +118,7 @@ def load(
 
     settings, mapping_path = read_options(set_, mapping)
     wh = _wh(warehouse)
-    first = not wh.path.joinpath("loads").is_dir()
+    first = not wh.layout.table("loads").is_dir()  # no load committed here yet
     progress = None
     if not quiet and out.err.isatty():
         from kidata.console import LoadProgress

@@ -48,12 +48,14 @@ LAYERS = (
     Layer("query", ("kidata.query",), ("store", "neutral"),
           "answers from committed files: sessions, views, exports, analysis, the report; it "
           "reads tables through the store's snapshot rule and never reads input files"),
-    Layer("facade", ("kidata.warehouse", "kidata.analysis", "kidata.spark"),
+    Layer("facade", ("kidata.warehouse", "kidata.library", "kidata.analysis", "kidata.spark"),
           ("query", "ingest", "store", "neutral"),
           "the library's public paths: the `Warehouse` facade, which hands the layers below "
-          "what they need (a layout, its writer lock, a session), and the documented "
-          "re-export paths `kidata.analysis` and `kidata.spark`"),
-    Layer("entry", ("kidata", "kidata.cli", "kidata.console", "kidata.__main__", "kidata.docs"),
+          "what they need (a layout, its writer lock, a session), `kidata.library` (what "
+          "needs no warehouse: formats, views, convert; it imports no engine), and the "
+          "documented re-export paths `kidata.analysis` and `kidata.spark`"),
+    Layer("entry", ("kidata", "kidata.cli", "kidata.cli_output", "kidata.console",
+                    "kidata.__main__", "kidata.docs"),
           ("facade", "query", "ingest", "store", "neutral"),
           "the package root, the command line, its progress bar and the generated docs; "
           "nothing in the library imports them"),

@@ -29,7 +29,7 @@ def formats() -> list[str]:
 
 def views() -> dict[str, str]:
     """Every view kidata defines (``sql/*.sql``), by name, with its one-line purpose."""
-    from kidata.query.views import load_views
+    from kidata.core.viewfiles import load_views
 
     return {view.name: view.purpose for view in load_views().values()}
 

@@ -319,7 +319,8 @@ class Warehouse:
                                  "-o FILE")
             from kidata.query import bundles
 
-            return Exported(path, "kernelindex", bundles.export(self, path, parents=parents))
+            rows = bundles.export(self.session, path, parents=parents)
+            return Exported(path, "kernelindex", rows)
         from kidata.query import export as export_mod
 
         fmt = export_mod.format_for(path, format)
@@ -354,7 +355,7 @@ class Warehouse:
         existing file is never overwritten (:func:`kidata.query.export.duckdb_file`)."""
         from kidata.query import export as export_mod
 
-        return export_mod.duckdb_file(self, Path(path), parents=parents)
+        return export_mod.duckdb_file(self.connect, Path(path), parents=parents)
 
     def views_script(self) -> str:
         """Every table and view of this warehouse as one SQL script for the duckdb shell
@@ -379,7 +380,7 @@ class Warehouse:
         from kidata.query.present import Filters, write_report
 
         filters = Filters(list(kernels), list(gpus), list(implementations), since, until)
-        return write_report(self, Path(path), filters,
+        return write_report(self.session, Path(path), filters,
                             png_dir=Path(png_dir) if png_dir is not None else None,
                             svg_dir=Path(svg_dir) if svg_dir is not None else None,
                             parents=parents)
@@ -390,7 +391,7 @@ class Warehouse:
         rounding (every claim with ``everything``), with counts (:func:`kidata.analysis.audit`)."""
         from kidata.query import analysis
 
-        return analysis.audit(self, everything=everything)
+        return analysis.audit(self.session, everything=everything)
 
     def regressions(self, threshold: float = 0.05) -> duckdb.DuckDBPyRelation:
         """Results slower than the previous result of their series beyond noise and by more
@@ -398,7 +399,7 @@ class Warehouse:
         beside them (:func:`kidata.analysis.regressions`)."""
         from kidata.query import analysis
 
-        return analysis.regressions(self, threshold)
+        return analysis.regressions(self.session, threshold)
 
     def compare(self, baseline: str | dict[str, str], candidate: str | dict[str, str],
                 threshold: float = 0.05, *, only_changed: bool = False):
@@ -410,7 +411,7 @@ class Warehouse:
         shared key."""
         from kidata.query import analysis
 
-        result = analysis.compare(self, baseline, candidate, threshold)
+        result = analysis.compare(self.session, baseline, candidate, threshold)
         if only_changed:
             result.rows = result.rows.filter(
                 f"verdict IN ('slower', 'faster') AND ABS(LN(ratio)) > "

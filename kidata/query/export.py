@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kidata.core.sql import quote_identifier, quote_literal
 from kidata.errors import UnknownFormat, UsageError
 from kidata.query import outfile
 from kidata.store.durable import fault
+
+if TYPE_CHECKING:
+    import duckdb
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "ndjson",
            ".jsonl": "ndjson", ".xlsx": "xlsx", ".arrow": "arrow", ".feather": "arrow"}
@@ -135,24 +140,24 @@ def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
     return table.num_rows
 
 
-def duckdb_file(wh, path: Path, parents: bool = False) -> dict[str, int]:
+def duckdb_file(connect: Callable[[], duckdb.DuckDBPyConnection], path: Path,
+                parents: bool = False) -> dict[str, int]:
     """Write a DuckDB database file holding a copy of every table (the committed rows) and
     every view, with column comments: an analyst opens it in any DuckDB client, without kidata
-    and without the warehouse. Returns each table's row count."""
+    and without the warehouse. ``connect`` gives the warehouse's connection with every table
+    and view defined (``Warehouse.connect``). Returns each table's row count."""
     if path.exists():
         raise UsageError(f"{path} exists; choose a new file (kidata never overwrites a database)")
     with outfile.writing(path, parents, overwrite=False) as tmp:
         # Written whole under a temporary name: a database with half its tables never
         # appears at ``path`` (a kill leaves only the temporary file, which a rerun ignores).
-        return _duckdb_file(wh, tmp)
+        return _duckdb_file(connect(), tmp)
 
 
-def _duckdb_file(wh, path: Path) -> dict[str, int]:
+def _duckdb_file(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, int]:
     import duckdb
 
     from kidata.core.viewfiles import load_views
-
-    con = wh.connect()
     from kidata.store.schema import COLUMNS
 
     counts = {}
