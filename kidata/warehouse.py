@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from kidata.core import config
 from kidata.errors import NoSuchLoad, NotAWarehouse, QueryError, RecordError, WarehouseError
 from kidata.ingest.load_report import LoadReport
 from kidata.query import engine
@@ -34,7 +35,8 @@ DEFAULT_BATCH = 10_000
 
 
 def default_path() -> Path:
-    return Path(os.environ.get("KIDATA_WAREHOUSE") or "warehouse")
+    """The warehouse without a path given: ``$KIDATA_WAREHOUSE``, else ``./warehouse``."""
+    return config.current().warehouse
 
 
 class Warehouse:

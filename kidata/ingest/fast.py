@@ -28,13 +28,13 @@ process and its workers, so every record takes the general path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 import orjson
 
+from kidata.core import config
 from kidata.errors import RecordError
 from kidata.ingest.flatten import Environment, Flat, Flattener
 from kidata.ingest.readers.base import MAX_DEPTH, Item, Lines, Overlong, raw_text
@@ -66,7 +66,7 @@ _decode = msgspec.json.Decoder(_Bundle).decode
 
 def enabled() -> bool:
     """Whether the fast path is on (``KIDATA_SLOW_PATH`` unset, empty or ``0``)."""
-    return os.environ.get("KIDATA_SLOW_PATH", "") in ("", "0")
+    return not config.current().slow_path
 
 
 def scan(batch: Lines) -> Iterator[tuple[str, bytes | None, RecordError | None]]:

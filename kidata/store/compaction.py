@@ -22,13 +22,13 @@ with "file not found" (never a wrong answer); run it again. See ``docs/guarantee
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
+from kidata.core import config
 from kidata.errors import UsageError, WarehouseError
 from kidata.query import engine
 from kidata.query import views as views_mod
@@ -45,7 +45,7 @@ ROW_GROUP = 128 * 1024
 # After a load, a table with this many small files has them merged (KIDATA_COMPACT_AT; 0 turns
 # it off). Every query and every load plans over each file (~1-2 ms a file), so without it
 # their cost would grow with the number of past loads rather than with the data.
-AUTO_AT = 32
+AUTO_AT = config.Config.compact_at
 
 
 @dataclass
@@ -83,12 +83,7 @@ def compact(wh: Warehouse, tables: list[str] | None = None,
 def auto_at() -> int:
     """Small files per table from which a load merges them: ``KIDATA_COMPACT_AT`` (``0``:
     never), else :data:`AUTO_AT`."""
-    value = os.environ.get("KIDATA_COMPACT_AT", "")
-    try:
-        return max(0, int(value)) if value else AUTO_AT
-    except ValueError:
-        raise WarehouseError(f"KIDATA_COMPACT_AT must be a whole number of files, not "
-                             f"{value!r}") from None
+    return config.current().compact_at
 
 
 def auto(wh: Warehouse) -> CompactReport:
