@@ -6,7 +6,6 @@ Heavy modules are imported inside the commands so ``kidata --help`` starts fast.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +14,7 @@ import typer
 
 from kidata import __version__
 from kidata.console import group_class
+from kidata.core import config
 from kidata.errors import KidataError, UsageError
 
 app = typer.Typer(
@@ -132,10 +132,13 @@ def load(
         from kidata.console import LoadProgress
 
         progress = LoadProgress(paths, sys.stderr)
+    from kidata._imports import staging_gc
+
     try:
-        report = wh.load(paths, format=format, strict=strict, progress=progress,
-                         phase=progress.phase if progress else None,
-                         settings=settings, mapping=mapping_path)
+        with staging_gc():  # the CLI's process, tuned for staging (a library load is not)
+            report = wh.load(paths, format=format, strict=strict, progress=progress,
+                             phase=progress.phase if progress else None,
+                             settings=settings, mapping=mapping_path)
     finally:
         if progress is not None:
             progress.close()
@@ -657,7 +660,7 @@ def run(argv: list[str] | None = None) -> int:
         exc.show()
         return getattr(exc, "exit_code", 2)
     except KidataError as exc:
-        if _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+        if _state["debug"] or config.value("KIDATA_DEBUG"):
             if getattr(exc, "detail", None):  # e.g. a staging worker's own traceback
                 _err(exc.detail)
             raise
@@ -668,7 +671,7 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         message = _engine_error(exc)
-        if message is None or _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+        if message is None or _state["debug"] or config.value("KIDATA_DEBUG"):
             raise
         _err(f"Error: {message}")
         return 1
