@@ -22,3 +22,12 @@ def test_readme_links_the_references():
     readme = (ROOT / "README.md").read_text("utf-8")
     for relative in GENERATED:
         assert f"({relative})" in readme
+
+
+def test_the_configuration_table_lists_every_declared_variable():
+    from kidata.core.config import VARIABLES
+
+    text = (ROOT / "docs" / "configuration.md").read_text("utf-8")
+    listed = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert listed == [v.name for v in VARIABLES], (
+        "docs/configuration.md is stale: run `python -m kidata.docs` and commit the result")
