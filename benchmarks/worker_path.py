@@ -6,12 +6,13 @@
 
 What a worker process does with JSON Lines, without the processes around it: the first
 ``--runs`` lines of the file, in jobs of ``stage.BATCH_LINES`` lines, each through
-``stage._work`` (the fast path or the general one, staging, the Arrow conversion of the job's
-``runs`` and ``measurements``) and pickled as a worker pickles its result. No start-up, reading,
-pipes or commit, so a change to the per-record work shows at a fraction of a µs, where a
-whole load (``cpu_per_run.py``) varies by a few µs from run to run. It uses the staging
-module's private worker functions (``_init_worker``, ``_work``): a change to them breaks this
-script loudly, and ``tests/test_benchmarks_smoke.py`` runs it.
+``stage_worker.WorkerState.run`` (the fast path or the general one, staging, the Arrow
+conversion of the job's ``runs`` and ``measurements``) and pickled as a worker pickles its
+result. No start-up, reading, pipes or commit, so a change to the per-record work shows at a
+fraction of a µs, where a whole load (``cpu_per_run.py``) varies by a few µs from run to run.
+It uses the worker's public entry point (:class:`kidata.ingest.stage_worker.WorkerState`);
+trees from before it (kidata 0.2.7 and older) are run through the private functions they had.
+``tests/test_benchmarks_smoke.py`` runs it.
 
 Each tree (``measure.trees``: a checkout, ``git:REV`` or empty for the installed kidata) runs
 in a process of its own, in turn, ``--rounds`` times (alternating, so a busy machine weighs on
@@ -43,25 +44,35 @@ def side(src: str, runs: int, repeat: int) -> dict:
     from kidata.ingest import stage
     from kidata.ingest.readers.base import Lines
 
+    try:
+        from kidata._imports import tune_gc_for_staging
+        from kidata.ingest.stage_worker import WorkerState
+    except ImportError:  # a tree from before issue 29
+        WorkerState = tune_gc_for_staging = None  # noqa: N806
+
     with open(src, "rb") as fh:
         lines = [line for _, line in zip(range(runs), fh, strict=False)]
     size = stage.BATCH_LINES
     jobs = [Lines(src, None, data=b"".join(lines[i:i + size]), first=i + 1)
             for i in range(0, len(lines), size)]
     with tempfile.TemporaryDirectory(prefix="kidata-worker-path-") as tmp:
-        stage._init_worker(tmp, 10_000, [])
-        worker = stage._worker
-        gc.freeze()  # as a worker does (stage._serve)
-        gc.set_threshold(*stage.STAGING_GC)
+        if WorkerState is not None:
+            tune_gc_for_staging()  # as a worker does (stage_worker.serve)
+        else:
+            gc.freeze()
+            gc.set_threshold(*stage.STAGING_GC)
         best, fast = float("inf"), 0
         for attempt in range(repeat + 1):  # the first pass warms up (imports, caches)
-            # A new flattener and fast path each pass: every pass sees every document anew.
-            worker["flattener"].__init__(defer_unknown_environments=True)
-            worker["fast"].__init__(worker["stager"], worker["flattener"])
+            # A new worker state each pass: every pass sees every document anew.
+            if WorkerState is not None:
+                run = WorkerState(tmp, 10_000, []).run
+            else:
+                stage._init_worker(tmp, 10_000, [])
+                run = stage._work
             start = time.process_time()
             fast = 0
             for number, job in enumerate(jobs):
-                events = stage._work(number, number * size + 1, [(job, src)])
+                events = run(number, number * size + 1, [(job, src)])
                 pickle.dumps(events, protocol=5, buffer_callback=lambda _: None)
                 fast += events.fast_path
             took = time.process_time() - start

@@ -1,17 +1,23 @@
-"""Import policy for kidata's own processes (the CLI and the load's worker processes).
+"""Import policy and process-wide tuning for kidata's own processes (the CLI and the load's
+worker processes).
 
 pyarrow imports pandas, when it is installed, the first time it converts Python objects or
 reads a table, only to check whether they are pandas objects. kidata never uses pandas, and
 the import costs about 0.4 s and 50 MB per process, so kidata's own processes refuse it.
-The workers refuse numpy as well (:func:`refuse_numpy`), and the CLI puts Arrow's memory on
-the system allocator (:func:`use_system_allocator`). Library users are not affected: only
-:func:`kidata.cli.main` and the workers call these.
+The workers refuse numpy as well (:func:`refuse_numpy`), the CLI puts Arrow's memory on
+the system allocator (:func:`use_system_allocator`), and both tune the garbage collector while
+they stage (:func:`tune_gc_for_staging`, :func:`staging_gc`). Library users are not affected:
+only :func:`kidata.cli.main` (and its ``load`` command) and the workers call these; a library
+call never changes its caller's allocator or collector.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -53,3 +59,36 @@ def use_system_allocator(env: Any = None) -> None:
     a load's worker processes get it in their environment); library users keep Arrow's
     default."""
     (os.environ if env is None else env).setdefault(POOL_VARIABLE, "system")
+
+
+# The garbage collector's thresholds while a process stages: a young pass every 100,000
+# allocations rather than 700. Staged rows hold no cycles (reference counting frees them);
+# a pass every 700 allocations walked every row buffered so far (docs/benchmarks.md).
+STAGING_GC = (100_000, 50, 1_000)
+
+
+def tune_gc_for_staging() -> None:
+    """For a process that only stages (a load's worker, for good): the objects that exist now
+    (imported modules) out of the collector's passes (:func:`gc.freeze`) and its thresholds
+    at :data:`STAGING_GC`. A worker's objects are rows and documents, freed as soon as staged;
+    the collector's passes over every module's objects cost a worker time for nothing."""
+    gc.freeze()
+    gc.set_threshold(*STAGING_GC)
+
+
+@contextlib.contextmanager
+def staging_gc() -> Iterator[None]:
+    """The same while the CLI's ``load`` command runs, then the collector as it was: its
+    thresholds, and the objects frozen here unfrozen (none frozen if some already were:
+    :func:`gc.unfreeze` would thaw those too)."""
+    thresholds = gc.get_threshold()
+    freeze = not gc.get_freeze_count()
+    if freeze:
+        gc.freeze()
+    gc.set_threshold(*STAGING_GC)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if freeze:
+            gc.unfreeze()

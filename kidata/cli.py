@@ -10,7 +10,6 @@ fast.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +19,7 @@ import typer
 from kidata import __version__
 from kidata.cli_output import Output, check_format
 from kidata.console import group_class
+from kidata.core import config
 from kidata.errors import KidataError, UsageError
 
 app = typer.Typer(
@@ -124,10 +124,13 @@ def load(
         from kidata.console import LoadProgress
 
         progress = LoadProgress(paths, out.err)
+    from kidata._imports import staging_gc
+
     try:
-        report = wh.load(paths, format=format, strict=strict, progress=progress,
-                         phase=progress.phase if progress else None,
-                         settings=settings, mapping=mapping_path)
+        with staging_gc():  # the CLI's process, tuned for staging (a library load is not)
+            report = wh.load(paths, format=format, strict=strict, progress=progress,
+                             phase=progress.phase if progress else None,
+                             settings=settings, mapping=mapping_path)
     finally:
         if progress is not None:
             progress.close()
@@ -589,7 +592,7 @@ def run(argv: list[str] | None = None) -> int:
         exc.show()
         return getattr(exc, "exit_code", 2)
     except KidataError as exc:
-        if _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+        if _state["debug"] or config.value("KIDATA_DEBUG"):
             if getattr(exc, "detail", None):  # e.g. a staging worker's own traceback
                 out.note(exc.detail)
             raise
@@ -600,7 +603,7 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         message = out.failure(exc)
-        if message is None or _state["debug"] or os.environ.get("KIDATA_DEBUG"):
+        if message is None or _state["debug"] or config.value("KIDATA_DEBUG"):
             raise
         out.error(message)
         return 1

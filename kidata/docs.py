@@ -243,6 +243,30 @@ GENERATED = {
 }
 
 
+
+def configuration_markdown() -> str:
+    """The environment variables kidata reads, from their declarations in
+    :mod:`kidata.core.config`."""
+    from kidata.core.config import VARIABLES
+
+    out = ["# Configuration", "",
+           "Generated from `kidata/core/config.py` by `python -m kidata.docs`; do not edit by "
+           "hand.",
+           "kidata reads these environment variables and no others. An empty value is the same as "
+           "an unset one; a value kidata cannot use is refused (exit 2), naming the variable. "
+           "They are read when an operation starts (a load, a command, a fault point), so a "
+           "change made between two loads applies to the second; a load's worker processes "
+           "inherit them.", "",
+           "| variable | type | default | meaning |", "|---|---|---|---|"]
+    out += [f"| `{v.name}` | {v.type} | {_cell(v.default_text)} | {_cell(v.description)} |"
+            for v in VARIABLES]
+    out.append("")
+    return "\n".join(out)
+
+
+GENERATED["docs/configuration.md"] = configuration_markdown
+
+
 def write_all(root: Path = ROOT) -> list[str]:
     changed = []
     for rel, make in GENERATED.items():

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from kidata.core import engine
+from kidata.core import config, engine
 from kidata.core.load_report import LoadReport
 from kidata.errors import NoSuchLoad, NotAWarehouse, QueryError, RecordError, WarehouseError
 from kidata.query.session import Session
@@ -36,7 +36,8 @@ DEFAULT_BATCH = 10_000
 
 
 def default_path() -> Path:
-    return Path(os.environ.get("KIDATA_WAREHOUSE") or "warehouse")
+    """The warehouse without a path given: ``$KIDATA_WAREHOUSE``, else ``./warehouse``."""
+    return config.current().warehouse
 
 
 class Warehouse:

@@ -39,3 +39,10 @@ def test_the_layer_table_needs_its_place_in_the_doc(tmp_path):
     (tmp_path / "docs" / "architecture.md").write_text("# Architecture\n", "utf-8")
     with pytest.raises(ValueError, match="lacks the lines"):
         docs.architecture_markdown(tmp_path)
+def test_the_configuration_table_lists_every_declared_variable():
+    from kidata.core.config import VARIABLES
+
+    text = (ROOT / "docs" / "configuration.md").read_text("utf-8")
+    listed = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert listed == [v.name for v in VARIABLES], (
+        "docs/configuration.md is stale: run `python -m kidata.docs` and commit the result")

@@ -6,9 +6,10 @@ reports, do not import DuckDB (16 MB of memory in each).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from kidata.core import config
 
 # Rejects and warnings listed in a report (the counts, and the rejects table, keep them all).
 MAX_REPORTED = 1000
@@ -20,10 +21,7 @@ DEFAULT_MAX_REJECTS = 100_000
 
 def max_kept_rejects() -> int:
     """Rejects one load keeps: ``KIDATA_MAX_REJECTS`` if set (at least 1), else 100,000."""
-    try:
-        return max(1, int(os.environ.get("KIDATA_MAX_REJECTS") or DEFAULT_MAX_REJECTS))
-    except ValueError:
-        return DEFAULT_MAX_REJECTS
+    return config.current().max_rejects
 
 
 @dataclass

@@ -11,13 +11,13 @@ documents); only the run is parsed with orjson.
 Everything after decoding is the general path's own code: the documents go to the same
 :class:`~kidata.ingest.flatten.Flattener` methods (:meth:`~kidata.ingest.flatten.Flattener.bundle`
 derives the run's rows, :class:`~kidata.ingest.validate.Checker` checks its fields), and the
-rows are staged by the same function (:func:`kidata.ingest.stage.stage_fast` shares it with
-:func:`~kidata.ingest.stage.stage_record`). This module holds no record rule, so the two paths
-cannot drift apart; what it saves is parsing, the reader's classification of the record
+rows are staged by the same function (:func:`kidata.ingest.stage_writer.stage_fast` shares it
+with :func:`~kidata.ingest.stage_writer.stage_record`). This module holds no record rule, so the
+two paths cannot drift apart; what it saves is parsing, the reader's classification of the record
 (:func:`~kidata.ingest.readers.kernelindex.to_item`) and its re-serialisation check.
 
 A line that is not plainly that shape and plainly valid goes, unchanged and before anything of
-it is staged, to the general path (:func:`kidata.ingest.stage.stage_record`), which stays the
+it is staged, to the general path (:func:`kidata.ingest.stage_writer.stage_record`), which stays the
 authority: it produces every reject message (naming file, record and field) and the rows of
 anything unusual: another shape, a failing check, an integer orjson may not keep, a warning
 (an unknown GPU), published claims.
@@ -28,13 +28,13 @@ process and its workers, so every record takes the general path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 import orjson
 
+from kidata.core import config
 from kidata.errors import RecordError
 from kidata.ingest.flatten import Environment, Flat, Flattener
 from kidata.ingest.readers.base import MAX_DEPTH, Item, Lines, Overlong, raw_text
@@ -66,7 +66,7 @@ _decode = msgspec.json.Decoder(_Bundle).decode
 
 def enabled() -> bool:
     """Whether the fast path is on (``KIDATA_SLOW_PATH`` unset, empty or ``0``)."""
-    return os.environ.get("KIDATA_SLOW_PATH", "") in ("", "0")
+    return not config.current().slow_path
 
 
 def scan(batch: Lines) -> Iterator[tuple[str, bytes | None, RecordError | None]]:
@@ -99,7 +99,7 @@ def parse(line: bytes, file: str, position: str, title: str | None
 
 class FastPath:
     """Flattens plainly valid common bundles; see the module docstring. ``stager`` is where
-    :func:`kidata.ingest.stage.stage_fast` stages what :meth:`flatten` gives."""
+    :func:`kidata.ingest.stage_writer.stage_fast` stages what :meth:`flatten` gives."""
 
     def __init__(self, stager: Any, flattener: Flattener, on: bool | None = None):
         self.on = enabled() if on is None else on

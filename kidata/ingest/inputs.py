@@ -87,7 +87,7 @@ def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, b
         stage.finish()
         # What the stage handed to the commit, counted here, independently of the staged
         # files: the commit checks its plan and its final files against it (issue 25).
-        report.staged_runs = sum(tally[1] for tally in stage.counts.values())
+        report.staged_runs = sum(tally.runs for tally in stage.counts.values())
     finally:
         if stage is not None:
             stage.close()

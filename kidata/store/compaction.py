@@ -22,7 +22,6 @@ with "file not found" (never a wrong answer); run it again. See ``docs/guarantee
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from kidata.core import engine
+from kidata.core import config, engine
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
 from kidata.store import commit
@@ -45,7 +44,7 @@ ROW_GROUP = 128 * 1024
 # After a load, a table with this many small files has them merged (KIDATA_COMPACT_AT; 0 turns
 # it off). Every query and every load plans over each file (~1-2 ms a file), so without it
 # their cost would grow with the number of past loads rather than with the data.
-AUTO_AT = 32
+AUTO_AT = config.Config.compact_at
 
 
 @dataclass
@@ -88,12 +87,7 @@ def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any
 def auto_at() -> int:
     """Small files per table from which a load merges them: ``KIDATA_COMPACT_AT`` (``0``:
     never), else :data:`AUTO_AT`."""
-    value = os.environ.get("KIDATA_COMPACT_AT", "")
-    try:
-        return max(0, int(value)) if value else AUTO_AT
-    except ValueError:
-        raise WarehouseError(f"KIDATA_COMPACT_AT must be a whole number of files, not "
-                             f"{value!r}") from None
+    return config.current().compact_at
 
 
 def auto(layout: Layout) -> CompactReport:

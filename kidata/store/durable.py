@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
+from kidata.core import config
 from kidata.errors import WarehouseError
 
 
@@ -109,9 +110,10 @@ def fault(point: str) -> None:
     there: ``raise`` (default; an exception, as a bug or a failing disk would raise),
     ``enospc`` (an ``OSError`` "No space left on device") or ``kill`` (SIGKILL to this
     process: a crash, a power cut for the purposes of ordering)."""
-    if os.environ.get("KIDATA_FAULT") != point:
+    settings = config.current()
+    if settings.fault != point:
         return
-    action = os.environ.get("KIDATA_FAULT_ACTION", "raise")
+    action = settings.fault_action
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if action == "enospc":

@@ -11,7 +11,6 @@ load commits" and "Duplicates that carry more".
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from kidata.core import engine
+from kidata.core import config, engine
 from kidata.core.load_report import MAX_REPORTED, LoadReport, Reject, max_kept_rejects
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import LoadRefused
@@ -36,15 +35,6 @@ from kidata.store.layout import (
 )
 from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 from kidata.store.tablesql import table_sql
-
-# DuckDB's memory limit while committing a load; beyond it the dedupe spills to disk. The big
-# tables are staged in final form and never sorted by the database (kidata.store.finalize),
-# so this stays small.
-COMMIT_MEMORY = os.environ.get("KIDATA_COMMIT_MEMORY", "192MB")
-# ... and once the dedupe is done, while the big tables are streamed beside it and latest_runs
-# is derived (which needs ~96 MB at 1M runs): DuckDB fills whatever limit it has.
-COMMIT_WRITE_MEMORY = os.environ.get("KIDATA_COMMIT_WRITE_MEMORY", "128MB")
-
 
 # The documents a run points at, by table and digest column: a run's variant is richer the
 # more of them the warehouse (or the load) has (LoadCommit._plan_variants).
@@ -66,15 +56,20 @@ class LoadCommit:
     def commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
         """Commit the load staged in ``staging`` (under the writer lock), filling ``report``."""
         # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
-        # load's memory does not grow with its size.
-        con = engine.connect({"memory_limit": COMMIT_MEMORY, "threads": 2,
+        # load's memory does not grow with its size. The big tables are staged in final form
+        # and never sorted by the database (kidata.store.finalize), so the limit stays small
+        # (KIDATA_COMMIT_MEMORY); once the dedupe is done, while the big tables are streamed
+        # and latest_runs is derived, KIDATA_COMMIT_WRITE_MEMORY: DuckDB fills whatever limit
+        # it has.
+        settings = config.current()
+        con = engine.connect({"memory_limit": settings.commit_memory, "threads": 2,
                                      "temp_directory": str(spill_folder(staging)),
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
         try:
             con.execute("SET enable_progress_bar = false")  # a long commit draws one on stdout
             self._plan(con, staging)
-            con.execute(f"SET memory_limit = '{COMMIT_WRITE_MEMORY}'")
+            con.execute(f"SET memory_limit = '{settings.commit_write_memory}'")  # a size
             # Counted, and only those the report can list fetched: a load of millions of
             # conflicting duplicates holds no Python object per conflict (issue 27, item 8).
             conflicts = con.sql("SELECT count(*) FROM conflict_rejects").fetchall()[0][0]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from kidata.core import engine
+from kidata.core import config, engine
 from kidata.core.catalog import gpu_catalog
 from kidata.errors import KidataError
 from kidata.store import durable, layout
@@ -174,7 +173,7 @@ def roles() -> dict[tuple[str, str], list[str]]:
     role."""
     text = resources.files("kidata.data").joinpath("roles.toml").read_text("utf-8")
     out = parse_roles(tomllib.loads(text), ROLES_FILE)
-    override = os.environ.get(ROLES_ENV)
+    override = config.current().roles
     if override:
         try:
             data = tomllib.loads(Path(override).read_text("utf-8"))

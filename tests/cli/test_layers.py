@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kidata"
 # What cli.py may import: the facade, the errors it turns into exit codes, its own printing
 # (console, cli_output), the version, and the process tuning its entry point applies.
 CLI_MAY_IMPORT = {"kidata", "kidata.warehouse", "kidata.library", "kidata.errors",
-                  "kidata.console", "kidata.cli_output", "kidata._imports"}
+                  "kidata.console", "kidata.cli_output", "kidata._imports",
+                  "kidata.core.config"}  # the configuration (KIDATA_DEBUG)
 # The command line's own modules, and who may import them: `python -m kidata` runs the CLI,
 # kidata/docs.py generates docs/cli.md from its help texts.
 CLI_LAYER = {"kidata.cli", "kidata.cli_output", "kidata.console"}

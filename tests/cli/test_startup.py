@@ -176,14 +176,13 @@ def test_reloading_unchanged_files_imports_no_pyarrow(tmp_path):
 WORKER = """
 import json, sys, tempfile
 from kidata._imports import refuse_pandas
-refuse_pandas()  # as kidata.ingest.stage._serve, a worker's entry point, does
+refuse_pandas()  # as kidata.ingest.stage_worker.serve, a worker's entry point, does
 from kidata.ingest.readers import Lines
-from kidata.ingest import stage
+from kidata.ingest.stage_worker import WorkerState
 lines = [(1, sys.argv[1].encode())]
 with tempfile.TemporaryDirectory() as folder:
-    stage._init_worker(folder, 100, [])
-    events = stage._work(1, 1, [(Lines("a.jsonl", None, lines), "a.jsonl")])
-    assert events.counts["a.jsonl"][1] == 1, events.counts  # the run was staged
+    events = WorkerState(folder, 100, []).run(1, 1, [(Lines("a.jsonl", None, lines), "a.jsonl")])
+    assert events.counts["a.jsonl"].runs == 1, events.counts  # the run was staged
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"duckdb", "pandas", "polars"})
 print(json.dumps(heavy))
 """

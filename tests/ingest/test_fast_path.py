@@ -26,7 +26,7 @@ from kidata.ingest import fast as fast_mod
 from kidata.ingest.fast import FastPath
 from kidata.ingest.flatten import Flattener
 from kidata.ingest.readers import Lines
-from kidata.ingest.stage import StagingWriter, stage_fast, stage_record
+from kidata.ingest.stage_writer import StagingWriter, stage_fast, stage_record
 from kidata.warehouse import LoadReport
 
 DATA = Path(__file__).parents[1] / "data"

@@ -16,7 +16,7 @@ import pytest
 from conftest import shared
 
 from kidata import Warehouse
-from kidata.ingest import stage
+from kidata.ingest import stage, stage_worker
 from kidata.ingest.readers.base import Rows
 from kidata.ingest.readers.liger import COLUMNS
 from kidata.store.schema import TABLES
@@ -46,13 +46,13 @@ def _load(path: Path, inputs: list[str]):
 def sent(monkeypatch) -> list[int]:
     """The CSV rows in each job given to a worker process, and the rows handed back."""
     counts: list[int] = []
-    submit = stage._Worker.submit
+    submit = stage_worker.WorkerProcess.submit
 
     def counting(self, job, first_seq, segments):
         counts.append(sum(unit.count for unit, _ in segments if isinstance(unit, Rows)))
         return submit(self, job, first_seq, segments)
 
-    monkeypatch.setattr(stage._Worker, "submit", counting)
+    monkeypatch.setattr(stage_worker.WorkerProcess, "submit", counting)
     return counts
 
 

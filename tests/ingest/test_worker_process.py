@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kidata import _imports
-from kidata.ingest import stage
+from kidata.ingest import stage_worker
 from kidata.ingest.readers import Lines
 
 SEEDS = Path(__file__).parents[1] / "data" / "seeds"
@@ -35,7 +35,7 @@ def _job(n: int = 1) -> list:
 @pytest.fixture
 def worker():
     with tempfile.TemporaryDirectory() as folder:
-        w = stage._Worker((folder, 100, []))
+        w = stage_worker.WorkerProcess((folder, 100, []))
         try:
             yield w
         finally:
@@ -53,7 +53,7 @@ def test_a_worker_process_stages_without_numpy(worker):
     # pyarrow imports numpy at its own import (~30 MB resident per worker) though a worker
     # never converts to or from numpy: the worker refuses it before importing pyarrow.
     events = worker.submit(1, 1, _job()).result(timeout=120)
-    assert events.counts["a.jsonl"][1] == 1, events.counts  # the run was staged
+    assert events.counts["a.jsonl"].runs == 1, events.counts  # the run was staged
     assert "runs" in events.tables  # ... and shipped, through pyarrow
     mapped = _mapped(worker.proc.pid)
     assert "libarrow" in mapped  # the probe sees the libraries a worker loaded

@@ -1,0 +1,195 @@
+"""kidata's configuration: every environment variable kidata reads, declared once here
+(:data:`VARIABLES`: name, type, default, one line of meaning) and parsed into one typed,
+frozen :class:`Config`. No other module reads ``os.environ`` for a setting; ``docs/
+configuration.md`` is generated from the declarations (:func:`kidata.docs.configuration_markdown`).
+
+When it is read: :func:`current` gives the configuration of the process's environment as it is
+now. An operation reads it once where it starts (a load's staging and its commit, a command's
+warehouse, a fault point) and uses that object throughout. The values are parsed once and kept;
+they are parsed again only when one of the declared variables changed since (a test's
+``monkeypatch.setenv``, a script that sets a variable between two loads), which costs one
+lookup per variable. Worker processes and subprocesses inherit the environment, so they read
+the same values (fault points included).
+
+A value that cannot be parsed is refused with :class:`ConfigError`, naming the variable, what
+it must be and what it was. An empty value is the same as an unset one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from kidata._imports import POOL_VARIABLE
+from kidata.errors import UsageError
+
+
+class ConfigError(UsageError):
+    """An environment variable kidata reads holds a value it cannot use."""
+
+    def __init__(self, name: str, expected: str, raw: str):
+        super().__init__(f"{name} must be {expected}, not {raw!r}")
+        self.variable = name
+
+
+def _whole(name: str, raw: str, least: int) -> int:
+    try:
+        return max(least, int(raw))
+    except ValueError:
+        raise ConfigError(name, "a whole number", raw) from None
+
+
+def _count(name: str, raw: str) -> int:
+    return _whole(name, raw, 0)
+
+
+def _positive(name: str, raw: str) -> int:
+    return _whole(name, raw, 1)
+
+
+def _flag(name: str, raw: str) -> bool:
+    return raw != "0"
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+def _path(name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+_SIZE = re.compile(r"\s*\d+(\.\d+)?\s*[A-Za-z]*\s*")
+
+
+def _size(name: str, raw: str) -> str:
+    if not _SIZE.fullmatch(raw):
+        raise ConfigError(name, "a size DuckDB reads, such as 192MB or 1GiB", raw)
+    return raw
+
+
+_FAULT_ACTIONS = ("raise", "enospc", "kill")
+
+
+def _fault_action(name: str, raw: str) -> str:
+    if raw not in _FAULT_ACTIONS:
+        raise ConfigError(name, "one of " + ", ".join(_FAULT_ACTIONS), raw)
+    return raw
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: its name, the :class:`Config` field it sets, its type as
+    the docs state it, its default (None: unset means off, or as ``default`` says), what it
+    does, and the function that parses a non-empty value (raising :class:`ConfigError`)."""
+
+    name: str
+    field: str
+    type: str
+    default: Any
+    default_text: str
+    description: str
+    parse: Callable[[str, str], Any]
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("KIDATA_WAREHOUSE", "warehouse", "path", Path("warehouse"), "`./warehouse`",
+             "The warehouse folder when a command has no `--warehouse` and "
+             "`Warehouse()` no path.", _path),
+    Variable("KIDATA_WORKERS", "workers", "whole number", None,
+             "one per core, up to 4; none on one core",
+             "Worker processes a large load stages with (`0`: none, the loading process "
+             "does everything).", _count),
+    Variable("KIDATA_SLOW_PATH", "slow_path", "flag", False, "off",
+             "Any value but `0` turns the fast path for common JSON Lines bundles off: every "
+             "record takes the general path.", _flag),
+    Variable("KIDATA_MAX_REJECTS", "max_rejects", "whole number", 100_000, "100000",
+             "Rejects one load keeps in the `rejects` table (at least 1); the rest are counted.",
+             _positive),
+    Variable("KIDATA_COMPACT_AT", "compact_at", "whole number", 32, "32",
+             "Small files per table from which a load merges them after its commit "
+             "(`0`: never).", _count),
+    Variable("KIDATA_COMMIT_MEMORY", "commit_memory", "size", "192MB", "192MB",
+             "DuckDB's memory limit while a load's commit plans its dedupe (beyond it, it "
+             "spills to disk).", _size),
+    Variable("KIDATA_COMMIT_WRITE_MEMORY", "commit_write_memory", "size", "128MB", "128MB",
+             "DuckDB's memory limit while a load's commit writes its tables and derives "
+             "`latest_runs`.", _size),
+    Variable("KIDATA_ROLES", "roles", "path", None, "none",
+             "A TOML file of implementation roles whose entries replace the packaged "
+             "`roles.toml`'s of the same kernel and role.", _path),
+    Variable("KIDATA_DEBUG", "debug", "flag", False, "off",
+             "Any value but `0`: as `--debug`, errors keep their traceback (and a worker's).",
+             _flag),
+    Variable("KIDATA_FAULT", "fault", "text", None, "none",
+             "Tests only: the fault point (`before-journal`, `after-move:runs`, …) where "
+             "kidata is interrupted.", _text),
+    Variable("KIDATA_FAULT_ACTION", "fault_action", "text", "raise", "raise",
+             "Tests only: what happens at the fault point: `raise`, `enospc` or `kill`.",
+             _fault_action),
+    Variable(POOL_VARIABLE, "arrow_memory_pool", "text", None,
+             "`system` in kidata's CLI and workers; Arrow's own for library users",
+             "Arrow's default memory pool (read by Arrow when first imported); kidata's CLI "
+             "and its worker processes set `system` unless it is set.", _text),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The values of :data:`VARIABLES`, parsed (field names are :attr:`Variable.field`)."""
+
+    warehouse: Path = Path("warehouse")
+    workers: int | None = None
+    slow_path: bool = False
+    max_rejects: int = 100_000
+    compact_at: int = 32
+    commit_memory: str = "192MB"
+    commit_write_memory: str = "128MB"
+    roles: Path | None = None
+    debug: bool = False
+    fault: str | None = None
+    fault_action: str = "raise"
+    arrow_memory_pool: str | None = None
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> Config:
+        """The configuration ``env`` (by default ``os.environ``) sets; raises
+        :class:`ConfigError` for the first variable whose value cannot be used."""
+        env = os.environ if env is None else env
+        return cls(**{v.field: value(v.name, env) for v in VARIABLES})
+
+
+_BY_NAME = {v.name: v for v in VARIABLES}
+if sorted(_BY_NAME[n].field for n in _BY_NAME) != sorted(f.name for f in fields(Config)):
+    raise AssertionError("every Config field is declared once in VARIABLES")
+
+
+def value(name: str, env: Mapping[str, str] | None = None) -> Any:
+    """One declared variable's value in ``env`` (by default ``os.environ``): its default when
+    unset or empty. For the places that must not fail on another variable's bad value (the
+    CLI's error handler asks only for ``KIDATA_DEBUG``)."""
+    variable = _BY_NAME[name]
+    raw = (os.environ if env is None else env).get(name)
+    return variable.default if not raw else variable.parse(name, raw)
+
+
+_NAMES = tuple(_BY_NAME)
+_cached: tuple[tuple[str | None, ...], Config] | None = None
+
+
+def current() -> Config:
+    """The configuration of this process's environment now: parsed again only when a declared
+    variable changed since the last call (see the module docstring)."""
+    global _cached
+    get = os.environ.get
+    raw = tuple(get(n) for n in _NAMES)
+    cached = _cached
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    config = Config.from_environ(dict(zip(_NAMES, raw, strict=True)))
+    _cached = (raw, config)
+    return config
