@@ -713,6 +713,13 @@ def _whole(text: Any) -> bool:
     return math.isfinite(value) and value.is_integer()
 
 
+def read_builtin(name: str, stream, file: str, settings: dict[str, str] | None = None
+                 ) -> Iterator[Item | RecordError]:
+    """Read a stream by the built-in mapping ``kidata/data/mappings/NAME.toml``: the reader of
+    a registered format that is a mapping (``flashinfer-csv``, ``dynamo-csv``, …)."""
+    return read_stream(load_mapping(builtin_path(name)), stream, file, settings)
+
+
 def read_with_mapping(mapping_path: str, path: str, settings: dict[str, str] | None = None
                       ) -> Iterator[Item | RecordError]:
     """Read one file by a mapping; yields items and rejects like any reader."""
