@@ -10,8 +10,15 @@ import re
 from functools import partial
 
 from kidata.ingest import mapping
-from kidata.ingest.readers import gbench, kernelbench, kernelindex, liger, nvbench, pytorch_v3, \
-    trainkernel
+from kidata.ingest.readers import (
+    gbench,
+    kernelbench,
+    kernelindex,
+    liger,
+    nvbench,
+    pytorch_v3,
+    trainkernel,
+)
 from kidata.ingest.readers.base import Reader
 
 
