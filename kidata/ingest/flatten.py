@@ -350,18 +350,44 @@ class Flattener:
                                         "workload", workload_doc.digest)
         impl_id = c.declared_digest(spec, "implementationDigest", impl_doc.present,
                                     "implementation", impl_doc.digest)
-        workload_name, impl_name = workload_doc.name, impl_doc.name
-
         labels: dict[str, str] = meta.get("labels") or {}
-        native = spec.get("sourceNative")
-        if native is None:
-            native = {}
-        elif not isinstance(native, dict):
-            c.obj(spec, "sourceNative", "run.spec.")  # raises: not an object
-        external_id = native.get("externalId")
-        parts = external_id.split("/") if isinstance(external_id, str) else []
-        six = len(parts) == 6  # {kernel}/{pass}/{implementation}/{gpu}/{workload}/{time}
+        native, external_id, parts = _source_native(c, spec)
+        kernel, pass_, implementation, workload = self._run_identity(
+            c, native, labels, parts, workload_doc.name, impl_doc.name)
+        gpu, gpu_name = self._run_gpu(c, out, labels, parts, environment, env_id, gpu)
 
+        measurements, metric = self._measurements(c, spec, run_id)
+        out.measurement_rows = measurements
+        numbers = sorted([m[1:5] for m in measurements])  # (metric, statistic, unit, value)
+        content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
+        labels_json, version = self._labels(labels)
+        observed_at, status, title = _run_fields(c, meta, spec)
+        source = native.get("source")
+        out.run_rows.append((  # in RUN_COLUMNS order
+            run_id, source if isinstance(source, str) else None, external_id,
+            kernel, pass_, implementation, labels.get("variant"), workload, gpu.key, gpu_name,
+            metric, env_id, protocol_id, workload_id, impl_id,
+            observed_at, status, version, title, labels_json, content_hash,
+            orjson.dumps(run),  # the document: UTF-8 JSON, staged as a string without a copy
+        ))
+        if workload_id is not None and not workload_doc.present:
+            # Only the digest is known: keep a row so every run's workload is listed.
+            out.workloads.append({"workload_id": workload_id, "name": workload,
+                                  "kernel": kernel, "parameters": None, "shape": None,
+                                  "document": None})
+        claims = native.get("published")
+        if claims:
+            out.published.extend(_published(c, claims, run_id))
+        return out
+
+    @staticmethod
+    def _run_identity(c: Checker, native: dict, labels: dict[str, str], parts: list,
+                      workload_name: str | None, impl_name: str | None
+                      ) -> tuple[str, str, str, str]:
+        """A run's kernel, pass, implementation and workload: each from the first source that
+        gives it (the benchmark ``kernel/pass``, else labels; the implementation document,
+        labels, then the 6-part external id; the workload label, document, then the external
+        id). Raises :class:`RecordError` naming what is missing."""
         benchmark = native.get("benchmark")
         if isinstance(benchmark, str) and benchmark.count("/") == 1 and all(benchmark.split("/")):
             kernel, pass_ = benchmark.split("/")
@@ -370,23 +396,32 @@ class Flattener:
         else:
             raise c.fail("run.spec.sourceNative.benchmark",
                          f"expected 'kernel/pass' such as 'rms_norm/forward', got {benchmark!r}")
-        implementation = impl_name or labels.get("implementation") or (parts[2] if six else None)
+        implementation = impl_name or labels.get("implementation") or parts[2]
         if not implementation:
             raise c.fail("run.metadata.labels.implementation",
                          "cannot tell the implementation: expected an Implementation document, "
                          "a label 'implementation', or a 6-part sourceNative.externalId")
-        workload = labels.get("workload") or workload_name or (parts[4] if six else None)
+        workload = labels.get("workload") or workload_name or parts[4]
         if not workload:
             raise c.fail("run.metadata.labels.workload",
                          "cannot tell the workload: expected a Workload document, a label "
                          "'workload', or a 6-part sourceNative.externalId")
+        return kernel, pass_, implementation, workload
+
+    def _run_gpu(self, c: Checker, out: Flat, labels: dict[str, str], parts: list,
+                 environment: Environment | None, env_id: str | None, gpu: Gpu | None
+                 ) -> tuple[Gpu, str | None]:
+        """A run's GPU and the name its record gives it: from the record's environment, an
+        environment this load or the warehouse holds, else the ``gpu_name`` label or the
+        external id. Warns of a GPU the catalog does not know; raises :class:`RecordError`,
+        or :class:`NeedsEnvironment` while unknown environments are deferred."""
         gpu_name = labels.get("gpu_name")
         if gpu is None and env_id is not None:
             gpu = self.env_gpu.get(env_id)
             if gpu is None and self.defer_unknown_environments:
                 raise NeedsEnvironment(env_id)
         if gpu is None:
-            hint = gpu_name or (parts[3] if six else None)
+            hint = gpu_name or parts[3]
             if not hint:
                 raise c.fail("run.spec.environmentDigest",
                              f"environment {env_id} is not in this record, this load or the "
@@ -398,71 +433,7 @@ class Flattener:
             out.warnings.append(f"{c.file}, {c.position}: unknown GPU "
                                 f"{gpu_name or gpu.product!r}; loaded under derived key "
                                 f"{gpu.key!r} (add it to kidata/data/gpus.toml)")
-
-        measurements, metric = self._measurements(c, spec, run_id)
-        out.measurement_rows = measurements
-        numbers = sorted([m[1:5] for m in measurements])  # (metric, statistic, unit, value)
-        content_hash = hashlib.blake2b(repr(numbers).encode(), digest_size=16).hexdigest()
-        labels_json, version = self._labels(labels)
-        observed_at = spec.get("observedAt")
-        if observed_at is not None:  # a time already read, else the check
-            observed_at = validate.known_time(observed_at) \
-                or c.timestamp(spec, "observedAt", "run.spec.")
-        status = spec.get("status")
-        if status is None:
-            status = "unknown"
-        elif not validate.is_text(status):
-            status = c.text(spec, "status", "run.spec.")  # says why
-        title = meta.get("title")
-        if title is not None and not isinstance(title, str):
-            title = c.string(meta, "title", "run.metadata.")  # says why
-        source = native.get("source")
-        out.run_rows.append((  # in RUN_COLUMNS order
-            run_id,
-            source if isinstance(source, str) else None,
-            external_id if isinstance(external_id, str) else None,
-            kernel,
-            pass_,
-            implementation,
-            labels.get("variant"),
-            workload,
-            gpu.key,
-            gpu_name,
-            metric,
-            env_id,
-            protocol_id,
-            workload_id,
-            impl_id,
-            observed_at,
-            status,
-            version,
-            title,
-            labels_json,
-            content_hash,
-            orjson.dumps(run),  # the document: UTF-8 JSON, staged as a string without a copy
-        ))
-        if workload_id is not None and not workload_doc.present:
-            # Only the digest is known: keep a row so every run's workload is listed.
-            out.workloads.append({"workload_id": workload_id, "name": workload,
-                                  "kernel": kernel, "parameters": None, "shape": None,
-                                  "document": None})
-        claims = native.get("published") or []
-        if isinstance(claims, bool | int | float):  # a true or non-zero scalar: not iterable
-            raise c.fail("run.spec.sourceNative.published",
-                         f"expected a list of objects, got {claims!r}")
-        for i, claim in enumerate(claims):
-            prefix = f"run.spec.sourceNative.published[{i}]."
-            if not isinstance(claim, dict):
-                raise c.fail(prefix[:-1], "expected an object")
-            out.published.append({
-                "run_id": run_id,
-                "baseline_run_id": c.text(claim, "baselineRun", prefix, required=False),
-                "quantity": c.text(claim, "quantity", prefix),
-                "definition": c.text(claim, "definition", prefix, required=False),
-                "value": c.positive(claim, "value", prefix),
-                "resolution": c.positive(claim, "resolution", prefix, required=False),
-            })
-        return out
+        return gpu, gpu_name
 
     def _labels(self, labels: dict[str, str]) -> tuple[str | None, str | None]:
         """A run's labels as stored (JSON, None when there are none) and the version they
@@ -502,73 +473,148 @@ class Flattener:
         if items is not None and not isinstance(items, list):
             raise c.fail("run.spec.measurements", "expected a list")
         for i, m in enumerate(items or []):
-            if not isinstance(m, dict):
-                raise c.fail(f"run.spec.measurements[{i}]", "expected an object")
-            metric, statistic, unit = m.get("metric"), m.get("statistic"), m.get("unit")
-            try:  # found: three texts already checked (only equal strings match them)
-                conversion = _CONVERSIONS.get((metric, statistic, unit))
-            except TypeError:  # a value that is no text (a list, an object)
-                conversion = None
-            if conversion is None:
-                if not (validate.is_text(metric) and validate.is_text(statistic)
-                        and validate.is_text(unit)):  # the Checker says which and why
-                    metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
-                                               for key in ("metric", "statistic", "unit"))
-                conversion = _conversion(c, i, metric, statistic, unit)
-            target, factor = conversion
-            value = m.get("value")
-            if statistic in ZERO_STATISTICS and value == 0 and not isinstance(value, bool):
-                value = 0.0
-            else:
-                number = validate.positive_number(value)
-                if number is None:  # the Checker says why
-                    number = c.positive(m, "value", f"run.spec.measurements[{i}].")
-                value = number * factor
-            res = m.get("resolution")
-            if res is not None:
-                number = validate.positive_number(res)
-                if number is None:  # the Checker says why
-                    number = c.positive(m, "resolution", f"run.spec.measurements[{i}].")
-                res = number
-            key = (metric, statistic)
-            if key in rows and rows[key][4] != value:
+            row = _measurement(c, i, m, run_id, resolution)
+            key = row[1:3]  # (metric, statistic)
+            if key in rows and rows[key][4] != row[4]:
                 raise c.fail(f"run.spec.measurements[{i}].value",
-                             f"{metric} {statistic} given twice with different values "
-                             f"({rows[key][4]} and {value})")
-            rows[key] = (run_id, metric, statistic, target, value,
-                         res * factor if res is not None
-                         else (resolution if metric == "latency" and target != "count"
-                               else None))
-        # A source without a median (KernelBench, old nvbench: mean and stddev only) names its
-        # primary statistic in spec.timing.primaryStatistic (docs/formats.md).
-        primary_statistic = timing.get("primaryStatistic")
-        metrics = sorted({m for m, s in rows if s == "median"}) or sorted(
-            {m for m, s in rows if s == primary_statistic and s not in COUNT_STATISTICS})
-        if not metrics:
-            raise c.fail("run.spec.timing.latencyNs.median",
-                         "expected a median: spec.timing.latencyNs.median or a measurement "
-                         "with statistic 'median' (or the statistic named by "
-                         "spec.timing.primaryStatistic)")
-        # Each metric's quantiles among those given, as (place in QUANTILE_ORDER, statistic,
-        # value): compared in that order, metric by metric in the order the record gives
-        # them (so that of two metrics out of order, the reject names the first given).
-        quantiles: dict[str, list[tuple[int, str, float]]] = {}
-        for (m, s), row in rows.items():
-            place = _QUANTILE_PLACE.get(s)
-            if place is not None:
-                quantiles.setdefault(m, []).append((place, s, row[4]))
-        for metric, given in quantiles.items():
-            if len(given) < 2:
-                continue
-            given.sort()  # by place: one statistic per place
-            s1 = v1 = None  # the quantile before, among those given
-            for _, s2, v2 in given:
-                if v1 is not None and v1 > v2:
-                    raise c.fail("run.spec.measurements",
-                                 f"quantiles out of order for {metric}: {s1} = {v1:g} is above "
-                                 f"{s2} = {v2:g}; expected "
-                                 + ("p20 <= median <= p80" if {s1, s2} <= {"p20", "median", "p80"}
-                                    else "min <= p20 <= p25 <= median <= p75 <= p80 <= max"))
-                s1, v1 = s2, v2
-        primary = "latency" if "latency" in metrics else metrics[0]
+                             f"{key[0]} {key[1]} given twice with different values "
+                             f"({rows[key][4]} and {row[4]})")
+            rows[key] = row
+        primary = _primary_metric(c, rows, timing.get("primaryStatistic"))
+        _check_quantile_order(c, rows)
         return list(rows.values()), primary
+
+
+# A 6-part external id's parts when the run has none: each empty.
+_NO_PARTS = [None] * 6
+
+
+def _source_native(c: Checker, spec: dict) -> tuple[dict, str | None, list]:
+    """A run's ``sourceNative`` (an object, empty when missing), its external id (a string or
+    None) and that id's six parts ``{kernel}/{pass}/{implementation}/{gpu}/{workload}/{time}``
+    (each None unless it has exactly six)."""
+    native = spec.get("sourceNative")
+    if native is None:
+        native = {}
+    elif not isinstance(native, dict):
+        c.obj(spec, "sourceNative", "run.spec.")  # raises: not an object
+    external_id = native.get("externalId")
+    if not isinstance(external_id, str):
+        return native, None, _NO_PARTS
+    parts = external_id.split("/")
+    return native, external_id, parts if len(parts) == 6 else _NO_PARTS
+
+
+def _run_fields(c: Checker, meta: dict, spec: dict) -> tuple[str | None, str, str | None]:
+    """A run's observation time, status (``unknown`` when missing) and title, checked."""
+    observed_at = spec.get("observedAt")
+    if observed_at is not None:  # a time already read, else the check
+        observed_at = validate.known_time(observed_at) \
+            or c.timestamp(spec, "observedAt", "run.spec.")
+    status = spec.get("status")
+    if status is None:
+        status = "unknown"
+    elif not validate.is_text(status):
+        status = c.text(spec, "status", "run.spec.")  # says why
+    title = meta.get("title")
+    if title is not None and not isinstance(title, str):
+        title = c.string(meta, "title", "run.metadata.")  # says why
+    return observed_at, status, title
+
+
+def _published(c: Checker, claims: Any, run_id: str) -> list[dict]:
+    """The rows of a run's published claims (``sourceNative.published``: a list of objects)."""
+    if isinstance(claims, bool | int | float):  # a true or non-zero scalar: not iterable
+        raise c.fail("run.spec.sourceNative.published",
+                     f"expected a list of objects, got {claims!r}")
+    rows = []
+    for i, claim in enumerate(claims):
+        prefix = f"run.spec.sourceNative.published[{i}]."
+        if not isinstance(claim, dict):
+            raise c.fail(prefix[:-1], "expected an object")
+        rows.append({
+            "run_id": run_id,
+            "baseline_run_id": c.text(claim, "baselineRun", prefix, required=False),
+            "quantity": c.text(claim, "quantity", prefix),
+            "definition": c.text(claim, "definition", prefix, required=False),
+            "value": c.positive(claim, "value", prefix),
+            "resolution": c.positive(claim, "resolution", prefix, required=False),
+        })
+    return rows
+
+
+def _measurement(c: Checker, i: int, m: Any, run_id: str, resolution: float | None) -> tuple:
+    """One entry of ``spec.measurements`` as a row: its unit converted (value and
+    resolution), a zero kept only for statistics that may be zero; the run's timer resolution
+    for a latency that gives none. Raises :class:`RecordError`."""
+    if not isinstance(m, dict):
+        raise c.fail(f"run.spec.measurements[{i}]", "expected an object")
+    metric, statistic, unit = m.get("metric"), m.get("statistic"), m.get("unit")
+    try:  # found: three texts already checked (only equal strings match them)
+        conversion = _CONVERSIONS.get((metric, statistic, unit))
+    except TypeError:  # a value that is no text (a list, an object)
+        conversion = None
+    if conversion is None:
+        if not (validate.is_text(metric) and validate.is_text(statistic)
+                and validate.is_text(unit)):  # the Checker says which and why
+            metric, statistic, unit = (c.text(m, key, f"run.spec.measurements[{i}].")
+                                       for key in ("metric", "statistic", "unit"))
+        conversion = _conversion(c, i, metric, statistic, unit)
+    target, factor = conversion
+    value = m.get("value")
+    if statistic in ZERO_STATISTICS and value == 0 and not isinstance(value, bool):
+        value = 0.0
+    else:
+        number = validate.positive_number(value)
+        if number is None:  # the Checker says why
+            number = c.positive(m, "value", f"run.spec.measurements[{i}].")
+        value = number * factor
+    res = m.get("resolution")
+    if res is not None:
+        number = validate.positive_number(res)
+        if number is None:  # the Checker says why
+            number = c.positive(m, "resolution", f"run.spec.measurements[{i}].")
+        res = number * factor
+    elif metric == "latency" and target != "count":
+        res = resolution
+    return (run_id, metric, statistic, target, value, res)
+
+
+def _primary_metric(c: Checker, rows: dict[tuple[str, str], tuple],
+                    primary_statistic: Any) -> str:
+    """The run's primary metric: ``latency`` if it has a median, else the first (by name)
+    with a median. A source without a median (KernelBench, old nvbench: mean and stddev only)
+    names its primary statistic in spec.timing.primaryStatistic (docs/formats.md)."""
+    metrics = sorted({m for m, s in rows if s == "median"}) or sorted(
+        {m for m, s in rows if s == primary_statistic and s not in COUNT_STATISTICS})
+    if not metrics:
+        raise c.fail("run.spec.timing.latencyNs.median",
+                     "expected a median: spec.timing.latencyNs.median or a measurement "
+                     "with statistic 'median' (or the statistic named by "
+                     "spec.timing.primaryStatistic)")
+    return "latency" if "latency" in metrics else metrics[0]
+
+
+def _check_quantile_order(c: Checker, rows: dict[tuple[str, str], tuple]) -> None:
+    """Refuse a metric whose quantiles are out of order (min <= p20 <= p25 <= median <= p75 <=
+    p80 <= max, among those given). Metrics are compared in the order the record gives them,
+    so that of two metrics out of order, the reject names the first given."""
+    # Each metric's quantiles as (place in QUANTILE_ORDER, statistic, value).
+    quantiles: dict[str, list[tuple[int, str, float]]] = {}
+    for (m, s), row in rows.items():
+        place = _QUANTILE_PLACE.get(s)
+        if place is not None:
+            quantiles.setdefault(m, []).append((place, s, row[4]))
+    for metric, given in quantiles.items():
+        if len(given) < 2:
+            continue
+        given.sort()  # by place: one statistic per place
+        s1 = v1 = None  # the quantile before, among those given
+        for _, s2, v2 in given:
+            if v1 is not None and v1 > v2:
+                raise c.fail("run.spec.measurements",
+                             f"quantiles out of order for {metric}: {s1} = {v1:g} is above "
+                             f"{s2} = {v2:g}; expected "
+                             + ("p20 <= median <= p80" if {s1, s2} <= {"p20", "median", "p80"}
+                                else "min <= p20 <= p25 <= median <= p75 <= p80 <= max"))
+            s1, v1 = s2, v2

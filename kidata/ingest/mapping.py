@@ -490,6 +490,25 @@ def _check_values(path: str, data: dict[str, Any]) -> None:
     keys, at least one statistic. ``data`` has passed :func:`_check_schema`."""
     if not data["statistics"]:
         raise MappingError(path, "statistics", _NO_STATISTIC)
+    _check_value_tables(path, data)
+    for i, rule in enumerate(data.get("fail", [])):
+        if not math.isfinite(rule.get("at_most", 0)):
+            raise MappingError(path, f"fail[{i}].at_most", f"expected a finite number, got "
+                                                           f"{rule['at_most']}")
+    for i, extra in enumerate(data.get("extra", [])):
+        if unit_of(extra["unit"]) is None:
+            raise MappingError(path, f"extra[{i}].unit",
+                               f"unknown unit {shown(extra['unit'])}; expected one of "
+                               f"{', '.join(sorted(UNIT_SPELLINGS))}")
+    sidecar = data.get("sidecar")
+    if sidecar:
+        _check_sidecar(path, sidecar)
+
+
+def _check_value_tables(path: str, data: dict[str, Any]) -> None:
+    """Every value of ``run``, ``statistics``, ``labels``, ``extra`` and ``published``: a
+    template, or a table with a template (or a default) and a regular expression that
+    compiles; a label has a name."""
     run = data.get("run", {})
     values: list[tuple[list[Segment], Any]] = [
         *((["run", k], v) for k, v in run.items() if k != "identity"),
@@ -512,34 +531,28 @@ def _check_values(path: str, data: dict[str, Any]) -> None:
             _check_template(path, [*where, "template"], value["template"])
         if "regex" in value:
             _check_regex(path, [*where, "regex"], value["regex"])
-    for i, rule in enumerate(data.get("fail", [])):
-        if not math.isfinite(rule.get("at_most", 0)):
-            raise MappingError(path, f"fail[{i}].at_most", f"expected a finite number, got "
-                                                           f"{rule['at_most']}")
-    for i, extra in enumerate(data.get("extra", [])):
-        if unit_of(extra["unit"]) is None:
-            raise MappingError(path, f"extra[{i}].unit",
-                               f"unknown unit {shown(extra['unit'])}; expected one of "
-                               f"{', '.join(sorted(UNIT_SPELLINGS))}")
-    sidecar = data.get("sidecar")
-    if sidecar:
-        if "path" not in sidecar:
-            raise MappingError(path, "sidecar.path", "required: a template naming the file "
-                                                     '(e.g. "{file.dir}/{file.stem}.txt")')
-        for key, pattern in sidecar.items():
-            if key == "path":
-                _check_template(path, ["sidecar", "path"], pattern)
-                other = set(TEMPLATE_RE.findall(pattern)) - set(FILE_FIELDS)
-                if other:
-                    raise MappingError(path, "sidecar.path",
-                                       f"{{{sorted(other)[0]}}}: a sidecar's path can use "
-                                       f"only {', '.join('{' + f + '}' for f in FILE_FIELDS)}")
-            elif key not in SETTINGS:
-                raise MappingError(path, key_name(["sidecar", key]),
-                                   f"unknown key; expected path or a --set key "
-                                   f"({', '.join(SETTINGS)})")
-            else:
-                _check_regex(path, ["sidecar", key], pattern)
+
+
+def _check_sidecar(path: str, sidecar: dict[str, Any]) -> None:
+    """A ``[sidecar]`` table: a ``path`` template of the file's own fields only, and for each
+    other key, a ``--set`` key, a regular expression."""
+    if "path" not in sidecar:
+        raise MappingError(path, "sidecar.path", "required: a template naming the file "
+                                                 '(e.g. "{file.dir}/{file.stem}.txt")')
+    for key, pattern in sidecar.items():
+        if key == "path":
+            _check_template(path, ["sidecar", "path"], pattern)
+            other = set(TEMPLATE_RE.findall(pattern)) - set(FILE_FIELDS)
+            if other:
+                raise MappingError(path, "sidecar.path",
+                                   f"{{{sorted(other)[0]}}}: a sidecar's path can use "
+                                   f"only {', '.join('{' + f + '}' for f in FILE_FIELDS)}")
+        elif key not in SETTINGS:
+            raise MappingError(path, key_name(["sidecar", key]),
+                               f"unknown key; expected path or a --set key "
+                               f"({', '.join(SETTINGS)})")
+        else:
+            _check_regex(path, ["sidecar", key], pattern)
 
 
 def _check_template(path: str, where: list[Segment], template: str) -> None:
@@ -713,6 +726,13 @@ def _whole(text: Any) -> bool:
     return math.isfinite(value) and value.is_integer()
 
 
+def read_builtin(name: str, stream, file: str, settings: dict[str, str] | None = None
+                 ) -> Iterator[Item | RecordError]:
+    """Read a stream by the built-in mapping ``kidata/data/mappings/NAME.toml``: the reader of
+    a registered format that is a mapping (``flashinfer-csv``, ``dynamo-csv``, …)."""
+    return read_stream(load_mapping(builtin_path(name)), stream, file, settings)
+
+
 def read_with_mapping(mapping_path: str, path: str, settings: dict[str, str] | None = None
                       ) -> Iterator[Item | RecordError]:
     """Read one file by a mapping; yields items and rejects like any reader."""
@@ -860,13 +880,11 @@ def _number(value: Any) -> float | None:
 
 
 def _measured(mapping: Mapping, record: dict[str, Any], file: str, position: str) -> Measured:
+    """One record (a row, or a JSON object) as a :class:`Measured` row by the mapping. The
+    fields its templates use are collected as they are rendered (in this order), so that
+    ``parameters = "rest"`` takes every field nothing else used."""
     used: set[str] = set()
-    for rule in mapping.fail:
-        value = render(f"{{{rule.get('field')}}}", record, used)
-        number = _number(value)
-        if value is not None and (number is None or number <= rule.get("at_most", 0)):
-            raise RecordError(file, position, rule.get("field"),
-                              f"{value!r}: {rule.get('message', 'a failure value')}")
+    _check_fail_rules(mapping, record, used, file, position)
     run = {key: render(mapping.run.get(key), record, used) for key in RUN_KEYS
            if key != "identity"}
     identity = [_text(render(v, record, used)) or "" for v in mapping.run.get("identity", [])]
@@ -876,6 +894,40 @@ def _measured(mapping: Mapping, record: dict[str, Any], file: str, position: str
     extra = [(e.get("unit", ""), e.get("statistic", "median"), render(e.get("value"), record,
                                                                       used))
              for e in mapping.extra]
+    published = _published(mapping, record, used)
+    # Labels describe; they do not take a field away from the workload's parameters.
+    labels = {k: _text(render(v, record)) for k, v in mapping.labels.items()}
+    params = _parameters(mapping, record, used)
+    native = {"row": {k: v for k, v in record.items()
+                      if "." not in k and k != "x_columns" and v not in ("", None)}}
+    return Measured(
+        kernel=_text(run["kernel"]), implementation=_text(run["implementation"]),
+        pass_=_text(run["pass"]), variant=_text(run["variant"]), gpu=_text(run["gpu"]),
+        unit=_text(run["unit"]), observed_at=_text(run["observed_at"]),
+        version=_text(run["version"]), timer=_text(run["timer"]), workload=params,
+        stats={k: (str(v) if isinstance(v, str) else v) for k, v in stats.items()},
+        # Every identity value in its place, empty ones too: dropping them made ["a", ""]
+        # and ["", "a"] one run.
+        samples=_samples(samples, file, position), extra=extra, identity=identity,
+        native=native, published=published,
+        labels={k: v for k, v in labels.items() if v},
+    )
+
+
+def _check_fail_rules(mapping: Mapping, record: dict[str, Any], used: set[str], file: str,
+                      position: str) -> None:
+    """Refuse a record whose field a ``[[fail]]`` rule names is not a number, or at most the
+    rule's ``at_most`` (the harness's way of writing a failed case)."""
+    for rule in mapping.fail:
+        value = render(f"{{{rule.get('field')}}}", record, used)
+        number = _number(value)
+        if value is not None and (number is None or number <= rule.get("at_most", 0)):
+            raise RecordError(file, position, rule.get("field"),
+                              f"{value!r}: {rule.get('message', 'a failure value')}")
+
+
+def _published(mapping: Mapping, record: dict[str, Any], used: set[str]) -> list[dict]:
+    """The record's published claims: each ``[[published]]`` whose value is a number > 0."""
     published = []
     for p in mapping.published:
         value = _number(render(p.get("value"), record, used))
@@ -885,9 +937,12 @@ def _measured(mapping: Mapping, record: dict[str, Any], file: str, position: str
                 if key in p:
                     claim[key] = p[key]
             published.append(claim)
-    # Labels describe; they do not take a field away from the workload's parameters.
-    labels = {k: _text(render(v, record)) for k, v in mapping.labels.items()}
-    # Workload parameters: the listed fields, or every non-empty field nothing else used.
+    return published
+
+
+def _parameters(mapping: Mapping, record: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    """The workload's parameters: the listed fields, or (``"rest"``) every non-empty field
+    nothing else used, or the record's x columns; scalars only, text typed."""
     spec = mapping.workload.get("parameters", [])
     exclude = set(mapping.workload.get("exclude", []))
     if spec == "rest":
@@ -904,24 +959,15 @@ def _measured(mapping: Mapping, record: dict[str, Any], file: str, position: str
             continue
         # A JSON path names the parameter by its last part: case.rows -> rows.
         params[name.rsplit(".", 1)[-1]] = typed(value) if isinstance(value, str) else value
-    samples_count = None
-    if samples is not None:
-        count = _number(samples)
-        if count is None or count < 0 or not float(count).is_integer():
-            raise RecordError(file, position, "samples", f"expected a whole number, got "
-                                                         f"{samples!r}")
-        samples_count = int(count)
-    native = {"row": {k: v for k, v in record.items()
-                      if "." not in k and k != "x_columns" and v not in ("", None)}}
-    return Measured(
-        kernel=_text(run["kernel"]), implementation=_text(run["implementation"]),
-        pass_=_text(run["pass"]), variant=_text(run["variant"]), gpu=_text(run["gpu"]),
-        unit=_text(run["unit"]), observed_at=_text(run["observed_at"]),
-        version=_text(run["version"]), timer=_text(run["timer"]), workload=params,
-        stats={k: (str(v) if isinstance(v, str) else v) for k, v in stats.items()},
-        # Every identity value in its place, empty ones too: dropping them made ["a", ""]
-        # and ["", "a"] one run.
-        samples=samples_count, extra=extra, identity=identity,
-        native=native, published=published,
-        labels={k: v for k, v in labels.items() if v},
-    )
+    return params
+
+
+def _samples(samples: Any, file: str, position: str) -> int | None:
+    """The rendered sample count as a whole number (None when the mapping gives none)."""
+    if samples is None:
+        return None
+    count = _number(samples)
+    if count is None or count < 0 or not float(count).is_integer():
+        raise RecordError(file, position, "samples", f"expected a whole number, got "
+                                                     f"{samples!r}")
+    return int(count)

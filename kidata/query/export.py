@@ -18,7 +18,6 @@ FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json", ".ndjson": "nd
            ".jsonl": "ndjson", ".xlsx": "xlsx", ".arrow": "arrow", ".feather": "arrow"}
 ALLOWED = sorted(set(FORMATS.values()))
 EXCEL_MAX_ROWS = 1_048_576  # including the header row
-EXCEL_MAX_SHEET_NAME = 31
 
 
 def format_for(path: Path, fmt: str | None) -> str:

@@ -13,7 +13,7 @@ callers. Format modules import ``base``, never this package, so no import circle
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 from kidata.errors import RecordError, UnknownFormat
 from kidata.ingest.readers.base import (
@@ -25,6 +25,7 @@ from kidata.ingest.readers.base import (
     Lines,
     NotRegularFile,
     Overlong,
+    Reader,
     Rows,
     expand_paths,
     file_kind,
@@ -36,22 +37,17 @@ from kidata.ingest.readers.base import (
 )
 
 __all__ = ["INT_RANGE", "MAX_DEPTH", "MAX_RECORD_BYTES", "Gunzip", "Item", "Lines",
-           "NotRegularFile", "Overlong", "Rows", "detect", "expand_paths", "file_kind", "formats",
-           "iter_blocks", "iter_lines", "nesting_depth", "open_binary", "raw_text",
+           "NotRegularFile", "Overlong", "Reader", "Rows", "detect", "expand_paths", "file_kind",
+           "formats", "iter_blocks", "iter_lines", "nesting_depth", "open_binary", "raw_text",
            "read_file"]
 
 
 def formats() -> dict[str, Any]:
-    from kidata.ingest.readers import kernelindex, liger, trainkernel
-    from kidata.ingest.readers.field import FORMATS
+    """Every format's reading function by its ``--format`` name (the registry's
+    :class:`Reader` objects are :data:`kidata.ingest.readers.field.READERS`)."""
+    from kidata.ingest.readers.field import READERS
 
-    return {
-        "kernelindex": kernelindex.read,
-        "trainkernel": trainkernel.read,
-        "liger-csv": liger.read,
-        # The field's formats take the load's --set context as a third argument.
-        **{name: info.read() for name, info in FORMATS.items()},
-    }
+    return {name: reader.read for name, reader in READERS.items()}
 
 
 def detect(head: bytes) -> str:
@@ -110,16 +106,15 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
     a mapping (such a file is read again by every load, which adds nothing twice).
     ``settings`` (``--set key=value``) supply what the field's formats lack; ``mapping`` (a
     TOML mapping file, :mod:`kidata.ingest.mapping`) reads the file by that mapping instead."""
-    from kidata.ingest.readers.field import FORMATS
+    from kidata.ingest.readers.field import READERS
 
     if mapping is not None:
         from kidata.ingest.mapping import read_with_mapping
 
         yield from read_with_mapping(mapping, path, settings)
         return
-    readers = formats()
-    if fmt is not None and fmt not in readers:
-        raise UnknownFormat(fmt, sorted(readers))
+    if fmt is not None and fmt not in READERS:
+        raise UnknownFormat(fmt, sorted(READERS))
     name = "<stdin>" if path == "-" else path
     try:
         stream = open_binary(path)
@@ -135,33 +130,49 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
         except (OSError, EOFError) as exc:
             yield RecordError(name, "file", None, f"cannot read: {exc}")
             return
-        chosen = fmt or detect(head)
+        reader = READERS[fmt or detect(head)]
         try:
-            if batch_lines and chosen == "kernelindex":
-                from kidata.ingest.readers import kernelindex
-
-                yield from kernelindex.read(stream, name, batch_lines=batch_lines)
-            elif batch_rows and chosen == "liger-csv":
-                from kidata.ingest.readers import liger
-
-                yield from liger.read(stream, name, batch_rows=batch_rows)
-            elif chosen in FORMATS:
-                yield from readers[chosen](stream, name, settings)
-            else:
-                yield from readers[chosen](stream, name)
+            yield from _records(reader, stream, name, settings, batch_lines, batch_rows)
         except (OSError, EOFError) as exc:  # a read error in the middle of the file
             yield RecordError(name, "file", None, f"cannot read the rest of the file: {exc}")
-        gunzip = getattr(stream, "kidata_gunzip", None)
-        if gunzip is not None and gunzip.problem is not None:
-            error = RecordError(name, f"line {gunzip.lines + 1}" if gunzip.rest else "file",
-                                None, gunzip.problem)
-            error.raw = raw_text(gunzip.rest) if gunzip.rest else None  # type: ignore
-            yield error
-        source = getattr(stream, "kidata_source", None)
-        if source is not None and fingerprint is not None:
-            try:
-                size, sha256, mtime_ns, hashed_at = source.finish()
-            except OSError:
-                return  # not vouched for: read again next time
-            fingerprint.update(size=size, sha256=sha256, mtime_ns=mtime_ns,
-                               hashed_at=hashed_at)
+        yield from _gunzip_problem(stream, name)
+        if fingerprint is not None:
+            _fingerprint(stream, fingerprint)
+
+
+def _records(reader: Reader, stream: IO[bytes], name: str, settings: dict[str, str] | None,
+             batch_lines: int | None, batch_rows: int | None
+             ) -> Iterator[Item | RecordError | Lines | Rows]:
+    """The file's records by ``reader``; kernelindex and Liger CSV in batches when asked."""
+    if batch_lines and reader.name == "kernelindex":
+        from kidata.ingest.readers import kernelindex
+
+        return kernelindex.read(stream, name, batch_lines=batch_lines)
+    if batch_rows and reader.name == "liger-csv":
+        from kidata.ingest.readers import liger
+
+        return liger.read(stream, name, batch_rows=batch_rows)
+    return reader.records(stream, name, settings)
+
+
+def _gunzip_problem(stream: IO[bytes], name: str) -> Iterator[RecordError]:
+    """The reject for a gzip file's damaged or truncated end, if it has one."""
+    gunzip = getattr(stream, "kidata_gunzip", None)
+    if gunzip is not None and gunzip.problem is not None:
+        error = RecordError(name, f"line {gunzip.lines + 1}" if gunzip.rest else "file",
+                            None, gunzip.problem)
+        error.raw = raw_text(gunzip.rest) if gunzip.rest else None  # type: ignore
+        yield error
+
+
+def _fingerprint(stream: IO[bytes], fingerprint: dict[str, Any]) -> None:
+    """Fill ``fingerprint`` with what the hashing stream saw, once read to its end; left empty
+    for standard input, or when the file cannot vouch for what was read."""
+    source = getattr(stream, "kidata_source", None)
+    if source is None:
+        return
+    try:
+        size, sha256, mtime_ns, hashed_at = source.finish()
+    except OSError:
+        return  # not vouched for: read again next time
+    fingerprint.update(size=size, sha256=sha256, mtime_ns=mtime_ns, hashed_at=hashed_at)

@@ -3,7 +3,8 @@ format (that is the dispatch in :mod:`kidata.ingest.readers`, which imports the 
 they import only this module, so no import circle runs through the package).
 
 Limits (:data:`MAX_RECORD_BYTES`, :data:`INT_RANGE`, :data:`MAX_DEPTH`), the record types
-(:class:`Item`, :class:`Lines`, :class:`Rows`, :class:`Overlong`), opening files (plain, gzip,
+(:class:`Item`, :class:`Lines`, :class:`Rows`, :class:`Overlong`), what a registered reader is
+(:class:`Reader`), opening files (plain, gzip,
 stdin, hashed as read: :func:`open_binary`; the context files beside them, bounded:
 :func:`read_regular_head`), reading lines and blocks (:func:`iter_lines`,
 :func:`iter_blocks`), listing paths (:func:`expand_paths`) and :func:`raw_text`.
@@ -22,7 +23,7 @@ import stat
 import sys
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +49,29 @@ def nesting_depth(value: Any) -> int:
             stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict)
                                                   else item))
     return best
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One format kidata reads, registered as an object (:data:`kidata.ingest.readers.field.
+    READERS`): its name (``--format``), what ``kidata formats`` says of it, and the reading
+    function itself, so that a format's name leads to its code without an import string.
+    ``settings``: whether ``read`` takes the load's ``--set`` context as a third argument (the
+    field's formats and mappings do; kernelindex, Liger CSV and trainkernel do not)."""
+
+    name: str
+    title: str
+    supplies: str
+    lacks: str
+    read: Callable[..., Iterator[Any]]
+    settings: bool = True
+
+    def records(self, stream: IO[bytes], file: str,
+                settings: dict[str, str] | None = None) -> Iterator[Any]:
+        """The file's records, one at a time (:class:`Item` or :class:`RecordError`)."""
+        if self.settings:
+            return self.read(stream, file, settings)
+        return self.read(stream, file)
 
 
 @dataclass

@@ -318,20 +318,60 @@ class Builder:
     def item(self, m: Measured, position: str, raw: str | None = None) -> Item:
         """The bundle of one measured row; raises :class:`RecordError` naming the field (or the
         ``--set`` option) when something required is missing or is not a measurement."""
-        file, s = self.file, self.settings
+        file = self.file
 
         def fail(field_name: str | None, message: str) -> RecordError:
             return RecordError(file, position, field_name, message)
 
-        # What the record says wins; --set supplies what it lacks (readers that derive a value
-        # from the file's name let --set override that guess themselves).
+        case = self._case(m, fail)
+        measurements, native_values, values = _measurements(m, case, self.settings, fail)
+        primary = "median" if "median" in values else "mean" if "mean" in values \
+            else next(iter(values))
+        _add_resolution(m, case, measurements, values, fail)
+        _add_extra(m, measurements, fail)
+        params, spelled = self._parameters(m)
+        slug = m.slug or workload_slug(params)
+        h = self.harness
+
+        gpu = lookup_gpu(case.gpu_name)  # an unknown GPU is warned about by ingest.flatten
+        env, env_digest = self._doc(("env", gpu.key, case.gpu_name), lambda: environment_document(
+            gpu, f"{h.source}-{gpu.key}", f"{h.name} host · {case.gpu_name}"))
+        protocol, protocol_digest = self.protocol(case.pass_, primary, m.timer)
+        workload, workload_digest = self._doc(
+            ("workload", case.kernel, slug, repr(sorted(params.items(), key=lambda kv: kv[0]))),
+            lambda: document("Workload", f"{h.source}-{slugify(case.kernel)}-{slug}"[:200],
+                             f"{case.kernel} · {slug}",
+                             {"kernel": case.kernel, "name": slug, "parameters": params}))
+        when = case.observed.isoformat(timespec="milliseconds").replace("+00:00", "Z") \
+            if isinstance(case.observed, datetime) else None
+        external_id = self._external_id(case, gpu.key, params, m.identity, when, measurements)
+        native: dict[str, Any] = {"source": h.source, "benchmark": f"{case.kernel}/{case.pass_}",
+                                  "externalId": external_id, "unit": case.unit_text,
+                                  "values": native_values}
+        if spelled:
+            native["dtypeSpellings"] = spelled
+        if m.raw_samples:
+            native["samples"] = m.raw_samples
+        if m.published:
+            native["published"] = m.published
+        native.update(m.native)
+        spec = _spec(case.metric, primary, values, when, measurements, native)
+        spec["protocolDigest"] = protocol_digest
+        spec["workloadDigest"] = workload_digest
+        spec["environmentDigest"] = env_digest
+        run = self._run(m, case, slug, gpu.key, external_id, spec)
+        return Item(file, position, {"run": run, "protocol": protocol, "environment": env,
+                                     "workload": workload}, raw, title=case.implementation)
+
+    def _case(self, m: Measured, fail) -> _Case:
+        """What the record says of its case, ``--set`` supplying what it lacks (readers that
+        derive a value from the file's name let ``--set`` override that guess themselves);
+        refuses a missing kernel, implementation, GPU or unit, an unknown unit, a bad time."""
+        s = self.settings
         kernel = m.kernel or s.get("kernel")
         implementation = m.implementation or s.get("implementation")
-        pass_ = m.pass_ or s.get("pass") or "forward"
-        variant = m.variant or s.get("variant")
         gpu_name = m.gpu or s.get("gpu")
         unit_text = m.unit or s.get("unit")
-        version = m.version or s.get("version")
         for value, key in ((kernel, "kernel"), (implementation, "implementation"),
                            (gpu_name, "gpu"), (unit_text, "unit")):
             if not value or not str(value).strip():
@@ -342,73 +382,19 @@ class Builder:
             raise fail("unit", f"unknown unit {unit_text!r}; expected one of "
                                f"{', '.join(sorted(UNIT_SPELLINGS))} (--set unit=... "
                                "overrides the file's)")
-        metric, stored_unit = found_unit
         observed = m.observed_at or s.get("observed_at")
         if isinstance(observed, str):
             try:
                 observed = parse_time(observed, "observed_at")
             except UsageError as exc:
                 raise fail("observed_at", str(exc)) from None
+        return _Case(kernel, implementation, m.pass_ or s.get("pass") or "forward",
+                     m.variant or s.get("variant"), gpu_name, unit_text,
+                     m.version or s.get("version"), found_unit[0], found_unit[1], observed)
 
-        # Statistics, exact, in the stored unit; failures (0, negative, nan) are not numbers.
-        stats = dict(m.stats)
-        if "statistic" in s and list(stats) == ["median"]:
-            stats = {s["statistic"]: stats["median"]}
-        if m.raw_samples:
-            for k, v in summarise(m.raw_samples).items():
-                stats.setdefault(k, v)
-        measurements: list[dict[str, Any]] = []
-        native_values: dict[str, Any] = {}
-        values: dict[str, int | float] = {}
-        for statistic, value in stats.items():
-            if value is None:
-                continue
-            number = _number(value, statistic, fail)
-            if number < 0 or (number == 0 and statistic not in ZERO_ALLOWED):
-                raise fail(statistic, f"{value!r} is not a {metric} (the harness writes 0 or "
-                                      "a negative number when a case failed or was not "
-                                      "measured)")
-            native_values[statistic] = int(number) if number == number.to_integral_value() \
-                and abs(number) < 2 ** 53 else float(number)
-            if metric == "latency":
-                number = number * LATENCY_NS[unit_text.strip().lower()
-                                             if unit_text.strip() != "µs" else "µs"]
-            values[statistic] = _plain(number)
-            measurements.append({"metric": metric, "statistic": statistic,
-                                 "unit": stored_unit, "value": values[statistic]})
-        if not measurements:
-            raise fail(None, "no measured value in this record")
-        primary = "median" if "median" in values else "mean" if "mean" in values \
-            else next(iter(values))
-        if m.samples is not None or m.raw_samples:
-            count = m.samples if m.samples is not None else len(m.raw_samples or [])
-            measurements.append({"metric": metric, "statistic": "samples", "unit": "count",
-                                 "value": int(count)})
-        if m.resolution is not None:
-            steps = m.resolution if isinstance(m.resolution, dict) \
-                else {k: m.resolution for k in values}
-            for row in measurements:
-                step = steps.get(row["statistic"])
-                if step is None or row["statistic"] == "samples":
-                    continue
-                res = _number(step, "resolution", fail)
-                if metric == "latency":
-                    res = res * LATENCY_NS[unit_text.strip().lower()]
-                if res > 0:
-                    row["resolution"] = _plain(res)
-        for extra_unit, statistic, value in m.extra:
-            if value is None:
-                continue
-            found = unit_of(extra_unit)
-            if found is None:
-                raise fail(extra_unit, f"unknown unit {extra_unit!r}")
-            number = _number(value, f"{found[0]}.{statistic}", fail)
-            if number <= 0:
-                continue  # e.g. FlashInfer's tflops 0: "not computed", not a throughput
-            measurements.append({"metric": found[0], "statistic": statistic,
-                                 "unit": found[1], "value": _plain(number)})
-
-        # Workload: parameters numeric where they are numbers, dtypes in one spelling.
+    def _parameters(self, m: Measured) -> tuple[dict[str, Any], dict[str, str]]:
+        """The workload's parameters (empty ones dropped, dtypes in one spelling, ``--set
+        dtype`` when the record names none) and the dtype spellings the source used."""
         params: dict[str, Any] = {}
         spelled: dict[str, str] = {}
         for name, value in m.workload.items():
@@ -420,65 +406,143 @@ class Builder:
                     spelled[name] = value
                 value = canonical
             params[name] = value
-        if s.get("dtype") and "dtype" not in params:
-            params["dtype"] = normalise_dtype(s["dtype"])
-        slug = m.slug or workload_slug(params)
-        h = self.harness
+        if self.settings.get("dtype") and "dtype" not in params:
+            params["dtype"] = normalise_dtype(self.settings["dtype"])
+        return params, spelled
 
-        gpu = lookup_gpu(gpu_name)  # an unknown GPU is warned about by kidata.ingest.flatten
-        env, env_digest = self._doc(("env", gpu.key, gpu_name), lambda: environment_document(
-            gpu, f"{h.source}-{gpu.key}", f"{h.name} host · {gpu_name}"))
-        protocol, protocol_digest = self.protocol(pass_, primary, m.timer)
-        workload, workload_digest = self._doc(
-            ("workload", kernel, slug, repr(sorted(params.items(), key=lambda kv: kv[0]))),
-            lambda: document("Workload", f"{h.source}-{slugify(kernel)}-{slug}"[:200],
-                             f"{kernel} · {slug}",
-                             {"kernel": kernel, "name": slug, "parameters": params}))
-
-        # Identity: what tells runs of this source apart, as exact values (never the slug,
-        # never a delimiter join: docs/formats.md, "Identity"). A time when known; else the
-        # version and a fingerprint of the numbers, so a re-load adds nothing and a newer file
-        # with new numbers for the same case adds a run rather than a conflict.
-        when = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z") \
-            if isinstance(observed, datetime) else None
-        external_id = run_identity(
-            source=h.source, kernel=kernel, pass_=pass_, implementation=implementation,
-            variant=variant, gpu=gpu.key, workload=params, metric=metric,
-            identity=[str(p) for p in m.identity], observed_at=when,
-            version=None if when else version,
+    def _external_id(self, case: _Case, gpu_key: str, params: dict[str, Any],
+                     identity: list, when: str | None, measurements: list[dict]) -> str:
+        """The run's identity: what tells runs of this source apart, as exact values (never
+        the slug, never a delimiter join: docs/formats.md, "Identity"). A time when known;
+        else the version and a fingerprint of the numbers, so a re-load adds nothing and a
+        newer file with new numbers for the same case adds a run rather than a conflict."""
+        return run_identity(
+            source=self.harness.source, kernel=case.kernel, pass_=case.pass_,
+            implementation=case.implementation, variant=case.variant, gpu=gpu_key,
+            workload=params, metric=case.metric, identity=[str(p) for p in identity],
+            observed_at=when, version=None if when else case.version,
             numbers=None if when else numbers_fingerprint(measurements))
-        readable = slugify("-".join([h.source, kernel, pass_, implementation, gpu.key]))
-        run_name = run_name_of(readable, external_id)
 
-        native: dict[str, Any] = {"source": h.source, "benchmark": f"{kernel}/{pass_}",
-                                  "externalId": external_id, "unit": unit_text,
-                                  "values": native_values}
-        if spelled:
-            native["dtypeSpellings"] = spelled
-        if m.raw_samples:
-            native["samples"] = m.raw_samples
-        if m.published:
-            native["published"] = m.published
-        native.update(m.native)
-        spec: dict[str, Any] = {"status": "passed"}
-        if when:
-            spec["observedAt"] = when
-        timing: dict[str, Any] = {"primaryStatistic": primary}
-        if metric == "latency" and "median" in values:
-            timing["latencyNs"] = {"median": values["median"]}
-        spec["timing"] = timing
-        spec["measurements"] = measurements
-        spec["sourceNative"] = native
-        spec["protocolDigest"] = protocol_digest
-        spec["workloadDigest"] = workload_digest
-        spec["environmentDigest"] = env_digest
-        labels = {"kernel": kernel, "pass": pass_, "implementation": implementation,
-                  "workload": slug, "gpu_name": gpu_name, **m.labels}
-        if variant:
-            labels["variant"] = variant
-        if version:
-            labels["version"] = version
-        title = m.title or f"{kernel} · {implementation} · {slug}"
-        run = document("BenchmarkRun", run_name, title, spec, labels)
-        return Item(file, position, {"run": run, "protocol": protocol, "environment": env,
-                                     "workload": workload}, raw, title=implementation)
+    def _run(self, m: Measured, case: _Case, slug: str, gpu_key: str, external_id: str,
+             spec: dict[str, Any]) -> dict:
+        """The run document: its name, title and labels."""
+        h = self.harness
+        readable = slugify("-".join([h.source, case.kernel, case.pass_, case.implementation,
+                                     gpu_key]))
+        labels = {"kernel": case.kernel, "pass": case.pass_,
+                  "implementation": case.implementation, "workload": slug,
+                  "gpu_name": case.gpu_name, **m.labels}
+        if case.variant:
+            labels["variant"] = case.variant
+        if case.version:
+            labels["version"] = case.version
+        title = m.title or f"{case.kernel} · {case.implementation} · {slug}"
+        return document("BenchmarkRun", run_name_of(readable, external_id), title, spec, labels)
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One measured row's case as :meth:`Builder.item` builds it: the record's values, else
+    ``--set``'s, checked; ``metric`` and ``stored_unit`` are what its unit measures and how
+    kidata stores it; ``observed`` a time, or None."""
+
+    kernel: str
+    implementation: str
+    pass_: str
+    variant: str | None
+    gpu_name: str
+    unit_text: str
+    version: str | None
+    metric: str
+    stored_unit: str
+    observed: datetime | None
+
+
+def _measurements(m: Measured, case: _Case, settings: Mapping[str, str], fail
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int | float]]:
+    """The row's measurements (statistics exact, in the stored unit; then the sample count),
+    the values as the source gave them, and the stored values by statistic. A failure (0,
+    negative, nan) is not a number; a row with no measured value is refused."""
+    metric, unit_text = case.metric, case.unit_text
+    stats = dict(m.stats)
+    if "statistic" in settings and list(stats) == ["median"]:
+        stats = {settings["statistic"]: stats["median"]}
+    if m.raw_samples:
+        for k, v in summarise(m.raw_samples).items():
+            stats.setdefault(k, v)
+    measurements: list[dict[str, Any]] = []
+    native_values: dict[str, Any] = {}
+    values: dict[str, int | float] = {}
+    for statistic, value in stats.items():
+        if value is None:
+            continue
+        number = _number(value, statistic, fail)
+        if number < 0 or (number == 0 and statistic not in ZERO_ALLOWED):
+            raise fail(statistic, f"{value!r} is not a {metric} (the harness writes 0 or "
+                                  "a negative number when a case failed or was not "
+                                  "measured)")
+        native_values[statistic] = int(number) if number == number.to_integral_value() \
+            and abs(number) < 2 ** 53 else float(number)
+        if metric == "latency":
+            number = number * LATENCY_NS[unit_text.strip().lower()
+                                         if unit_text.strip() != "µs" else "µs"]
+        values[statistic] = _plain(number)
+        measurements.append({"metric": metric, "statistic": statistic,
+                             "unit": case.stored_unit, "value": values[statistic]})
+    if not measurements:
+        raise fail(None, "no measured value in this record")
+    if m.samples is not None or m.raw_samples:
+        count = m.samples if m.samples is not None else len(m.raw_samples or [])
+        measurements.append({"metric": metric, "statistic": "samples", "unit": "count",
+                             "value": int(count)})
+    return measurements, native_values, values
+
+
+def _add_resolution(m: Measured, case: _Case, measurements: list[dict[str, Any]],
+                    values: dict[str, int | float], fail) -> None:
+    """Give each measured statistic its rounding step (``m.resolution``: one for all, or by
+    statistic), in the stored unit; a step of 0 is none."""
+    if m.resolution is None:
+        return
+    steps = m.resolution if isinstance(m.resolution, dict) \
+        else {k: m.resolution for k in values}
+    for row in measurements:
+        step = steps.get(row["statistic"])
+        if step is None or row["statistic"] == "samples":
+            continue
+        res = _number(step, "resolution", fail)
+        if case.metric == "latency":
+            res = res * LATENCY_NS[case.unit_text.strip().lower()]
+        if res > 0:
+            row["resolution"] = _plain(res)
+
+
+def _add_extra(m: Measured, measurements: list[dict[str, Any]], fail) -> None:
+    """Add the row's other quantities (``m.extra``: throughput and the like, each in its own
+    unit); a value of 0 or less means "not computed" and is left out."""
+    for extra_unit, statistic, value in m.extra:
+        if value is None:
+            continue
+        found = unit_of(extra_unit)
+        if found is None:
+            raise fail(extra_unit, f"unknown unit {extra_unit!r}")
+        number = _number(value, f"{found[0]}.{statistic}", fail)
+        if number <= 0:
+            continue  # e.g. FlashInfer's tflops 0: "not computed", not a throughput
+        measurements.append({"metric": found[0], "statistic": statistic,
+                             "unit": found[1], "value": _plain(number)})
+
+
+def _spec(metric: str, primary: str, values: dict[str, int | float], when: str | None,
+          measurements: list[dict[str, Any]], native: dict[str, Any]) -> dict[str, Any]:
+    """The run's spec up to its digests, keys in the order kidata has always written them."""
+    spec: dict[str, Any] = {"status": "passed"}
+    if when:
+        spec["observedAt"] = when
+    timing: dict[str, Any] = {"primaryStatistic": primary}
+    if metric == "latency" and "median" in values:
+        timing["latencyNs"] = {"median": values["median"]}
+    spec["timing"] = timing
+    spec["measurements"] = measurements
+    spec["sourceNative"] = native
+    return spec

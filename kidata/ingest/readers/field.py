@@ -1,80 +1,90 @@
-"""The field's result formats: their readers, how each is recognised from its first bytes, and
-what each can and cannot supply (``kidata formats``, ``docs/formats.md``)."""
+"""Every format kidata reads, registered as :class:`~kidata.ingest.readers.base.Reader` objects
+(:data:`READERS`: kidata's own formats, then the field's): each refers to its reading function
+itself, and a format that is a built-in mapping to :func:`kidata.ingest.mapping.read_builtin`
+with the mapping's name. Also how each field format is recognised from its first bytes
+(:func:`detect`) and what each can and cannot supply (``kidata formats``, ``docs/formats.md``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from functools import partial
+
+from kidata.ingest import mapping
+from kidata.ingest.readers import (
+    gbench,
+    kernelbench,
+    kernelindex,
+    liger,
+    nvbench,
+    pytorch_v3,
+    trainkernel,
+)
+from kidata.ingest.readers.base import Reader
 
 
-@dataclass(frozen=True)
-class FormatInfo:
-    name: str
-    title: str
-    supplies: str
-    lacks: str
-    reader: str  # "module:function" under kidata.ingest.readers, imported when used
-
-    def read(self) -> Callable[..., Any]:
-        """The reader: a function of a module under kidata.ingest.readers, or for ``mapping:NAME``
-        the built-in mapping ``kidata/data/mappings/NAME.toml`` (:mod:`kidata.ingest.mapping`)."""
-        from importlib import import_module
-
-        module, function = self.reader.split(":")
-        if module == "mapping":
-            from kidata.ingest import mapping
-
-            def read(stream, file, settings=None):
-                found = mapping.load_mapping(mapping.builtin_path(function))
-                return mapping.read_stream(found, stream, file, settings)
-            return read
-        return getattr(import_module(f"kidata.ingest.readers.{module}"), function)
+def _mapping(name: str) -> partial:
+    """The reader of the built-in mapping ``kidata/data/mappings/NAME.toml``."""
+    return partial(mapping.read_builtin, name)
 
 
-FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
-    FormatInfo("flashinfer-csv", "FlashInfer flashinfer_benchmark.py --output_path CSV",
-               "routine (kernel), backend (implementation), parameters, median and stddev (ms), "
-               "TFLOP/s, TB/s",
-               "GPU and version (read from the stdout .txt beside the file, else --set gpu= "
-               "--set version=), time (--set observed_at=)", "mapping:flashinfer-csv"),
-    FormatInfo("nvbench-json", "NVIDIA nvbench --json",
-               "benchmark (kernel), axes (workload), GPU per device, mean and relative stddev "
-               "(s), median/q1/q3/min/max in newer files, samples, bandwidth",
-               "implementation (--set implementation=, default the executable's name), time "
-               "(--set observed_at=)", "nvbench:read_json_output"),
-    FormatInfo("nvbench-csv", "NVIDIA nvbench --csv",
-               "benchmark, axes, GPU name, mean and relative stddev (s), samples, bandwidth",
-               "implementation (--set implementation=, required), time", "nvbench:read_csv_output"),
-    FormatInfo("kernelbench-json", "KernelBench baseline timing JSON",
-               "problem (kernel), mean/std/min/max (ms, 3 significant digits), trials, GPU",
-               "median (the mean is primary), time; implementation only from the file name "
-               "(baseline_time_torch[_compile_<backend>_<mode>]) or --set implementation=",
-               "kernelbench:read"),
-    FormatInfo("triton-perf-report", "triton.testing.perf_report save_path CSV",
-               "x values (workload), one value per provider (implementation)",
-               "unit and GPU (--set unit= --set gpu=, required), kernel (default the file "
-               "name), dtype, time, spread (median only)", "mapping:triton-perf-report"),
-    FormatInfo("pytorch-v3", "PyTorch OSS benchmark database records, schema v3",
-               "benchmark, model (kernel), backend (implementation), metric with raw samples, "
-               "runner (GPU) when uploaded",
-               "GPU when no runners (--set gpu=), time unless uploaded (--set observed_at=)",
-               "pytorch_v3:read"),
-    FormatInfo("dynamo-csv", "PyTorch benchmarks/dynamo --performance CSV",
-               "model (kernel), batch size, compiled latency (ms), speedup over eager (a "
-               "published claim)",
-               "GPU and compiler (--set gpu=, implementation from the file name or --set "
-               "implementation=), eager latency, spread, time", "mapping:dynamo-csv"),
-    FormatInfo("google-benchmark-json", "google/benchmark --benchmark_out_format=json",
-               "benchmark name (kernel/arguments), real time per iteration with time_unit, "
-               "iterations, aggregates (mean/median/stddev) over repetitions, context date",
-               "GPU (--set gpu=), implementation (--set implementation=, default the "
-               "benchmark family)", "gbench:read"),
-    FormatInfo("github-action-benchmark", "github-action-benchmark data.js store",
-               "a series over commits: benchmark name, value and unit, commit id and time",
-               "GPU (--set gpu=), spread (one value per commit)", "gbench:read_data_js"),
+# kidata's own formats: read without the load's --set context.
+BUILT_IN: tuple[Reader, ...] = (
+    Reader("kernelindex", "kernelindex bundles or documents (JSON, JSON Lines, seed files)",
+           "everything the model has", "nothing", kernelindex.read, settings=False),
+    Reader("liger-csv", "Liger-Kernel benchmark CSV (docs/liger.md)",
+           "kernel, provider, mode, p20/median/p80, GPU, time, version",
+           "spread beyond p20/p80", liger.read, settings=False),
+    Reader("trainkernel", "trainkernel results table",
+           "GPU, workload, latency (µs), published ratio", "time, spread", trainkernel.read,
+           settings=False),
+)
+
+# The field's formats: they take the load's --set context for what the file lacks.
+FORMATS: dict[str, Reader] = {f.name: f for f in (
+    Reader("flashinfer-csv", "FlashInfer flashinfer_benchmark.py --output_path CSV",
+           "routine (kernel), backend (implementation), parameters, median and stddev (ms), "
+           "TFLOP/s, TB/s",
+           "GPU and version (read from the stdout .txt beside the file, else --set gpu= "
+           "--set version=), time (--set observed_at=)", _mapping("flashinfer-csv")),
+    Reader("nvbench-json", "NVIDIA nvbench --json",
+           "benchmark (kernel), axes (workload), GPU per device, mean and relative stddev "
+           "(s), median/q1/q3/min/max in newer files, samples, bandwidth",
+           "implementation (--set implementation=, default the executable's name), time "
+           "(--set observed_at=)", nvbench.read_json_output),
+    Reader("nvbench-csv", "NVIDIA nvbench --csv",
+           "benchmark, axes, GPU name, mean and relative stddev (s), samples, bandwidth",
+           "implementation (--set implementation=, required), time", nvbench.read_csv_output),
+    Reader("kernelbench-json", "KernelBench baseline timing JSON",
+           "problem (kernel), mean/std/min/max (ms, 3 significant digits), trials, GPU",
+           "median (the mean is primary), time; implementation only from the file name "
+           "(baseline_time_torch[_compile_<backend>_<mode>]) or --set implementation=",
+           kernelbench.read),
+    Reader("triton-perf-report", "triton.testing.perf_report save_path CSV",
+           "x values (workload), one value per provider (implementation)",
+           "unit and GPU (--set unit= --set gpu=, required), kernel (default the file "
+           "name), dtype, time, spread (median only)", _mapping("triton-perf-report")),
+    Reader("pytorch-v3", "PyTorch OSS benchmark database records, schema v3",
+           "benchmark, model (kernel), backend (implementation), metric with raw samples, "
+           "runner (GPU) when uploaded",
+           "GPU when no runners (--set gpu=), time unless uploaded (--set observed_at=)",
+           pytorch_v3.read),
+    Reader("dynamo-csv", "PyTorch benchmarks/dynamo --performance CSV",
+           "model (kernel), batch size, compiled latency (ms), speedup over eager (a "
+           "published claim)",
+           "GPU and compiler (--set gpu=, implementation from the file name or --set "
+           "implementation=), eager latency, spread, time", _mapping("dynamo-csv")),
+    Reader("google-benchmark-json", "google/benchmark --benchmark_out_format=json",
+           "benchmark name (kernel/arguments), real time per iteration with time_unit, "
+           "iterations, aggregates (mean/median/stddev) over repetitions, context date",
+           "GPU (--set gpu=), implementation (--set implementation=, default the "
+           "benchmark family)", gbench.read),
+    Reader("github-action-benchmark", "github-action-benchmark data.js store",
+           "a series over commits: benchmark name, value and unit, commit id and time",
+           "GPU (--set gpu=), spread (one value per commit)", gbench.read_data_js),
 )}
+
+# The registry: every format by its --format name, kidata's own first.
+READERS: dict[str, Reader] = {r.name: r for r in (*BUILT_IN, *FORMATS.values())}
 
 
 def _starts(text: bytes, *patterns: bytes) -> bool:
@@ -115,26 +125,14 @@ def detect(text: bytes) -> str | None:
     return None
 
 
-BUILT_IN = (
-    ("kernelindex", "kernelindex bundles or documents (JSON, JSON Lines, seed files)",
-     "everything the model has", "nothing"),
-    ("liger-csv", "Liger-Kernel benchmark CSV (docs/liger.md)",
-     "kernel, provider, mode, p20/median/p80, GPU, time, version", "spread beyond p20/p80"),
-    ("trainkernel", "trainkernel results table", "GPU, workload, latency (µs), published ratio",
-     "time, spread"),
-)
-
-
 def describe() -> list[str]:
     """Lines for ``kidata formats``: each format, what it supplies, what it lacks."""
     from kidata.ingest.readers.builder import SETTINGS
 
     lines = []
-    for name, title, supplies, lacks in BUILT_IN:
-        lines += [f"{name}: {title}", f"  supplies: {supplies}", f"  lacks: {lacks}"]
-    for info in FORMATS.values():
-        lines += [f"{info.name}: {info.title}", f"  supplies: {info.supplies}",
-                  f"  lacks: {info.lacks}"]
+    for reader in READERS.values():
+        lines += [f"{reader.name}: {reader.title}", f"  supplies: {reader.supplies}",
+                  f"  lacks: {reader.lacks}"]
     lines.append("--set keys (context a file lacks):")
     width = max(len(k) for k in SETTINGS)
     lines += [f"  {key:<{width}}  {text}" for key, text in SETTINGS.items()]

@@ -248,26 +248,34 @@ def read(stream: IO[bytes], file: str, batch_lines: int | None = None
         if stripped[:1] == b"[":
             yield from _whole(line, lines, file, title, number)
             return
-        if title is not None:
-            yield RecordError(file, f"line {number}", None,
-                              "expected JSON after the title line, got text: "
-                              f"{raw_text(stripped, 80)!r}")
+        found = _title(stripped, title, file, number)
+        if isinstance(found, RecordError):
+            yield found
             return
-        try:
-            title = stripped.decode("utf-8")
-        except UnicodeDecodeError:
-            yield RecordError(file, f"line {number}", None,
-                              "not UTF-8 text: the file is not kernelindex JSON")
-            return
-        if len(title) > 200:
-            yield RecordError(file, f"line {number}", None,
-                              "not JSON and too long to be a title line: expected kernelindex "
-                              "JSON, JSON Lines, or a title line then JSON")
-            return
+        title = found
     if title is not None:
         yield RecordError(file, "document", None, "a title line but no JSON document after it")
     else:
         yield RecordError(file, "document", None, "empty file: no records")
+
+
+def _title(stripped: bytes, title: str | None, file: str, number: int) -> str | RecordError:
+    """A line of text before the JSON: the file's title line, or (a second one, not UTF-8, or
+    over 200 characters) the reject that says the file is not kernelindex JSON."""
+    if title is not None:
+        return RecordError(file, f"line {number}", None,
+                           "expected JSON after the title line, got text: "
+                           f"{raw_text(stripped, 80)!r}")
+    try:
+        title = stripped.decode("utf-8")
+    except UnicodeDecodeError:
+        return RecordError(file, f"line {number}", None,
+                           "not UTF-8 text: the file is not kernelindex JSON")
+    if len(title) > 200:
+        return RecordError(file, f"line {number}", None,
+                           "not JSON and too long to be a title line: expected kernelindex "
+                           "JSON, JSON Lines, or a title line then JSON")
+    return title
 
 
 def _blocks(stream: IO[bytes], number: int, file: str, title: str | None,

@@ -641,7 +641,88 @@ def _parse_config(config_text: str) -> dict[str, Any]:
 
 def _item(values: list[str], index: dict[str, int], header: list[str], file: str,
           position: str, raw: str | None, docs: _Docs) -> Item:
+    """One CSV row as a bundle: its fields checked in the CSV's column order (so a reject
+    names the first bad one), its shared documents built once per file (``docs``)."""
     row = _Row(values, index, file, position)
+    _check_width(row, values, index, header)
+    kernel = row.name("kernel_name")
+    provider = row.name("kernel_provider")
+    # Upstream writes an empty mode when a script runs without one: kept, as "unspecified".
+    mode = row.name("kernel_operation_mode") if row.get("kernel_operation_mode").strip() \
+        else UNSPECIFIED
+    metric_name, unit = _metric(row)
+    x_name, x_label, x_value = _x(row)
+    numbers = _quantiles(row)
+    config_text = row.get("extra_benchmark_config_str").strip()
+    config = docs.configs.get(config_text)
+    if config is None:
+        config = _config(row, config_text)
+        if len(docs.configs) < 10_000:
+            docs.configs[config_text] = config
+    gpu_name = row.text("gpu_name")
+    gpu_slug = _gpu_slug(row, docs, gpu_name)
+    observed = _observed(row)
+    version = row.get("liger_version").strip()
+    params, slug, params_key = _workload(docs, x_name, x_value, config_text, config)
+
+    kernel_title = display_name("kernels", kernel)
+    impl_title = display_name("implementations", provider)
+    built = _documents(docs, metric_name, mode, gpu_name, kernel, kernel_title, provider,
+                       impl_title, params, slug, params_key, x_name, x_label)
+
+    parts = [kernel, mode, provider, gpu_slug, slug, observed.strftime("%Y-%m-%d-%H-%M-%S")]
+    title = f"{kernel_title} · {provider} · {mode}"
+    if metric_name == "memory":
+        parts.append("memory")
+        title += " · memory"
+    native = {
+        "source": SOURCE,
+        "metrics": {f"{unit.lower()}_{q}": numbers[q][0] for q, _, _ in QUANTILES},
+        "benchmark": f"{kernel}/{mode}",
+        "externalId": "/".join(parts),
+    }
+    spec = _spec(row, metric_name, unit, numbers, observed)
+    spec["sourceNative"] = native
+    for name in ("protocol", "workload", "environment", "implementation"):
+        spec[f"{name}Digest"] = built[name][1]
+    run = document("BenchmarkRun", "liger-" + "-".join(parts).replace("_", "-"), title, spec,
+                   {"liger_version": version} if version else None)
+    return Item(file, position, {"run": run, **{name: doc for name, (doc, _) in built.items()}},
+                raw, title=impl_title)
+
+
+def _documents(docs: _Docs, metric_name: str, mode: str, gpu_name: str, kernel: str,
+               kernel_title: str, provider: str, impl_title: str, params: dict[str, Any],
+               slug: str, params_key: str, x_name: str, x_label: str
+               ) -> dict[str, tuple[dict, str]]:
+    """The row's shared documents with their digests, built once per file (``docs``):
+    ``protocol``, ``environment``, ``workload`` and ``implementation``, in the bundle's
+    order."""
+    gpu = lookup_gpu(gpu_name)
+    env = docs.get(("env", gpu_name), lambda: _environment(gpu_name, gpu))
+    if metric_name == "speed":
+        protocol = docs.get(("speed", mode), lambda: (speed_protocol(mode)))
+    else:
+        protocol = docs.get(("memory", mode), lambda: memory_protocol(mode))
+    workload = docs.get(
+        _workload_key(kernel, params_key, x_label),
+        lambda: document("Workload", f"liger-{kernel}-{slug}".replace("_", "-"),
+                         f"{kernel_title} · {slug}",
+                         {"kernel": kernel, "name": slug, "parameters": params},
+                         {"x_name": x_name, "x_label": x_label} if x_label
+                         else {"x_name": x_name}))
+    implementation = docs.get(
+        ("implementation", kernel, provider),
+        lambda: document("Implementation", f"liger-impl-{kernel}-{provider}".replace("_", "-"),
+                         f"{impl_title} · {kernel_title}", {"kernel": kernel, "name": provider}))
+    return {"protocol": protocol, "environment": env, "workload": workload,
+            "implementation": implementation}
+
+
+def _check_width(row: _Row, values: list[str], index: dict[str, int],
+                 header: list[str]) -> None:
+    """Refuse a row with fewer or more fields than the header (naming the first missing
+    column of those kidata reads, or an unquoted comma)."""
     if len(values) < len(header):
         first_missing = next(c for c in COLUMNS if index[c] >= len(values)) \
             if any(index[c] >= len(values) for c in COLUMNS) else None
@@ -650,11 +731,10 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
     if len(values) > len(header):
         raise row.fail(None, f"long row: {len(values)} fields, the header has {len(header)} "
                              "(an unquoted comma?)")
-    kernel = row.name("kernel_name")
-    provider = row.name("kernel_provider")
-    # Upstream writes an empty mode when a script runs without one: kept, as "unspecified".
-    mode = row.name("kernel_operation_mode") if row.get("kernel_operation_mode").strip() \
-        else UNSPECIFIED
+
+
+def _metric(row: _Row) -> tuple[str, str]:
+    """The row's metric (``speed`` or ``memory``) and a unit that metric can have."""
     metric_name = row.text("metric_name")
     unit = row.text("metric_unit")
     if metric_name == "speed":
@@ -667,25 +747,34 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                                           f", got {unit!r}")
     else:
         raise row.fail("metric_name", f"expected 'speed' or 'memory', got {metric_name!r}")
+    return metric_name, unit
+
+
+def _x(row: _Row) -> tuple[str, str, Any]:
+    """The row's x axis: its name, label and value (an integer within 64 bits)."""
     x_name = row.text("x_name")
     x_label = row.get("x_label").strip()
     x_value = parse_x(row.text("x_value"))
     if isinstance(x_value, int) and not INT_RANGE[0] <= x_value <= INT_RANGE[1]:
         raise row.fail("x_value", f"integer {x_value} is beyond 64 bits (kidata keeps "
                                   f"integers from {INT_RANGE[0]} to {INT_RANGE[1]})")
-    # Checked in the CSV's column order (y_value_50 first), so errors name the first bad one.
+    return x_name, x_label, x_value
+
+
+def _quantiles(row: _Row) -> dict[str, tuple]:
+    """The row's p50, p20 and p80 (``row.positive``'s pairs by ``"50"``, ``"20"``, ``"80"``),
+    checked in the CSV's column order (y_value_50 first) and in order of size."""
     numbers = {q: row.positive(f"y_value_{q}") for q in ("50", "20", "80")}
     if not numbers["20"][0] <= numbers["50"][0] <= numbers["80"][0]:
         raise row.fail("y_value_50", f"quantiles out of order: expected y_value_20 <= "
                                      f"y_value_50 <= y_value_80, got {numbers['20'][1]}, "
                                      f"{numbers['50'][1]}, {numbers['80'][1]}")
-    config_text = row.get("extra_benchmark_config_str").strip()
-    config = docs.configs.get(config_text)
-    if config is None:
-        config = _config(row, config_text)
-        if len(docs.configs) < 10_000:
-            docs.configs[config_text] = config
-    gpu_name = row.text("gpu_name")
+    return numbers
+
+
+def _gpu_slug(row: _Row, docs: _Docs, gpu_name: str) -> str:
+    """The GPU's name as it appears in the external id (remembered per file); refused when
+    it has no letter or digit."""
     gpu_slug = docs.gpu_slugs.get(gpu_name)
     if gpu_slug is None:
         gpu_slug = slugify(gpu_name)
@@ -693,17 +782,26 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
             docs.gpu_slugs[gpu_name] = gpu_slug
     if not gpu_slug:
         raise row.fail("gpu_name", f"expected a GPU name with letters or digits, got {gpu_name!r}")
+    return gpu_slug
+
+
+def _observed(row: _Row) -> datetime:
+    """The row's ``timestamp`` as a UTC time."""
     stamp = row.text("timestamp")
     try:
-        observed = parse_timestamp(stamp)
+        return parse_timestamp(stamp)
     except OverflowError:
         raise row.fail("timestamp", f"time {stamp!r} is outside years 1-9999 once converted "
                                     "to UTC") from None
     except ValueError:
         raise row.fail("timestamp", f"expected a time such as 2024-09-03 15:39:30, "
                                     f"got {stamp!r}") from None
-    version = row.get("liger_version").strip()
 
+
+def _workload(docs: _Docs, x_name: str, x_value: Any, config_text: str,
+              config: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
+    """The workload's parameters, slug and parameters key (JSON, sorted keys), remembered
+    per file by the x value and the config text."""
     workload_key = (x_name, type(x_value), repr(x_value), config_text)  # -0.0 is not 0.0
     found = docs.workloads.get(workload_key)
     if found is None:
@@ -712,69 +810,33 @@ def _item(values: list[str], index: dict[str, int], header: list[str], file: str
                  json.dumps(params, sort_keys=True))
         if len(docs.workloads) < 100_000:
             docs.workloads[workload_key] = found
-    params, slug, params_key = found
-    kernel_title = display_name("kernels", kernel)
-    gpu = lookup_gpu(gpu_name)
-    env, env_digest = docs.get(("env", gpu_name), lambda: _environment(gpu_name, gpu))
-    if metric_name == "speed":
-        protocol, protocol_digest = docs.get(("speed", mode), lambda: (speed_protocol(mode)))
-    else:
-        protocol, protocol_digest = docs.get(("memory", mode), lambda: memory_protocol(mode))
-    workload, workload_digest = docs.get(
-        _workload_key(kernel, params_key, x_label),
-        lambda: document("Workload", f"liger-{kernel}-{slug}".replace("_", "-"),
-                         f"{kernel_title} · {slug}",
-                         {"kernel": kernel, "name": slug, "parameters": params},
-                         {"x_name": x_name, "x_label": x_label} if x_label
-                         else {"x_name": x_name}))
-    impl_title = display_name("implementations", provider)
-    implementation, implementation_digest = docs.get(
-        ("implementation", kernel, provider),
-        lambda: document("Implementation", f"liger-impl-{kernel}-{provider}".replace("_", "-"),
-                         f"{impl_title} · {kernel_title}", {"kernel": kernel, "name": provider}))
+    return found
 
-    time_slug = observed.strftime("%Y-%m-%d-%H-%M-%S")
-    parts = [kernel, mode, provider, gpu_slug, slug, time_slug]
-    title = f"{kernel_title} · {provider} · {mode}"
-    if metric_name == "memory":
-        parts.append("memory")
-        title += " · memory"
-    external_id = "/".join(parts)
-    run_name = "liger-" + "-".join(parts).replace("_", "-")
-    prefix = unit.lower()
-    native = {
-        "source": SOURCE,
-        "metrics": {f"{prefix}_{q}": numbers[q][0] for q, _, _ in QUANTILES},
-        "benchmark": f"{kernel}/{mode}",
-        "externalId": external_id,
-    }
+
+def _spec(row: _Row, metric_name: str, unit: str, numbers: dict[str, tuple],
+          observed: datetime) -> dict[str, Any]:
+    """The run's spec up to its source and digests: for speed, latencies in ns (each within
+    64 bits; the timer's step as resolution when at least two quantiles fall on it); for
+    memory, the values in the file's unit, median first."""
     spec: dict[str, Any] = {"status": "passed"}
-    if metric_name == "speed":
-        factor = SPEED_UNITS[unit]
-        ns = {q: ns_from(numbers[q][1], factor) for q, _, _ in QUANTILES}
-        for q, _, _ in QUANTILES:  # in ns, a run's latency must fit kidata's integers
-            if ns[q] > INT_RANGE[1]:
-                raise row.fail(f"y_value_{q}", f"{numbers[q][1]} {unit} is {ns[q]:,} ns, "
-                                               "beyond 64 bits; expected a plausible latency")
-        spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
-        if sum(ns[q] % TIMER_STEP_NS in (0, 1, TIMER_STEP_NS - 1) for q in ns) >= 2:
-            spec["timing"]["resolutionNs"] = TIMER_STEP_NS
-        spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        spec["measurements"] = [
-            {"unit": "ns", "value": ns[q], "metric": "latency", "statistic": stat}
-            for q, _, stat in QUANTILES if stat != "median"]
-    else:
-        spec["observedAt"] = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    when = observed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if metric_name != "speed":
+        spec["observedAt"] = when
         spec["measurements"] = [
             {"unit": unit, "value": numbers[q][0], "metric": "memory", "statistic": stat}
             for q, _, stat in sorted(QUANTILES, key=lambda t: t[2] != "median")]
-    spec["sourceNative"] = native
-    spec["protocolDigest"] = protocol_digest
-    spec["workloadDigest"] = workload_digest
-    spec["environmentDigest"] = env_digest
-    spec["implementationDigest"] = implementation_digest
-    run = document("BenchmarkRun", run_name, title, spec,
-                   {"liger_version": version} if version else None)
-    return Item(file, position, {"run": run, "protocol": protocol, "environment": env,
-                                 "workload": workload, "implementation": implementation},
-                raw, title=impl_title)
+        return spec
+    factor = SPEED_UNITS[unit]
+    ns = {q: ns_from(numbers[q][1], factor) for q, _, _ in QUANTILES}
+    for q, _, _ in QUANTILES:  # in ns, a run's latency must fit kidata's integers
+        if ns[q] > INT_RANGE[1]:
+            raise row.fail(f"y_value_{q}", f"{numbers[q][1]} {unit} is {ns[q]:,} ns, "
+                                           "beyond 64 bits; expected a plausible latency")
+    spec["timing"] = {"latencyNs": {"median": ns["50"]}, "primaryStatistic": "median"}
+    if sum(ns[q] % TIMER_STEP_NS in (0, 1, TIMER_STEP_NS - 1) for q in ns) >= 2:
+        spec["timing"]["resolutionNs"] = TIMER_STEP_NS
+    spec["observedAt"] = when
+    spec["measurements"] = [
+        {"unit": "ns", "value": ns[q], "metric": "latency", "statistic": stat}
+        for q, _, stat in QUANTILES if stat != "median"]
+    return spec

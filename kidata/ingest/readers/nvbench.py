@@ -120,9 +120,8 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
                     file, position, None, str(err))
 
 
-# CSV: the columns that hold the measurements (their names as nvbench writes them).
+# CSV: the column that holds the measurements (its name as nvbench writes it).
 CSV_TIME = "GPU Time (sec)"
-CSV_FIXED = ("Benchmark", "Device", "Device Name")
 
 
 def read_csv_output(stream: IO[bytes], file: str, settings: dict[str, str] | None = None

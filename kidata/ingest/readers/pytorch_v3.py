@@ -114,7 +114,38 @@ def read(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
             yield err
 
 
+def _values(values: Any, fail) -> list:
+    """``metric.benchmark_values``: a non-empty list of measurements (numbers > 0)."""
+    if not isinstance(values, list) or not values:
+        raise fail("metric.benchmark_values", "expected a non-empty list of numbers")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+            raise fail(f"metric.benchmark_values[{i}]",
+                       f"{v!r} is not a measurement (the uploader writes 0.0 for a failed "
+                       "benchmark)")
+    return values
+
+
+def _parameters(bench: dict, model: dict) -> dict[str, Any]:
+    """The workload: the benchmark's name, the model's type, the mode and dtype, then the
+    benchmark's scalar ``extra_info`` (its description left out)."""
+    info = bench.get("extra_info") if isinstance(bench.get("extra_info"), dict) else {}
+    params: dict[str, Any] = {"benchmark": bench.get("name")}
+    if isinstance(model.get("type"), str):
+        params["model_type"] = model["type"]
+    if isinstance(bench.get("mode"), str):
+        params["mode"] = bench["mode"]
+    if isinstance(bench.get("dtype"), str):
+        params["dtype"] = bench["dtype"]
+    for k, v in info.items():
+        if isinstance(v, str | int | float | bool) and k != "description":
+            params[k] = v
+    return params
+
+
 def _measured(rec: Any, file: str, position: str) -> Measured:
+    """A v3 record as a :class:`Measured` row: one metric's values (raw samples, or one value
+    that is itself a summary), the model as kernel and its backend as implementation."""
     def fail(field: str | None, message: str) -> RecordError:
         return RecordError(file, position, field, message)
 
@@ -131,25 +162,8 @@ def _measured(rec: Any, file: str, position: str) -> Measured:
     if unit is None:
         raise fail("metric.name", f"cannot tell the unit of metric {name!r} from its name; "
                                   "load it with --set unit=... if it is one of ms, us, s, MB")
-    values = metric.get("benchmark_values")
-    if not isinstance(values, list) or not values:
-        raise fail("metric.benchmark_values", "expected a non-empty list of numbers")
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-            raise fail(f"metric.benchmark_values[{i}]",
-                       f"{v!r} is not a measurement (the uploader writes 0.0 for a failed "
-                       "benchmark)")
-    info = bench.get("extra_info") if isinstance(bench.get("extra_info"), dict) else {}
-    params: dict[str, Any] = {"benchmark": bench.get("name")}
-    if isinstance(model.get("type"), str):
-        params["model_type"] = model["type"]
-    if isinstance(bench.get("mode"), str):
-        params["mode"] = bench["mode"]
-    if isinstance(bench.get("dtype"), str):
-        params["dtype"] = bench["dtype"]
-    for k, v in info.items():
-        if isinstance(v, str | int | float | bool) and k != "description":
-            params[k] = v
+    values = _values(metric.get("benchmark_values"), fail)
+    params = _parameters(bench, model)
     runners = rec.get("runners")
     gpu = None
     if isinstance(runners, list) and runners and isinstance(runners[0], dict):

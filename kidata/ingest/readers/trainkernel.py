@@ -127,29 +127,60 @@ def _run(run_id: str, title: str, external_id: str, table: str, us: float, label
 
 
 def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
+    """The runs of a trainkernel results table: two per ``held_out`` row (trainkernel and
+    Inductor, the ratio a published claim), one per ``h100_calibration`` row; a bad row is
+    its own reject, a bad table one reject for the file."""
+    table = _table(stream, file)
+    if isinstance(table, RecordError):
+        yield table
+        return
+    sources = table.get("sources") if isinstance(table.get("sources"), dict) else {}
+    docs = _Documents()
+    # Shapes first, so a calibration row names the same workload document as held_out.
+    for row in table["held_out"]:
+        if isinstance(row, dict) and isinstance(row.get("workload"), str):
+            if _is_shape(row.get("shape")):  # a bad shape is its row's reject, nobody's else
+                docs.workload(row["workload"], row["shape"])
+    yield from _held_out(table["held_out"], docs, sources, file)
+    calibration = table.get("h100_calibration")
+    if calibration is None:
+        return
+    if not isinstance(calibration, list):
+        yield RecordError(file, "document", "h100_calibration", "expected a list")
+        return
+    yield from _calibration(calibration, docs, sources, file)
+
+
+def _table(stream: IO[bytes], file: str) -> dict | RecordError:
+    """The file's table (at most 64 MiB of JSON: an object with a ``held_out`` list, in
+    microseconds), or the one reject that says why not."""
     data = stream.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
-        yield RecordError(file, "document", None, "trainkernel table larger than 64 MiB")
-        return
+        return RecordError(file, "document", None, "trainkernel table larger than 64 MiB")
     try:
         table = orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
     except orjson.JSONDecodeError as exc:
-        yield RecordError(file, "document", None, f"invalid JSON: {exc}")
-        return
+        return RecordError(file, "document", None, f"invalid JSON: {exc}")
     if not isinstance(table, dict) or not isinstance(table.get("held_out"), list):
-        yield RecordError(file, "document", "held_out",
-                          "expected a trainkernel results object with a 'held_out' list")
-        return
+        return RecordError(file, "document", "held_out",
+                           "expected a trainkernel results object with a 'held_out' list")
     units = table.get("units")
     if not isinstance(units, str) or "microsecond" not in units:
-        yield RecordError(file, "document", "units",
-                          f"expected microseconds per training step, got {units!r}")
-        return
-    sources = table.get("sources") if isinstance(table.get("sources"), dict) else {}
-    workloads: dict[str, dict] = {}
-    envs: dict[str, dict] = {}
+        return RecordError(file, "document", "units",
+                           f"expected microseconds per training step, got {units!r}")
+    return table
 
-    def workload_doc(name: str, shape: Any) -> dict:
+
+class _Documents:
+    """A file's shared Workload and Environment documents, built once each."""
+
+    def __init__(self) -> None:
+        self.workloads: dict[str, dict] = {}
+        self.envs: dict[str, dict] = {}
+
+    def workload(self, name: str, shape: Any) -> dict:
+        """The workload named ``name``; built again once when a row first gives its shape."""
+        workloads = self.workloads
         if name not in workloads or (shape is not None and "shape" not in workloads[name]["spec"]):
             spec: dict[str, Any] = {"kernel": KERNEL, "name": name}
             if shape is not None:
@@ -157,43 +188,46 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
             workloads[name] = document("Workload", f"trainkernel-{slugify(name)}", name, spec)
         return workloads[name]
 
-    def env_doc(gpu_name: str) -> tuple[dict, Any]:
+    def environment(self, gpu_name: str) -> tuple[dict, Any]:
+        """The environment of the GPU named ``gpu_name``, and that GPU."""
         gpu = lookup_gpu(gpu_name)
-        if gpu.key not in envs:
-            envs[gpu.key] = environment_document(
+        if gpu.key not in self.envs:
+            self.envs[gpu.key] = environment_document(
                 gpu, f"trainkernel-{gpu.key}", f"trainkernel host · {gpu_name}")
-        return envs[gpu.key], gpu
+        return self.envs[gpu.key], gpu
 
-    # Shapes first, so a calibration row names the same workload document as held_out.
-    for row in table["held_out"]:
-        if isinstance(row, dict) and isinstance(row.get("workload"), str):
-            if _is_shape(row.get("shape")):  # a bad shape is its row's reject, nobody's else
-                workload_doc(row["workload"], row["shape"])
 
-    for index, row in enumerate(table["held_out"]):
+def _held_out_row(row: Any, file: str, position: str
+                  ) -> tuple[str, str, Any, dict[str, float], float]:
+    """A ``held_out`` row's GPU name, workload, shape, latency by implementation and ratio,
+    checked; raises :class:`RecordError`."""
+    if not isinstance(row, dict):
+        raise RecordError(file, position, None, "expected an object")
+    gpu_name = _text(row, "gpu", file, position)
+    name = _text(row, "workload", file, position)
+    shape = row.get("shape")
+    if shape is not None and not _is_shape(shape):
+        raise RecordError(file, position, "shape", f"expected a list of integers, got {shape!r}")
+    times = {impl: _number(row, f"{impl}_us", file, position)
+             for impl in ("trainkernel", "inductor")}
+    return gpu_name, name, shape, times, _number(row, "ratio", file, position)
+
+
+def _held_out(rows: list, docs: _Documents, sources: dict, file: str
+              ) -> Iterator[Item | RecordError]:
+    """Two runs per ``held_out`` row, trainkernel's claiming its ratio to Inductor's."""
+    for index, row in enumerate(rows):
         position = f"held_out[{index}]"
         raw = _raw(row)
         try:
-            if not isinstance(row, dict):
-                raise RecordError(file, position, None, "expected an object")
-            gpu_name = _text(row, "gpu", file, position)
-            name = _text(row, "workload", file, position)
-            shape = row.get("shape")
-            if shape is not None and not (
-                isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
-                                                for s in shape)):
-                raise RecordError(file, position, "shape",
-                                  f"expected a list of integers, got {shape!r}")
-            times = {impl: _number(row, f"{impl}_us", file, position)
-                     for impl in ("trainkernel", "inductor")}
-            ratio = _number(row, "ratio", file, position)
+            gpu_name, name, shape, times, ratio = _held_out_row(row, file, position)
         except RecordError as err:
             yield err
             continue
-        env, gpu = env_doc(gpu_name)
+        env, gpu = docs.environment(gpu_name)
         warnings = [] if gpu.known else [f"{file}, {position}, field gpu: unknown GPU "
                                          f"{gpu_name!r}; loaded under derived key {gpu.key!r}"]
-        workload = workload_doc(name, shape)
+        workload = docs.workload(name, shape)
         url = sources.get(gpu.key.split("-")[0]) if isinstance(sources, dict) else None
         ids = {impl: _identity(f"trainkernel-held-out-{gpu.key}-{slugify(name)}-{impl}",
                                table="held_out", gpu=gpu.key, workload=name,
@@ -213,13 +247,11 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
                                         "environment": env, "workload": workload}, raw,
                        warnings=warnings)
 
-    calibration = table.get("h100_calibration")
-    if calibration is None:
-        return
-    if not isinstance(calibration, list):
-        yield RecordError(file, "document", "h100_calibration", "expected a list")
-        return
-    for index, row in enumerate(calibration):
+
+def _calibration(rows: list, docs: _Documents, sources: dict, file: str
+                 ) -> Iterator[Item | RecordError]:
+    """One run per ``h100_calibration`` row: a trainkernel schedule on the H100."""
+    for index, row in enumerate(rows):
         position = f"h100_calibration[{index}]"
         raw = _raw(row)
         try:
@@ -231,8 +263,8 @@ def read(stream: IO[bytes], file: str) -> Iterator[Item | RecordError]:
         except RecordError as err:
             yield err
             continue
-        env, gpu = env_doc(CALIBRATION_GPU)
-        workload = workload_doc(name, None)
+        env, gpu = docs.environment(CALIBRATION_GPU)
+        workload = docs.workload(name, None)
         run_id, external_id = _identity(
             f"trainkernel-h100-calibration-{slugify(name)}-{slugify(schedule)}",
             table="h100_calibration", gpu=gpu.key, workload=name, variant=schedule)
