@@ -56,16 +56,31 @@ SLOWEST_FIRST = (
 )
 
 
+# Test files that start a Spark session. They share one (tests/spark_compare.py: a JVM costs
+# ~10 s and ~400 MB to start, and two JVMs on a busy 2-core machine slowed the suite from ~4 to
+# 38 minutes): pytest-xdist sends them to the same worker as one group.
+SPARK_FILES = ("query/test_spark.py", "query/test_spark_versions.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(__file__).parent
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
 
-    def order(item: pytest.Item) -> int:
+    def relative(item: pytest.Item) -> str | None:
         try:
-            return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+            return item.path.relative_to(root).as_posix()
         except ValueError:  # a test outside tests/ (a doctest given by path, say)
-            return len(rank)
-    items.sort(key=order)  # stable: within a file, and among the rest, collection order
+            return None
+
+    for item in items:
+        # One group per file (its module fixtures are built once, in one worker), except the
+        # Spark files: one group, so one worker and one JVM.
+        name = relative(item) or item.path.name
+        item.add_marker(pytest.mark.xdist_group("spark" if name in SPARK_FILES
+                                                else name.removesuffix(".py")))
+    # stable: within a file, and among the rest, collection order
+    items.sort(key=lambda item: rank.get(relative(item), len(rank)))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

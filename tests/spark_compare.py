@@ -1,8 +1,8 @@
 """What the Spark tests share (tests/query/test_spark.py, test_spark_versions.py): one local
-Spark session per module, the seeded warehouse registered in it, and the row-for-row
-comparison of a Spark table or view with DuckDB's. Two modules, so that pytest-xdist runs
-them on two workers side by side (each starts its own session); each imports the fixtures it
-uses from here."""
+Spark session for the whole test process (one JVM: tests/conftest.py has pytest-xdist run both
+modules in the same worker), the seeded warehouse registered in it, and the row-for-row
+comparison of a Spark table or view with DuckDB's. Each module imports the fixtures it uses
+from here."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kidata.query.spark import SparkViewError, register
 SEEDS = Path(__file__).parent / "data" / "seeds"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
     # Spark binds to loopback only (it would otherwise pick the first network interface).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
