@@ -6,18 +6,16 @@ reads a table, only to check whether they are pandas objects. kidata never uses 
 the import costs about 0.4 s and 50 MB per process, so kidata's own processes refuse it.
 The workers refuse numpy as well (:func:`refuse_numpy`), the CLI puts Arrow's memory on
 the system allocator (:func:`use_system_allocator`), and both tune the garbage collector while
-they stage (:func:`tune_gc_for_staging`, :func:`staging_gc`). Library users are not affected:
+they stage (:func:`tune_gc_for_staging`, :class:`StagingGC`). Library users are not affected:
 only :func:`kidata.cli.main` (and its ``load`` command) and the workers call these; a library
 call never changes its caller's allocator or collector.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 
@@ -76,19 +74,27 @@ def tune_gc_for_staging() -> None:
     gc.set_threshold(*STAGING_GC)
 
 
-@contextlib.contextmanager
-def staging_gc() -> Iterator[None]:
-    """The same while the CLI's ``load`` command runs, then the collector as it was: its
-    thresholds, and the objects frozen here unfrozen (none frozen if some already were:
-    :func:`gc.unfreeze` would thaw those too)."""
-    thresholds = gc.get_threshold()
-    freeze = not gc.get_freeze_count()
-    if freeze:
-        gc.freeze()
-    gc.set_threshold(*STAGING_GC)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        if freeze:
-            gc.unfreeze()
+class StagingGC:
+    """The same while the CLI's ``load`` command stages (``with StagingGC() as tuned:``), then
+    the collector as it was, at :meth:`end` (when the commit starts) or at the latest when the
+    block ends: its thresholds, and the objects frozen here unfrozen (none frozen if some
+    already were: :func:`gc.unfreeze` would thaw those too)."""
+
+    def __enter__(self) -> StagingGC:
+        self.thresholds = gc.get_threshold()
+        self.freeze = not gc.get_freeze_count()
+        if self.freeze:
+            gc.freeze()
+        gc.set_threshold(*STAGING_GC)
+        self.active = True
+        return self
+
+    def end(self) -> None:
+        if self.active:
+            self.active = False
+            gc.set_threshold(*self.thresholds)
+            if self.freeze:
+                gc.unfreeze()
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()

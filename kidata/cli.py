@@ -124,13 +124,17 @@ def load(
         from kidata.console import LoadProgress
 
         progress = LoadProgress(paths, out.err)
-    from kidata._imports import staging_gc
+    from kidata._imports import StagingGC
+
+    def phase(name: str) -> None:
+        tuned.end()  # staged: the commit runs with the collector as it was
+        if progress is not None:
+            progress.phase(name)
 
     try:
-        with staging_gc():  # the CLI's process, tuned for staging (a library load is not)
+        with StagingGC() as tuned:  # this process, tuned for staging (a library load is not)
             report = wh.load(paths, format=format, strict=strict, progress=progress,
-                             phase=progress.phase if progress else None,
-                             settings=settings, mapping=mapping_path)
+                             phase=phase, settings=settings, mapping=mapping_path)
     finally:
         if progress is not None:
             progress.close()

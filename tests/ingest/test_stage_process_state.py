@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from kidata import Warehouse
-from kidata._imports import STAGING_GC, staging_gc
+from kidata._imports import STAGING_GC, StagingGC
 
 SEEDS = Path(__file__).parents[1] / "data" / "seeds"
 
@@ -43,13 +43,15 @@ def test_a_library_load_leaves_the_callers_allocator_and_collector_alone(tmp_pat
 
 def test_the_clis_staging_gc_is_undone_and_spares_a_callers_frozen_objects():
     thresholds = gc.get_threshold()
-    with staging_gc():
+    with StagingGC() as tuned:
         assert gc.get_threshold() == STAGING_GC and gc.get_freeze_count() > 0
+        tuned.end()  # the CLI's load, when its commit starts
+        assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
     assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with staging_gc():
+        with StagingGC():
             pass
         assert gc.get_freeze_count() == frozen
     finally:
