@@ -58,29 +58,42 @@ SLOWEST_FIRST = (
 
 # Test files that start a Spark session. They share one (tests/spark_compare.py: a JVM costs
 # ~10 s and ~400 MB to start, and two JVMs on a busy 2-core machine slowed the suite from ~4 to
-# 38 minutes): pytest-xdist sends them to the same worker as one group.
-SPARK_FILES = ("query/test_spark.py", "query/test_spark_versions.py")
+# 38 minutes): pytest-xdist sends them to the same worker (pytest_xdist_make_scheduler below).
+SPARK_FILES = ("tests/query/test_spark.py", "tests/query/test_spark_versions.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
+def spark_together():
+    """pytest-xdist's ``loadfile`` scheduling (a file's tests in one worker, so its module
+    fixtures are built once), with the Spark files as one unit. Not ``--dist loadgroup`` with
+    ``xdist_group`` marks: with pytest 9.2 its node-id suffix no longer takes effect and every
+    test is scheduled alone (pytest-dev/pytest-xdist#1386)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "spark" if scope in SPARK_FILES else scope
+
+    return SparkTogether
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (absent under -p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") == "loadfile":
+        return spark_together()(config, log)
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(__file__).parent
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
 
-    def relative(item: pytest.Item) -> str | None:
+    def order(item: pytest.Item) -> int:
         try:
-            return item.path.relative_to(root).as_posix()
+            return rank.get(item.path.relative_to(root).as_posix(), len(rank))
         except ValueError:  # a test outside tests/ (a doctest given by path, say)
-            return None
-
-    for item in items:
-        # One group per file (its module fixtures are built once, in one worker), except the
-        # Spark files: one group, so one worker and one JVM.
-        name = relative(item) or item.path.name
-        item.add_marker(pytest.mark.xdist_group("spark" if name in SPARK_FILES
-                                                else name.removesuffix(".py")))
-    # stable: within a file, and among the rest, collection order
-    items.sort(key=lambda item: rank.get(relative(item), len(rank)))
+            return len(rank)
+    items.sort(key=order)  # stable: within a file, and among the rest, collection order
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SLOWEST_FIRST
+from conftest import SLOWEST_FIRST, SPARK_FILES, spark_together
 
 TESTS = Path(__file__).parent
 
@@ -31,3 +31,19 @@ def test_the_slowest_files_are_collected_first():
                 files.append(name)
     assert len(files) == len(set(files)), "a file's tests are not collected together"
     assert files[:len(SLOWEST_FIRST)] == list(SLOWEST_FIRST), files[:len(SLOWEST_FIRST)]
+
+
+def test_the_spark_files_are_one_unit_of_scheduling_and_other_files_stay_apart():
+    """Both Spark files go to one worker (one JVM); every other file is its own unit, as
+    pytest-xdist's loadfile makes it."""
+    scheduler = spark_together()
+    bare = object.__new__(scheduler)  # its scope rule reads no state: no run, no config
+
+    def split(nodeid: str) -> str:
+        return scheduler._split_scope(bare, nodeid)
+
+    scopes = {split(f"{name}::test_x[1]") for name in SPARK_FILES}
+    assert scopes == {"spark"}
+    assert split("tests/query/test_report.py::test_y") == "tests/query/test_report.py"
+    assert split("tests/store/test_oracle.py::test_z[a-b]") != split(
+        "tests/store/test_crash.py::test_z[a-b]")
