@@ -13,14 +13,13 @@ from kidata.core import config
 
 # Rejects and warnings listed in a report (the counts, and the rejects table, keep them all).
 MAX_REPORTED = 1000
-# Rejected records a load keeps in the rejects table (the first, in input order); the rest are
-# counted (loads.rejected, loads.rejects_not_kept) so that millions of bad lines cannot
-# exhaust the commit's memory or the disk.
-DEFAULT_MAX_REJECTS = 100_000
 
 
 def max_kept_rejects() -> int:
-    """Rejects one load keeps: ``KIDATA_MAX_REJECTS`` if set (at least 1), else 100,000."""
+    """Rejects one load keeps in the rejects table (the first, in input order):
+    ``KIDATA_MAX_REJECTS`` if set (at least 1), else 100,000 (:mod:`kidata.core.config`). The
+    rest are counted (``loads.rejected``, ``loads.rejects_not_kept``), so that millions of bad
+    lines cannot exhaust the commit's memory or the disk."""
     return config.current().max_rejects
 
 
