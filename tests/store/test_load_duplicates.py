@@ -73,13 +73,13 @@ def write(path: Path, lines: list[bytes]) -> str:
 def test_json_lines_with_repeated_runs_keep_every_run_once_with_its_measurements(
         generated, tmp_path, monkeypatch, shape, workers):
     monkeypatch.setenv("KIDATA_WORKERS", workers)
-    # 1,200 runs, 3,600 measurements: copied in batches of 1,000 rows, both tables cross
-    # batch boundaries (0.2.7's default of 8,192 needed ~3,000 runs to show the loss).
-    monkeypatch.setattr(finalize, "BATCH", 1000)
-    lines = generated.read_bytes().splitlines(keepends=True)[:1200]
+    # 600 runs, 1,800 measurements: copied in batches of 500 rows, both tables cross batch
+    # boundaries (0.2.7's default of 8,192 needed ~3,000 runs to show the loss).
+    monkeypatch.setattr(finalize, "BATCH", 500)
+    lines = generated.read_bytes().splitlines(keepends=True)[:600]
     runs, measurements = expected_from_lines(lines)
-    assert (runs, measurements) == (1200, 3600)  # 3 per run: median, p20, p80
-    head = lines[:400]
+    assert (runs, measurements) == (600, 1800)  # 3 per run: median, p20, p80
+    head = lines[:200]
     if shape == "inside-one-file":  # the issue's repro: repeats, then all
         files = [write(tmp_path / "dup.ndjson", head + lines)]
     elif shape == "across-files":  # two artifact folders sharing every other run
