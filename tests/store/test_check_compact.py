@@ -347,10 +347,13 @@ def _by_load_order(wh_path: Path) -> dict[str, list]:
 def test_loads_merge_a_tables_small_files_once_it_has_many(tmp_path: Path, monkeypatch):
     # Each load adds a file per table, and queries and loads plan over every file: from
     # KIDATA_COMPACT_AT small files in a table, the load merges them after its commit.
-    monkeypatch.setenv("KIDATA_COMPACT_AT", "4")
+    # (3, not the default: the merge happens after loads 3 and 5, so six loads show two
+    # merges, the merged file counted among the small ones, and loads in between that do
+    # not merge.)
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "3")
     auto, plain = Warehouse(tmp_path / "auto"), Warehouse(tmp_path / "plain")
     files, merged = [], []
-    for i in range(9):  # load i adds runs 5i .. 5i+4
+    for i in range(6):  # load i adds runs 5i .. 5i+4
         path = write_runs(tmp_path / f"l{i}.jsonl", range(5 * i, 5 * i + 5))
         report = auto.load([str(path)])
         assert report.runs_added == 5 and report.warnings == []
@@ -358,11 +361,12 @@ def test_loads_merge_a_tables_small_files_once_it_has_many(tmp_path: Path, monke
         merged.append(report.compacted.get("runs"))
         monkeypatch.setenv("KIDATA_COMPACT_AT", "0")  # never, for the one to compare with
         assert plain.load([str(path)]).compacted == {}
-        monkeypatch.setenv("KIDATA_COMPACT_AT", "4")
-    # The 4th small file is merged with the three before it, then again three loads later.
-    assert files == [1, 2, 3, 1, 2, 3, 1, 2, 3]
-    assert merged == [None, None, None, (4, 1), None, None, (4, 1), None, None]
-    assert len(list((plain.path / "runs").glob("*.parquet"))) == 9
+        monkeypatch.setenv("KIDATA_COMPACT_AT", "3")
+    # The 3rd small file is merged with the two before it, then again two loads later (the
+    # merged file and two new ones).
+    assert files == [1, 2, 1, 2, 1, 2]
+    assert merged == [None, None, (3, 1), None, (3, 1), None]
+    assert len(list((plain.path / "runs").glob("*.parquet"))) == 6
     assert _by_load_order(auto.path) == _by_load_order(plain.path)
     assert auto.check().problems == []
     assert not any((auto.path / "_kidata" / "compact").iterdir())

@@ -12,6 +12,7 @@ import copy
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -429,7 +430,7 @@ def test_an_integer_within_64_bits_is_stored_exactly(tmp_path):
 
 # -- a planted journal names paths outside the warehouse (issue 27, item 4) --------------------
 
-@pytest.mark.parametrize("entry", [
+JOURNAL_ENTRIES = [
     # 0.2.7 renamed ../victim.txt into the warehouse (and an undo deleted ../victim.txt).
     {"moves": [["../victim.txt", "runs/part-x.parquet"]]},
     {"moves": [["_kidata/staging/../../../victim.txt", "runs/part-x.parquet"]]},
@@ -440,10 +441,22 @@ def test_an_integer_within_64_bits_is_stored_exactly(tmp_path):
     {"exchanges": [["../outside", "runs", "w.parquet"]]},
     {"exchanges": [["_kidata/compact/x/runs", "..", "w.parquet"]]},
     {"exchanges": [["_kidata/compact/x/runs", "runs", "../../victim.txt"]]},
-])
-def test_a_journal_naming_paths_outside_the_warehouse_is_refused(tmp_path, entry):
-    wh = tmp_path / "wh"
+]
+
+
+@pytest.fixture(scope="module")
+def seed0_loaded(tmp_path_factory) -> Path:
+    """A warehouse holding seed 000, loaded once: each journal case works on a copy."""
+    wh = tmp_path_factory.mktemp("journal") / "wh"
     assert Warehouse(wh).load([str(SEED0)]).committed
+    return wh
+
+
+@pytest.mark.parametrize("entry", JOURNAL_ENTRIES)
+def test_a_journal_naming_paths_outside_the_warehouse_is_refused(tmp_path, entry, seed0_loaded,
+                                                                 cli):
+    through_script = entry == JOURNAL_ENTRIES[0]
+    wh = Path(shutil.copytree(seed0_loaded, tmp_path / "wh"))
     victim = tmp_path / "victim.txt"
     victim.write_text("not kidata's")
     (tmp_path / "outside").mkdir()
@@ -453,13 +466,21 @@ def test_a_journal_naming_paths_outside_the_warehouse_is_refused(tmp_path, entry
                                    "replaces": [], "moves": [], "exchanges": [], **entry}))
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
                     if "_kidata" not in p.parts)
-    # Every writer runs recovery first: two of them in a subprocess each (compact, the third
-    # kind, goes through the same writer lock).
+    # Every writer runs recovery first: two of them through the command line (compact, the
+    # third kind, goes through the same writer lock). The first case runs them through the
+    # console script in a subprocess each; the others in-process (the same `kidata.cli.run`,
+    # where a traceback would fail the test as an exception), which costs no interpreter
+    # start-up and import per command.
     for args in (["check", "--repair"], ["load", str(SEED1)]):
-        done = kidata(wh, *args)
-        assert done.returncode == 1, (args, done.stdout, done.stderr)
-        assert "commit journal" in done.stderr and "refused, nothing was moved" in done.stderr
-        assert "Traceback" not in done.stderr
+        if through_script:
+            done = kidata(wh, *args)
+            code, err = done.returncode, done.stderr
+        else:
+            result = cli("-w", wh, *args)
+            code, err = result.code, result.err
+        assert code == 1, (args, err)
+        assert "commit journal" in err and "refused, nothing was moved" in err
+        assert "Traceback" not in err
     assert victim.read_text() == "not kidata's"
     after = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
                    if "_kidata" not in p.parts)

@@ -124,8 +124,8 @@ def as_written_by_0_2_2(wh_path: Path, load_ids: list[str]) -> None:
                        path)
 
 
-@pytest.fixture(params=["fast path", "general path"])
-def by_hand(request, tmp_path: Path, monkeypatch) -> tuple[Warehouse, list[str]]:
+@pytest.fixture(scope="module", params=["fast path", "general path"])
+def _by_hand(request, tmp_path_factory) -> tuple[str, Path, list[str]]:
     """Two loads of Liger and PyTorch runs of one key (kernel, pass, workload, GPU, family):
 
     - load 1: liger -0 (median 31,072 ns) and -1 (31,073 ns), both at the seed's time
@@ -136,20 +136,32 @@ def by_hand(request, tmp_path: Path, monkeypatch) -> tuple[Warehouse, list[str]]
     The latest passed Liger run is -1 (load 1: same time as -0, greater name) although load 2
     is newer, out of 3 passed runs; the latest torch run is t0 (a run without a time comes
     last), out of 2. Loaded through the fast path for JSON lines and through the general one
-    (``KIDATA_SLOW_PATH``), which stage each run's latencies separately.
+    (``KIDATA_SLOW_PATH``), which stage each run's latencies separately. Built once per path;
+    each test gets a copy (:func:`by_hand`).
     """
-    if request.param == "general path":
+    tmp_path = tmp_path_factory.mktemp("by-hand")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        if request.param == "general path":
+            monkeypatch.setenv("KIDATA_SLOW_PATH", "1")
+        ids = load_all(Warehouse(tmp_path / "wh"), tmp_path, [
+            [run(f"{LIGER}-0", "liger", 31072, "2024-09-03T15:39:30Z"),
+             run(f"{LIGER}-1", "liger", 31073, "2024-09-03T15:39:30Z"),
+             run("torch-t0", "torch", 50000, "2024-09-03T16:39:30Z")],
+            [run(f"{LIGER}-2", "liger", 31000, "2024-09-02T15:39:30Z"),
+             run(f"{LIGER}-3", "liger", 20000, "2024-09-04T15:39:30Z", status="failed"),
+             run("torch-t1", "torch", 40000, None)],
+        ])
+    return request.param, tmp_path / "wh", ids
+
+
+@pytest.fixture
+def by_hand(_by_hand, tmp_path: Path, monkeypatch) -> tuple[Warehouse, list[str]]:
+    """A fresh copy of :func:`_by_hand`'s warehouse, with ``KIDATA_SLOW_PATH`` set for the
+    general path (later loads of the test go the same way)."""
+    path, built, ids = _by_hand
+    if path == "general path":
         monkeypatch.setenv("KIDATA_SLOW_PATH", "1")
-    wh = Warehouse(tmp_path / "wh")
-    ids = load_all(wh, tmp_path, [
-        [run(f"{LIGER}-0", "liger", 31072, "2024-09-03T15:39:30Z"),
-         run(f"{LIGER}-1", "liger", 31073, "2024-09-03T15:39:30Z"),
-         run("torch-t0", "torch", 50000, "2024-09-03T16:39:30Z")],
-        [run(f"{LIGER}-2", "liger", 31000, "2024-09-02T15:39:30Z"),
-         run(f"{LIGER}-3", "liger", 20000, "2024-09-04T15:39:30Z", status="failed"),
-         run("torch-t1", "torch", 40000, None)],
-    ])
-    return wh, ids
+    return Warehouse(shutil.copytree(built, tmp_path / "wh")), list(ids)
 
 
 def test_latest_runs_rows_by_hand(by_hand):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -54,13 +55,19 @@ def listing(root: Path) -> dict[str, tuple]:
     return out
 
 
-@pytest.fixture
-def loaded(tmp_path: Path) -> tuple[Path, str]:
-    """A warehouse with one load, and that load's id."""
-    wh = tmp_path / "wh"
+@pytest.fixture(scope="module")
+def _loaded(tmp_path_factory) -> tuple[Path, str]:
+    wh = tmp_path_factory.mktemp("loaded") / "wh"
     report = Warehouse(wh).load([str(SEED0)])
     assert report.committed
     return wh, report.load_id
+
+
+@pytest.fixture
+def loaded(_loaded, tmp_path: Path) -> tuple[Path, str]:
+    """A warehouse with one load, and that load's id: a fresh copy of one loaded once."""
+    built, load_id = _loaded
+    return Path(shutil.copytree(built, tmp_path / "wh")), load_id
 
 
 def newer(wh: Path, content: dict | None = None) -> None:

@@ -73,13 +73,13 @@ def write(path: Path, lines: list[bytes]) -> str:
 def test_json_lines_with_repeated_runs_keep_every_run_once_with_its_measurements(
         generated, tmp_path, monkeypatch, shape, workers):
     monkeypatch.setenv("KIDATA_WORKERS", workers)
-    # 1,200 runs, 3,600 measurements: copied in batches of 1,000 rows, both tables cross
-    # batch boundaries (0.2.7's default of 8,192 needed ~3,000 runs to show the loss).
-    monkeypatch.setattr(finalize, "BATCH", 1000)
-    lines = generated.read_bytes().splitlines(keepends=True)[:1200]
+    # 600 runs, 1,800 measurements: copied in batches of 500 rows, both tables cross batch
+    # boundaries (0.2.7's default of 8,192 needed ~3,000 runs to show the loss).
+    monkeypatch.setattr(finalize, "BATCH", 500)
+    lines = generated.read_bytes().splitlines(keepends=True)[:600]
     runs, measurements = expected_from_lines(lines)
-    assert (runs, measurements) == (1200, 3600)  # 3 per run: median, p20, p80
-    head = lines[:400]
+    assert (runs, measurements) == (600, 1800)  # 3 per run: median, p20, p80
+    head = lines[:200]
     if shape == "inside-one-file":  # the issue's repro: repeats, then all
         files = [write(tmp_path / "dup.ndjson", head + lines)]
     elif shape == "across-files":  # two artifact folders sharing every other run
@@ -194,8 +194,11 @@ def finish_0_2_7(staging, table, keep, path, before_write=None):
 def test_a_load_whose_files_disagree_with_what_it_read_refuses_to_commit(
         generated, tmp_path, monkeypatch, cli):
     monkeypatch.setenv("KIDATA_WORKERS", "0")
+    # 1,200 runs, their first 400 repeated first, copied in batches of 1,000 rows (0.2.7's
+    # default of 8,192 needed the issue's 3,000 runs to show the loss).
+    monkeypatch.setattr(finalize, "BATCH", 1000)
     lines = generated.read_bytes().splitlines(keepends=True)
-    dup = write(tmp_path / "dup.ndjson", lines[:1000] + lines)
+    dup = write(tmp_path / "dup.ndjson", lines[:400] + lines[:1200])
     wh = Warehouse(tmp_path / "wh")
     wh.load([write(tmp_path / "first.ndjson", lines[:10])])
     before = counts(wh)
@@ -204,8 +207,8 @@ def test_a_load_whose_files_disagree_with_what_it_read_refuses_to_commit(
         wh.load([dup])
     message = str(caught.value)
     assert "refused to commit, the warehouse is unchanged" in message
-    # What disagreed, in numbers the input gives: 2,990 new runs, their 8,970 measurements.
-    assert "the added records staged 8,970" in message
+    # What disagreed, in numbers the input gives: 1,190 new runs, their 3,570 measurements.
+    assert "the added records staged 3,570" in message
     assert "added runs have no measurement" in message
     assert counts(wh) == before
     assert wh.sql("select count(*) from loads").fetchall() == [(1,)]
@@ -224,19 +227,19 @@ def test_a_warehouse_damaged_by_0_2_7_is_named_by_check_and_mended_by_unload(
     monkeypatch.setenv("KIDATA_WORKERS", "0")
     lines = generated.read_bytes().splitlines(keepends=True)
     clean = write(tmp_path / "clean.ndjson", lines[2000:2010])  # a good load before it
-    dup = write(tmp_path / "dup.ndjson", lines[:1000] + lines[:2000])
+    dup = write(tmp_path / "dup.ndjson", lines[:200] + lines[:600])
     path = tmp_path / "wh"
     wh = Warehouse(path)
     wh.load([clean])
     # The 0.2.7 load path: its copy loop, no self-check.
     with monkeypatch.context() as m:
         m.setattr(finalize, "finish", finish_0_2_7)
-        m.setattr(finalize, "BATCH", 1000)  # 6,000 measurements: several copy batches
+        m.setattr(finalize, "BATCH", 300)  # 1,800 measurements: several copy batches
         m.setattr(load_commit.LoadCommit, "_verify", lambda *a: [])
         m.setattr("kidata.__version__", "0.2.7")  # as its commit marker says
         damaged = wh.load([dup])
-    # What 0.2.7 committed: 2,000 runs and their 6,000 measurements were read.
-    assert (damaged.runs_added, damaged.added["measurements"]) != (2000, 6000)
+    # What 0.2.7 committed: 600 runs and their 1,800 measurements were read.
+    assert (damaged.runs_added, damaged.added["measurements"]) != (600, 1800)
     report = wh.check()
     assert list(report.damaged) == [damaged.load_id]  # not the clean load
     assert any(p.startswith("loads: 1 loads hold inconsistent rows") for p in
@@ -253,8 +256,8 @@ def test_a_warehouse_damaged_by_0_2_7_is_named_by_check_and_mended_by_unload(
     assert counts(wh) == (10, 10, 30)  # the clean load's, whole
     assert wh.check().problems == []
     again = wh.load([dup])  # read again: its manifest went with the load
-    assert (again.runs_added, again.added["measurements"]) == (2000, 6000)
-    assert counts(wh) == (2010, 2010, 6030)
+    assert (again.runs_added, again.added["measurements"]) == (600, 1800)
+    assert counts(wh) == (610, 610, 1830)
     assert wh.check().problems == []
     assert wh.unload(damaged=True) == ([], {})  # nothing left to take out
 
@@ -305,9 +308,11 @@ V027 = "8ce921dd5de8"  # main at kidata 0.2.7 (issue 25's "main 8ce921d")
 
 
 @pytest.mark.slow
-def test_a_warehouse_written_by_kidata_0_2_7_itself_is_mended(generated, tmp_path):
+def test_a_warehouse_written_by_kidata_0_2_7_itself_is_mended(generated, tmp_path, cli):
     """The issue's repro loaded by the 0.2.7 release itself (extracted from this repository's
-    history and run in a subprocess), then found, taken out and reloaded by this version."""
+    history and run in a subprocess), then found, taken out and reloaded by this version
+    (in-process: the console script's check and unload --damaged are run by
+    test_a_warehouse_damaged_by_0_2_7_is_named_by_check_and_mended_by_unload)."""
     tree = tmp_path / "v027"
     tree.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", V027, "kidata", "sql"],
@@ -325,15 +330,13 @@ def test_a_warehouse_written_by_kidata_0_2_7_itself_is_mended(generated, tmp_pat
                          capture_output=True, text=True, cwd=tree, env=env, timeout=300)
     assert old.returncode == 0, old.stderr
     assert "3,000 runs added (8,192 measurements" in old.stdout  # the loss, as reported
-    check = subprocess.run([KIDATA, "check", "-w", str(path)], capture_output=True, text=True)
-    assert check.returncode == 1 and "loads: 1 loads hold inconsistent rows" in check.stderr
-    assert subprocess.run([KIDATA, "unload", "--damaged", "-w", str(path)],
-                          capture_output=True).returncode == 0
-    again = subprocess.run([KIDATA, "load", "-w", str(path), dup], capture_output=True,
-                           text=True)
-    assert again.returncode == 0, again.stderr
-    assert "3,000 runs added (9,000 measurements" in again.stdout
-    assert subprocess.run([KIDATA, "check", "-w", str(path)]).returncode == 0
+    check = cli("check", "-w", path)
+    assert check.code == 1 and "loads: 1 loads hold inconsistent rows" in check.err
+    assert cli("unload", "--damaged", "-w", path).code == 0
+    again = cli("load", "-w", path, dup)
+    assert again.code == 0, again.err
+    assert "3,000 runs added (9,000 measurements" in again.out
+    assert cli("check", "-w", path).code == 0
     assert counts(Warehouse(path)) == (RUNS, RUNS, 3 * RUNS)
 
 
