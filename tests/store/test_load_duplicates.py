@@ -62,6 +62,28 @@ def counts(wh: Warehouse) -> tuple[int, int, int]:
     return runs, distinct, measurements
 
 
+def with_workers(monkeypatch, workers: str, batch_lines: int | None = None) -> list[int]:
+    """``KIDATA_WORKERS=workers`` for the loads that follow, the pool's batch shrunk to
+    ``batch_lines`` (a few hundred generated lines start no pool at the default 2,048), and
+    the jobs the pool is handed, recorded: a test asserts it got some, so "with workers" cannot
+    quietly mean the loading process alone."""
+    from kidata.ingest import stage, stage_worker
+
+    monkeypatch.setenv("KIDATA_WORKERS", workers)
+    if batch_lines is not None:
+        monkeypatch.setattr(stage, "BATCH_LINES", batch_lines)
+        monkeypatch.setattr(stage, "POOL_ROWS", batch_lines)
+    jobs: list[int] = []
+    submit = stage_worker.WorkerProcess.submit
+
+    def counting(self, job, first_seq, segments):
+        jobs.append(job)
+        return submit(self, job, first_seq, segments)
+
+    monkeypatch.setattr(stage_worker.WorkerProcess, "submit", counting)
+    return jobs
+
+
 def write(path: Path, lines: list[bytes]) -> str:
     path.write_bytes(b"".join(lines))
     return str(path)
@@ -72,7 +94,7 @@ def write(path: Path, lines: list[bytes]) -> str:
                                    "prefix-last"])
 def test_json_lines_with_repeated_runs_keep_every_run_once_with_its_measurements(
         generated, tmp_path, monkeypatch, shape, workers):
-    monkeypatch.setenv("KIDATA_WORKERS", workers)
+    jobs = with_workers(monkeypatch, workers, batch_lines=128)
     # 600 runs, 1,800 measurements: copied in batches of 500 rows, both tables cross batch
     # boundaries (0.2.7's default of 8,192 needed ~3,000 runs to show the loss).
     monkeypatch.setattr(finalize, "BATCH", 500)
@@ -96,6 +118,7 @@ def test_json_lines_with_repeated_runs_keep_every_run_once_with_its_measurements
     assert report.added["measurements"] == measurements
     assert counts(wh) == (runs, runs, measurements)
     assert wh.check().problems == []
+    assert bool(jobs) == (workers != "0"), jobs  # the pool staged (some of) it, or none
 
 
 def test_the_issue_repro_at_the_default_batch_size(generated, tmp_path):
@@ -114,7 +137,7 @@ def test_small_copy_batches_cross_runs_and_measurements_alike(generated, tmp_pat
                                                              monkeypatch, workers):
     """With copy batches and row groups far smaller than the load, the runs file is copied
     in many batches too (0.2.7 doubled runs and left measurements without a run here)."""
-    monkeypatch.setenv("KIDATA_WORKERS", workers)
+    jobs = with_workers(monkeypatch, workers)
     monkeypatch.setattr(finalize, "BATCH", 97)
     monkeypatch.setattr("kidata.store.pqwrite.ROWS", 500)
     lines = generated.read_bytes().splitlines(keepends=True)
@@ -125,6 +148,7 @@ def test_small_copy_batches_cross_runs_and_measurements_alike(generated, tmp_pat
     assert (report.runs_added, report.duplicates) == (3000, 1000)
     assert counts(wh) == (3000, 3000, 9000)
     assert wh.check().problems == []
+    assert bool(jobs) == (workers != "0"), jobs
 
 
 def liger_rows(path: Path) -> tuple[int, int]:
@@ -140,7 +164,7 @@ def liger_rows(path: Path) -> tuple[int, int]:
 @pytest.mark.parametrize("workers", ["0", "2"])
 @pytest.mark.parametrize("prefix_first", [True, False])
 def test_liger_csv_and_its_prefix_in_one_load(tmp_path, monkeypatch, workers, prefix_first):
-    monkeypatch.setenv("KIDATA_WORKERS", workers)
+    jobs = with_workers(monkeypatch, workers)
     whole = shared("liger/all_benchmark_data.csv")
     runs, measurements = liger_rows(whole)
     assert (runs, measurements) == (2448, 7344)
@@ -154,6 +178,7 @@ def test_liger_csv_and_its_prefix_in_one_load(tmp_path, monkeypatch, workers, pr
     assert (report.runs_added, report.duplicates, report.rejected) == (runs, 1200, 0)
     assert counts(wh) == (runs, runs, measurements)
     assert wh.check().problems == []
+    assert bool(jobs) == (workers != "0"), jobs
 
 
 # -- the load's own check ---------------------------------------------------------------------
