@@ -69,12 +69,9 @@ def test_generated_liger_csv_loads_without_rejects(tmp_path, cli):
 @pytest.mark.slow
 def test_runner_prints_every_figure(tmp_path):
     out = tmp_path / "bench"
-    # The smallest sizes that still give every figure: the runner's cost is its processes
-    # (about 40 per size), not its data; at 200 runs the speedup queries answer with rows
-    # (at 100 they give none), and 70 bundles per file make 2 and 3 files.
     proc = subprocess.run(
-        [sys.executable, str(BENCH / "run"), "--sizes", "100,200", "--quick", "--extra", "20",
-         "--per-file", "70", "--pandas-max", "100", "--csv-rows", "70", "--out", str(out),
+        [sys.executable, str(BENCH / "run"), "--sizes", "300,600", "--quick", "--extra", "50",
+         "--per-file", "200", "--pandas-max", "300", "--csv-rows", "200", "--out", str(out),
          "--json", str(tmp_path / "r.json")],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -84,13 +81,13 @@ def test_runner_prints_every_figure(tmp_path):
                    "ingest, one file vs pandas json_normalize",
                    "ingest, many files vs pandas json_normalize",
                    "ingest CPU per run, one file (kidata load vs DuckDB read_json flatten)",
-                   "Liger CSV load per run (70 rows) vs JSON Lines load of the same runs",
-                   "Liger CSV load per run (70 rows) vs the 100-run JSON Lines load per run",
-                   "Liger CSV load per run (70 rows) vs the 200-run JSON Lines load per run",
+                   "Liger CSV load per run (200 rows) vs JSON Lines load of the same runs",
+                   "Liger CSV load per run (200 rows) vs the 300-run JSON Lines load per run",
+                   "Liger CSV load per run (200 rows) vs the 600-run JSON Lines load per run",
                    "peak RSS of a load",
                    "peak RSS of a load without workers (KIDATA_WORKERS=0)",
-                   "add 20 new runs: warehouse of 200 vs empty",
-                   "add 20 new runs: warehouse built by 3 loads vs empty",
+                   "add 50 new runs: warehouse of 600 vs empty",
+                   "add 50 new runs: warehouse built by 3 loads vs empty",
                    "re-load a file already loaded vs its first load",
                    "query `speedups`, a new process each",
                    "query `speedup_summary`, a new process each",
@@ -104,24 +101,24 @@ def test_runner_prints_every_figure(tmp_path):
                    "growth: query speedup_summary (s)"):
         assert figure in table, f"missing figure {figure!r} in:\n{table}"
     rows = [line for line in table.splitlines() if line.startswith("| ")]
-    # pandas (a second or two per run) only at the smaller size: --pandas-max 100.
+    # pandas (a second or two per run) only at the smaller size: --pandas-max 300.
     pandas = [r for r in rows if "vs pandas json_normalize" in r]
     assert [("not run (--pandas-max)" in r) for r in pandas] == [False, False, True, True], pandas
     assert rows[0].startswith("| figure | runs | kidata | baseline | ratio | target | met |")
     # Each size gives 18 rows: 4 ingest, CPU per run, 2 Liger CSV (beside the JSON Lines
-    # load of the CSV's 70 runs, and beside the whole load for context), 2 memory, 2
+    # load of the CSV's 200 runs, and beside the whole load for context), 2 memory, 2
     # incremental, 1 re-load, 2 queries in new processes, 2 in a warm one and 2 fresh
     # `kidata sql` processes beside DuckDB's import.
-    assert sum(" | 100 | " in r for r in rows) == 18
-    assert sum(" | 200 | " in r for r in rows) == 18
+    assert sum(" | 300 | " in r for r in rows) == 18
+    assert sum(" | 600 | " in r for r in rows) == 18
     raw = json.loads((tmp_path / "r.json").read_text())
-    # The like-for-like baseline is a load of its own (the runner checks it added 70 runs).
-    assert {"100/load_same_runs", "200/load_same_runs"} <= set(raw["raw"])
-    assert [r["runs"] for r in raw["results"]] == [100, 200]
+    # The like-for-like baseline is a load of its own (the runner checks it added 200 runs).
+    assert {"300/load_same_runs", "600/load_same_runs"} <= set(raw["raw"])
+    assert [r["runs"] for r in raw["results"]] == [300, 600]
     # The raw read_json query and the warehouse view answer with the same number of rows.
-    q = raw["raw"]["200/query_speedup_summary"]
+    q = raw["raw"]["600/query_speedup_summary"]
     assert q["kidata_rows"] == q["raw_rows"] > 0
-    warm = raw["raw"]["200/warm_query_speedups"]
+    warm = raw["raw"]["600/warm_query_speedups"]
     assert warm["kidata_rows"] == warm["raw_rows"] > 0 and len(warm["kidata_s"]) == 3
 
 
