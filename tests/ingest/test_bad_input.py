@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -236,8 +237,22 @@ def test_bad_record_is_rejected_and_the_good_ones_load(case: Case, cli, wh: Ware
     assert kept[0][3] == case.reason if case.exact else kept[0][3].startswith(case.reason)
 
 
-def test_conflict_with_a_run_already_loaded(cli, wh: Warehouse):
-    assert cli("load", SEED0).code == 0
+@pytest.fixture(scope="module")
+def seed0_loaded(tmp_path_factory) -> Path:
+    """A warehouse holding seed 000, loaded once by the CLI; tests copy it."""
+    from kidata.cli import run as cli_run
+
+    path = tmp_path_factory.mktemp("seed0") / "wh"
+    assert cli_run(["-w", str(path), "load", "-q", str(SEED0)]) == 0
+    return path
+
+
+@pytest.fixture
+def with_seed0(seed0_loaded: Path, wh_path: Path) -> None:
+    shutil.copytree(seed0_loaded, wh_path, dirs_exist_ok=True)
+
+
+def test_conflict_with_a_run_already_loaded(with_seed0, cli, wh: Warehouse):
     path = BAD / "conflict_with_loaded.jsonl"  # seed 001, then seed 000 with median 31073
     result = cli("load", path)
     assert result.code == 1
@@ -282,8 +297,7 @@ def test_strict_loads_nothing_when_anything_would_be_rejected(cli, wh: Warehouse
     assert not list((wh.path / "runs").glob("*.parquet"))
 
 
-def test_strict_also_refuses_a_conflict_found_at_commit(cli, wh: Warehouse):
-    assert cli("load", SEED0).code == 0
+def test_strict_also_refuses_a_conflict_found_at_commit(with_seed0, cli, wh: Warehouse):
     result = cli("load", "--strict", BAD / "conflict_with_loaded.jsonl")
     assert result.code == 1
     assert "strict: nothing loaded; 1 of 2 records would be rejected" in result.out

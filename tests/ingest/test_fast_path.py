@@ -108,29 +108,57 @@ def test_switch_is_read_from_the_environment(monkeypatch):
     assert fast_mod.enabled()
 
 
+# The lines of a batch (stage.BATCH_LINES, 2048), shrunk so that fewer generated bundles
+# still cross the same batch boundaries: the sizes below are the ones the tests had at 2048
+# lines a batch, scaled by BATCH / 2048.
+BATCH = 256
+
+
+def _scaled(lines_at_2048: int) -> int:
+    return lines_at_2048 * BATCH // 2048
+
+
 def test_generated_bundles_single_process(tmp_path, monkeypatch):
-    path = write_lines(tmp_path / "gen.ndjson", [GEN.bundle(i) for i in range(2500)])
+    from kidata.ingest import stage
+
+    monkeypatch.setattr(stage, "BATCH_LINES", BATCH)
+    n = _scaled(2500)  # more than a batch
+    assert n > BATCH
+    path = write_lines(tmp_path / "gen.ndjson", [GEN.bundle(i) for i in range(n)])
     out = load_both(tmp_path, monkeypatch, [path])
-    assert out[1].runs_added == 2500
-    assert (out[1].fast_path, out[0].fast_path) == (2500, 0)  # every one is the common shape
+    assert out[1].runs_added == n
+    assert (out[1].fast_path, out[0].fast_path) == (n, 0)  # every one is the common shape
     assert_same(*out)
 
 
 @pytest.mark.slow
 def test_generated_bundles_with_workers(tmp_path, monkeypatch):
-    # More than a worker batch (2048 lines), so the pool starts; the rest of the file, a few
+    # More than a worker batch (BATCH lines), so the pool starts; the rest of the file, a few
     # bad records among good ones, goes through the workers' fast and general paths.
-    records = [GEN.bundle(i) for i in range(4500)]
-    records[3000]["run"]["spec"]["timing"]["latencyNs"]["median"] = -1
-    records[3001]["run"]["spec"]["environmentDigest"] = "sha256:" + "0" * 64
-    del records[3002]["environment"]  # a bare run: its environment is known from before
+    from kidata.ingest import stage, stage_worker
+
+    monkeypatch.setattr(stage, "BATCH_LINES", BATCH)
+    jobs: list[int] = []
+    submit = stage_worker.WorkerProcess.submit
+
+    def counting(self, job, first_seq, segments):
+        jobs.append(job)
+        return submit(self, job, first_seq, segments)
+
+    monkeypatch.setattr(stage_worker.WorkerProcess, "submit", counting)
+    n, bad = _scaled(4500), _scaled(3000)  # the altered records in the pool's second batch
+    records = [GEN.bundle(i) for i in range(n)]
+    records[bad]["run"]["spec"]["timing"]["latencyNs"]["median"] = -1
+    records[bad + 1]["run"]["spec"]["environmentDigest"] = "sha256:" + "0" * 64
+    del records[bad + 2]["environment"]  # a bare run: its environment is known from before
     out = load_both(tmp_path, monkeypatch, [path := write_lines(tmp_path / "g.ndjson", records)],
                     workers=2)
+    assert jobs == [1, 2, 1, 2]  # the pool took two jobs in each load (general, fast path)
     assert path.exists() and out[1].rejected == 2
     # Each path takes what it should, in the workers too: the three altered records take the
     # general path (two rejects; a bare run, which the fast path never takes), the other
-    # 4,497 the fast path; with it switched off, all 4,500 take the general path.
-    assert (out[1].records, out[1].fast_path) == (4500, 4497)
+    # n - 3 the fast path; with it switched off, all n take the general path.
+    assert (out[1].records, out[1].fast_path) == (n, n - 3)
     assert out[0].fast_path == 0
     assert_same(*out)
 

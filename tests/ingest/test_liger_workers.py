@@ -56,27 +56,43 @@ def sent(monkeypatch) -> list[int]:
     return counts
 
 
+@pytest.fixture(scope="module")
+def one_passes(tmp_path_factory) -> dict:
+    """The one pass in the loading process (KIDATA_WORKERS=0) of each list of inputs, made
+    once per module: every worker count and batch size is compared with the same one."""
+    return {"dir": tmp_path_factory.mktemp("one-pass")}
+
+
+def _one_pass(one_passes: dict, monkeypatch, inputs: list[str], sent: list[int]):
+    key = tuple(inputs)
+    if key not in one_passes:
+        path = one_passes["dir"] / str(len(one_passes))
+        monkeypatch.setenv("KIDATA_WORKERS", "0")
+        report = _load(path, inputs)
+        assert not sent
+        one_passes[key] = (report, _tables(path), path)
+    return one_passes[key]
+
+
 def _compare(tmp_path: Path, monkeypatch, inputs: list[str], workers: str, rows: int,
-             sent: list[int]):
-    monkeypatch.setenv("KIDATA_WORKERS", "0")
-    one_pass = _load(tmp_path / "one", inputs)
-    assert not sent
+             sent: list[int], one_passes: dict):
+    one_pass, one_tables, _ = _one_pass(one_passes, monkeypatch, inputs, sent)
     monkeypatch.setenv("KIDATA_WORKERS", workers)
     monkeypatch.setattr(stage, "POOL_ROWS", rows)
     parallel = _load(tmp_path / f"w{workers}", inputs)
     assert parallel == one_pass
-    assert _tables(tmp_path / f"w{workers}") == _tables(tmp_path / "one")
+    assert _tables(tmp_path / f"w{workers}") == one_tables
     return one_pass
 
 
 @pytest.mark.shared
 @pytest.mark.parametrize("workers,rows", [("1", 500), ("2", 300), ("2", 8192)])
 def test_liger_files_through_workers_give_the_same_tables(tmp_path, monkeypatch, sent,
-                                                          workers, rows):
+                                                          one_passes, workers, rows):
     recent = str(shared("liger/all_benchmark_data.csv"))
     first = str(shared("liger/all_benchmark_data_2024-09-03.csv"))
     inputs = [recent, first, recent]  # a file read twice is converted apart each time
-    report = _compare(tmp_path, monkeypatch, inputs, workers, rows, sent)
+    report = _compare(tmp_path, monkeypatch, inputs, workers, rows, sent, one_passes)
     files, records = report[:2]
     assert files == 3 and records == 2 * 2448 + 410
     if rows < 2448:
@@ -128,17 +144,25 @@ def _variants_csv(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory) -> Path:
+    """One variants file for the module (its path is in the rejects the loads report)."""
+    return _variants_csv(tmp_path_factory.mktemp("variants") / "variants.csv")
+
+
 @pytest.mark.parametrize("workers,rows", [("1", 1), ("2", 2), ("2", 3)])
 def test_rows_depending_on_earlier_rows_keep_their_documents(tmp_path, monkeypatch, sent,
-                                                             workers, rows):
-    path = str(_variants_csv(tmp_path / "variants.csv"))
-    report = _compare(tmp_path, monkeypatch, [path, path], workers, rows, sent)
+                                                             one_passes, variants, workers,
+                                                             rows):
+    path = str(variants)
+    report = _compare(tmp_path, monkeypatch, [path, path], workers, rows, sent, one_passes)
     assert report[1] == 48 and report[4] == 8  # records, rejects (4 per read)
     assert sum(sent) == 48
     # The documents the rows above name: the first row of each key that reaches it built
     # it, whatever its own variant.
     names = duckdb.sql(
-        f"SELECT kernel, name FROM read_parquet('{tmp_path / 'one'}/workloads/*.parquet') "
+        f"SELECT kernel, name FROM read_parquet('{one_passes[(path, path)][2]}/workloads/"
+        "*.parquet') "
         "ORDER BY ALL").fetchall()
     assert names == [
         ("rms_norm", "hidden1024-rows2048-fp32"), ("rms_norm", "hidden1536-rows2048-fp32"),

@@ -22,6 +22,23 @@ def kidata(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """`kidata` in-process (the CLI's own `run`), with `kidata`'s result shape: the report's
+    work is what these tests check, not the console script, which test_report_on_the_seeds
+    runs as a process (and a new process per report re-imports DuckDB and matplotlib)."""
+    from kidata.cli import run as cli_run
+
+    def invoke(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
+        monkeypatch.setenv("KIDATA_WAREHOUSE", str(warehouse))
+        capsys.readouterr()
+        code = cli_run([str(a) for a in args])
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, captured.out, captured.err)
+
+    return invoke
+
+
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("report") / "wh"
@@ -35,6 +52,19 @@ def liger(tmp_path_factory) -> Warehouse:
     assert wh.load([str(shared("liger/all_benchmark_data.csv")),
                     str(shared("liger/all_benchmark_data_2024-09-03.csv"))]).ok
     return wh
+
+
+@pytest.fixture(scope="module")
+def rms_norm_a100(liger: Warehouse, tmp_path_factory) -> tuple[int, str]:
+    """`kidata report -k rms_norm -g a100-sxm4-80gb` of the Liger warehouse, in-process, made
+    once: its exit code and page (two tests read the same report)."""
+    from kidata.cli import run as cli_run
+
+    out = tmp_path_factory.mktemp("rms-norm") / "h.html"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KIDATA_WAREHOUSE", str(liger.path))
+        code = cli_run(["report", "-o", str(out), "-k", "rms_norm", "-g", "a100-sxm4-80gb"])
+    return code, out.read_text("utf-8") if out.exists() else ""
 
 
 def charts(page: str) -> list[str]:
@@ -73,34 +103,34 @@ def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_report_restricted(seeded: Path, tmp_path: Path):
+def test_report_restricted(seeded: Path, tmp_path: Path, run):
     out = tmp_path / "report.html"
-    done = kidata("report", "-o", out, "--kernel", "train_step", "--gpu", "h100-sxm5-80gb",
-                  warehouse=seeded)
+    done = run("report", "-o", out, "--kernel", "train_step", "--gpu", "h100-sxm5-80gb",
+               warehouse=seeded)
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
     assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-train_step"]
     assert "a100-sxm4-80gb</text>" not in page
     assert "kernels: train_step; GPUs: h100-sxm5-80gb" in page
     # Seed 003's train_step runs have no timestamp: a time window leaves nothing to draw.
-    done = kidata("report", "-o", out, "--kernel", "train_step", "--since", "2026-01-01",
-                  warehouse=seeded)
+    done = run("report", "-o", out, "--kernel", "train_step", "--since", "2026-01-01",
+               warehouse=seeded)
     assert done.returncode == 0, done.stderr
     assert charts(out.read_text("utf-8")) == []
 
 
 @pytest.mark.slow
-def test_report_warns_of_a_name_no_run_has(seeded: Path, tmp_path: Path):
-    done = kidata("report", "-o", tmp_path / "r.html", "--kernel", "rms_nrom", warehouse=seeded)
+def test_report_warns_of_a_name_no_run_has(seeded: Path, tmp_path: Path, run):
+    done = run("report", "-o", tmp_path / "r.html", "--kernel", "rms_nrom", warehouse=seeded)
     assert done.returncode == 0
     assert ("warning: no run has kernel 'rms_nrom' (known: relu_squared, rms_norm, train_step)"
             in done.stderr)
 
 
 @pytest.mark.slow
-def test_report_refuses_a_bad_date(seeded: Path, tmp_path: Path):
-    done = kidata("report", "-o", tmp_path / "r.html", "--since", "last tuesday",
-                  warehouse=seeded)
+def test_report_refuses_a_bad_date(seeded: Path, tmp_path: Path, run):
+    done = run("report", "-o", tmp_path / "r.html", "--since", "last tuesday",
+               warehouse=seeded)
     assert done.returncode == 2
     assert "'last tuesday' is not a date or time" in done.stderr
 
@@ -124,10 +154,10 @@ def test_workload_sizes_sort_as_numbers(liger: Warehouse):
 
 @pytest.mark.slow
 @pytest.mark.shared
-def test_report_on_liger(liger: Warehouse, tmp_path: Path):
+def test_report_on_liger(liger: Warehouse, tmp_path: Path, run):
     out = tmp_path / "liger.html"
-    done = kidata("report", "-o", out, "--kernel", "fused_linear_cross_entropy",
-                  "--kernel", "rms_norm", warehouse=liger.path)
+    done = run("report", "-o", out, "--kernel", "fused_linear_cross_entropy",
+               "--kernel", "rms_norm", warehouse=liger.path)
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
     assert charts(page) == ["speedup-liger-vs-reference-forward",
@@ -154,7 +184,7 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path):
 
 
 @pytest.mark.shared
-def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path):
+def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path, run):
     from kidata.query.present import data
 
     points = data.latency_points(liger, data.Filters(kernels=["embedding"]))
@@ -167,8 +197,8 @@ def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path):
     for (_, _, _, others), line in points.group_by(
             ["implementation", "pass", "gpu", "others"]):
         assert line["size"].to_list() == [2.0**k for k in range(10, 18)], others
-    done = kidata("report", "-o", tmp_path / "e.html", "-k", "embedding", "-g",
-                  "a100-sxm4-80gb", warehouse=liger.path)
+    done = run("report", "-o", tmp_path / "e.html", "-k", "embedding", "-g",
+               "a100-sxm4-80gb", warehouse=liger.path)
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "e.html").read_text("utf-8")
     # Colour names the implementation, the dash style the setting: each once per panel
@@ -178,11 +208,11 @@ def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path):
 
 
 @pytest.mark.shared
-def test_lines_beyond_the_cap_are_listed(liger: Warehouse, tmp_path: Path):
+def test_lines_beyond_the_cap_are_listed(liger: Warehouse, tmp_path: Path, run):
     # fused_neighborhood_attention sweeps dilation (1, 2) at 7 values of seq_len
     # (64 ... 4096): 4 settings are drawn and the other 3 listed as left out.
-    done = kidata("report", "-o", tmp_path / "n.html", "-k", "fused_neighborhood_attention",
-                  "-g", "rtx-3090", "-i", "liger", warehouse=liger.path)
+    done = run("report", "-o", tmp_path / "n.html", "-k", "fused_neighborhood_attention",
+               "-g", "rtx-3090", "-i", "liger", warehouse=liger.path)
     assert done.returncode == 0, done.stderr
     left = [line for line in done.stderr.splitlines() if "dilation sweep" in line]
     assert len(left) == 3  # backward, forward, full on the RTX 3090
@@ -190,12 +220,9 @@ def test_lines_beyond_the_cap_are_listed(liger: Warehouse, tmp_path: Path):
 
 
 @pytest.mark.shared
-def test_heatmaps_keep_passes_apart_against_the_reference(liger: Warehouse, tmp_path: Path):
-    out = tmp_path / "h.html"
-    done = kidata("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
-                  warehouse=liger.path)
-    assert done.returncode == 0, done.stderr
-    page = out.read_text("utf-8")
+def test_heatmaps_keep_passes_apart_against_the_reference(rms_norm_a100):
+    code, page = rms_norm_a100
+    assert code == 0
     # rms_norm's reference is huggingface (roles.toml: the first of torch, huggingface, ...
     # that was measured): one heatmap per pass, "liger vs reference".
     assert [c for c in charts(page) if c.startswith("speedup")] == [
@@ -236,23 +263,21 @@ def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path
 
 
 @pytest.mark.shared
-def test_efficiency_marks_overhead_bound_points(liger: Warehouse, tmp_path: Path):
-    out = tmp_path / "e.html"
-    done = kidata("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
-                  warehouse=liger.path)
-    assert done.returncode == 0, done.stderr
+def test_efficiency_marks_overhead_bound_points(rms_norm_a100):
+    code, page = rms_norm_a100
+    assert code == 0
     # rms_norm forward at H = 1024, M = 2048, bf16 moves x and y (2 x 2048 x 1024 x 2 bytes)
     # and the weight (1024 x 2): 8,390,656 bytes, 4.1 µs at the A100's 2,039 GB/s: under the
     # view's 5 µs, so overhead-bound, drawn hollow and named in the legend.
-    assert ">hollow: overhead-bound</text>" in out.read_text("utf-8")
+    assert ">hollow: overhead-bound</text>" in page
 
 
 @pytest.mark.shared
-def test_compute_roofline_chart_of_swiglu(liger: Warehouse, tmp_path: Path):
+def test_compute_roofline_chart_of_swiglu(liger: Warehouse, tmp_path: Path, run):
     out = tmp_path / "c.html"
     svg = tmp_path / "svg"
-    done = kidata("report", "-o", out, "-k", "swiglu", "-g", "a100-sxm4-80gb", "--svg", svg,
-                  warehouse=liger.path)
+    done = run("report", "-o", out, "-k", "swiglu", "-g", "a100-sxm4-80gb", "--svg", svg,
+               warehouse=liger.path)
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
     assert "roofline" in charts(page)
