@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from kidata.core.viewfiles import load_views
 from kidata.errors import KidataError, QueryError, WarehouseError
-from kidata.store import derived, reference, snapshot
+from kidata.store import commit, derived, reference, snapshot
 from kidata.store.schema import REFERENCE, TABLES
 
 if TYPE_CHECKING:
@@ -80,11 +80,16 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
 
     Raises :class:`SparkViewError` (after registering everything else) when some views fail,
     :class:`WarehouseError` when a local warehouse folder does not exist, a URI holds no table
-    folder at all, or a table's files cannot be read together, and :class:`KidataError` when
-    PySpark is not installed.
+    folder at all, or a table's files cannot be read together, :class:`NewerLayout` when a
+    local warehouse's ``_kidata/layout.json`` names a layout newer than this kidata reads (a
+    URI's is not checked), and :class:`KidataError` when PySpark is not installed.
     """
     exceptions = _pyspark_errors()
     root, local = _root(warehouse_path)
+    if local is not None:
+        # A warehouse of a newer layout is refused, as by DuckDB (what a newer layout changed
+        # could make these answers wrong). A URI's layout file is not read: see docs/spark.md.
+        commit.check_layout(local)
     # Reference tables whose file is missing or out of date are served from the packaged data,
     # as Warehouse.connect does for DuckDB (only checkable for a local warehouse).
     packaged = set(reference.stale(local)) if local else set()

@@ -5,6 +5,7 @@ pytest-xdist runs the two side by side; both share tests/spark_compare.py.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -103,3 +104,19 @@ def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
     for name in ("latest_runs", "latencies", "latest_latencies", "speedups", "speedup_summary",
                  "series_steps", "trends", "regressions", "efficiency"):
         assert assert_same_rows(session, wh, name) > 0, name
+
+
+def test_a_warehouse_of_a_newer_layout_is_refused_as_in_duckdb(spark, seeded, tmp_path):
+    """Spark reads no warehouse whose layout file names a layout this kidata does not know,
+    as Warehouse.require refuses it for DuckDB: what a newer layout changed could make the
+    views' answers wrong."""
+    from kidata import errors
+    from kidata.store.layout import CURRENT_LAYOUT, Layout
+
+    newer = Path(shutil.copytree(seeded.path, tmp_path / "newer"))
+    Layout(newer).layout_file.write_text(
+        json.dumps({"layout": CURRENT_LAYOUT + 1, "written_by": "kidata 9.0.0"}), "utf-8")
+    with pytest.raises(errors.NewerLayout):
+        register(spark.newSession(), newer)
+    with pytest.raises(errors.NewerLayout):
+        Warehouse(newer).sql("select 1")  # the same refusal, for DuckDB
