@@ -134,6 +134,19 @@ class Warehouse:
         from kidata.store.load_commit import LoadCommit
         from kidata.store.manifest import FileManifest
 
+        # What would fail every file fails before anything is created: a bad mapping or an
+        # unknown format leaves no warehouse behind where there was none.
+        if mapping is not None:
+            from kidata.ingest.mapping import load_mapping
+
+            load_mapping(str(mapping))
+        if format is not None:
+            from kidata.ingest.readers.field import READERS
+
+            if format not in READERS:
+                from kidata.errors import UnknownFormat
+
+                raise UnknownFormat(format, sorted(READERS))
         skipped: list[str] = []
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)

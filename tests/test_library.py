@@ -251,3 +251,19 @@ def test_what_needs_no_warehouse(seeded: kidata.Warehouse, tmp_path: Path):
     assert (report.records, report.written, report.rejected) == (26, 26, 0)
     assert len(list((tmp_path / "bundles").iterdir())) == 26
     assert kidata.library.check_summary(seeded.check()).endswith(f"in {seeded.path}: ok")
+
+
+@pytest.mark.parametrize("bad", [{"mapping": "bad.toml"}, {"format": "no-such-format"}],
+                         ids=["mapping", "format"])
+def test_a_load_that_cannot_read_any_file_creates_no_warehouse(tmp_path, bad):
+    """A bad mapping or an unknown format is refused before anything is written: the folder
+    stays absent, so it never becomes an empty warehouse that later commands take for one."""
+    from kidata.errors import UsageError
+
+    (tmp_path / "bad.toml").write_text("nonsense = [\n", "utf-8")
+    if "mapping" in bad:
+        bad = {"mapping": str(tmp_path / "bad.toml")}
+    target = tmp_path / "new"
+    with pytest.raises(UsageError):
+        kidata.Warehouse(target).load([str(SEEDS)], **bad)
+    assert not target.exists()
