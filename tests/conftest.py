@@ -117,6 +117,24 @@ class Result:
 
 
 @pytest.fixture
+def pool_jobs(monkeypatch) -> list[int]:
+    """The jobs a load's worker pool is handed (their numbers, in order), recorded: a test of
+    a load "with workers" asserts the pool staged something, so it cannot quietly test the
+    loading process alone (a small input never starts the pool)."""
+    from kidata.ingest import stage_worker
+
+    jobs: list[int] = []
+    submit = stage_worker.WorkerProcess.submit
+
+    def counting(self, job, first_seq, segments):
+        jobs.append(job)
+        return submit(self, job, first_seq, segments)
+
+    monkeypatch.setattr(stage_worker.WorkerProcess, "submit", counting)
+    return jobs
+
+
+@pytest.fixture
 def data() -> Path:
     return DATA
 

@@ -132,20 +132,12 @@ def test_generated_bundles_single_process(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_generated_bundles_with_workers(tmp_path, monkeypatch):
+def test_generated_bundles_with_workers(tmp_path, monkeypatch, pool_jobs):
     # More than a worker batch (BATCH lines), so the pool starts; the rest of the file, a few
     # bad records among good ones, goes through the workers' fast and general paths.
-    from kidata.ingest import stage, stage_worker
+    from kidata.ingest import stage
 
     monkeypatch.setattr(stage, "BATCH_LINES", BATCH)
-    jobs: list[int] = []
-    submit = stage_worker.WorkerProcess.submit
-
-    def counting(self, job, first_seq, segments):
-        jobs.append(job)
-        return submit(self, job, first_seq, segments)
-
-    monkeypatch.setattr(stage_worker.WorkerProcess, "submit", counting)
     n, bad = _scaled(4500), _scaled(3000)  # the altered records in the pool's second batch
     records = [GEN.bundle(i) for i in range(n)]
     records[bad]["run"]["spec"]["timing"]["latencyNs"]["median"] = -1
@@ -153,7 +145,7 @@ def test_generated_bundles_with_workers(tmp_path, monkeypatch):
     del records[bad + 2]["environment"]  # a bare run: its environment is known from before
     out = load_both(tmp_path, monkeypatch, [path := write_lines(tmp_path / "g.ndjson", records)],
                     workers=2)
-    assert jobs == [1, 2, 1, 2]  # the pool took two jobs in each load (general, fast path)
+    assert pool_jobs == [1, 2, 1, 2]  # the pool took two jobs in each load (general, fast path)
     assert path.exists() and out[1].rejected == 2
     # Each path takes what it should, in the workers too: the three altered records take the
     # general path (two rejects; a bare run, which the fast path never takes), the other

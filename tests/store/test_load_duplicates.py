@@ -62,26 +62,16 @@ def counts(wh: Warehouse) -> tuple[int, int, int]:
     return runs, distinct, measurements
 
 
-def with_workers(monkeypatch, workers: str, batch_lines: int | None = None) -> list[int]:
-    """``KIDATA_WORKERS=workers`` for the loads that follow, the pool's batch shrunk to
-    ``batch_lines`` (a few hundred generated lines start no pool at the default 2,048), and
-    the jobs the pool is handed, recorded: a test asserts it got some, so "with workers" cannot
-    quietly mean the loading process alone."""
-    from kidata.ingest import stage, stage_worker
+def with_workers(monkeypatch, workers: str, batch_lines: int | None = None) -> None:
+    """``KIDATA_WORKERS=workers`` for the loads that follow, and the pool's batch shrunk to
+    ``batch_lines`` (a few hundred generated lines start no pool at the default 2,048); the
+    tests check with the ``pool_jobs`` fixture that the pool was handed jobs."""
+    from kidata.ingest import stage
 
     monkeypatch.setenv("KIDATA_WORKERS", workers)
     if batch_lines is not None:
         monkeypatch.setattr(stage, "BATCH_LINES", batch_lines)
         monkeypatch.setattr(stage, "POOL_ROWS", batch_lines)
-    jobs: list[int] = []
-    submit = stage_worker.WorkerProcess.submit
-
-    def counting(self, job, first_seq, segments):
-        jobs.append(job)
-        return submit(self, job, first_seq, segments)
-
-    monkeypatch.setattr(stage_worker.WorkerProcess, "submit", counting)
-    return jobs
 
 
 def write(path: Path, lines: list[bytes]) -> str:
@@ -93,8 +83,8 @@ def write(path: Path, lines: list[bytes]) -> str:
 @pytest.mark.parametrize("shape", ["inside-one-file", "across-files", "prefix-first",
                                    "prefix-last"])
 def test_json_lines_with_repeated_runs_keep_every_run_once_with_its_measurements(
-        generated, tmp_path, monkeypatch, shape, workers):
-    jobs = with_workers(monkeypatch, workers, batch_lines=128)
+        generated, tmp_path, monkeypatch, pool_jobs, shape, workers):
+    with_workers(monkeypatch, workers, batch_lines=128)
     # 600 runs, 1,800 measurements: copied in batches of 500 rows, both tables cross batch
     # boundaries (0.2.7's default of 8,192 needed ~3,000 runs to show the loss).
     monkeypatch.setattr(finalize, "BATCH", 500)
@@ -118,7 +108,7 @@ def test_json_lines_with_repeated_runs_keep_every_run_once_with_its_measurements
     assert report.added["measurements"] == measurements
     assert counts(wh) == (runs, runs, measurements)
     assert wh.check().problems == []
-    assert bool(jobs) == (workers != "0"), jobs  # the pool staged (some of) it, or none
+    assert bool(pool_jobs) == (workers != "0"), pool_jobs  # the pool staged (some of) it, or none
 
 
 def test_the_issue_repro_at_the_default_batch_size(generated, tmp_path):
@@ -134,10 +124,10 @@ def test_the_issue_repro_at_the_default_batch_size(generated, tmp_path):
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_small_copy_batches_cross_runs_and_measurements_alike(generated, tmp_path,
-                                                             monkeypatch, workers):
+                                                             monkeypatch, pool_jobs, workers):
     """With copy batches and row groups far smaller than the load, the runs file is copied
     in many batches too (0.2.7 doubled runs and left measurements without a run here)."""
-    jobs = with_workers(monkeypatch, workers)
+    with_workers(monkeypatch, workers)
     monkeypatch.setattr(finalize, "BATCH", 97)
     monkeypatch.setattr("kidata.store.pqwrite.ROWS", 500)
     lines = generated.read_bytes().splitlines(keepends=True)
@@ -148,7 +138,7 @@ def test_small_copy_batches_cross_runs_and_measurements_alike(generated, tmp_pat
     assert (report.runs_added, report.duplicates) == (3000, 1000)
     assert counts(wh) == (3000, 3000, 9000)
     assert wh.check().problems == []
-    assert bool(jobs) == (workers != "0"), jobs
+    assert bool(pool_jobs) == (workers != "0"), pool_jobs
 
 
 def liger_rows(path: Path) -> tuple[int, int]:
@@ -163,8 +153,9 @@ def liger_rows(path: Path) -> tuple[int, int]:
 @pytest.mark.shared
 @pytest.mark.parametrize("workers", ["0", "2"])
 @pytest.mark.parametrize("prefix_first", [True, False])
-def test_liger_csv_and_its_prefix_in_one_load(tmp_path, monkeypatch, workers, prefix_first):
-    jobs = with_workers(monkeypatch, workers)
+def test_liger_csv_and_its_prefix_in_one_load(tmp_path, monkeypatch, pool_jobs, workers,
+                                              prefix_first):
+    with_workers(monkeypatch, workers)
     whole = shared("liger/all_benchmark_data.csv")
     runs, measurements = liger_rows(whole)
     assert (runs, measurements) == (2448, 7344)
@@ -178,7 +169,7 @@ def test_liger_csv_and_its_prefix_in_one_load(tmp_path, monkeypatch, workers, pr
     assert (report.runs_added, report.duplicates, report.rejected) == (runs, 1200, 0)
     assert counts(wh) == (runs, runs, measurements)
     assert wh.check().problems == []
-    assert bool(jobs) == (workers != "0"), jobs
+    assert bool(pool_jobs) == (workers != "0"), pool_jobs
 
 
 # -- the load's own check ---------------------------------------------------------------------
