@@ -53,6 +53,7 @@ def test_the_clis_staging_gc_is_undone_and_spares_a_callers_frozen_objects():
         frozen = gc.get_freeze_count()
         with StagingGC():
             pass
-        assert gc.get_freeze_count() == frozen
+        # Not thawed (0), nothing more frozen; a frozen object freed meanwhile lowers the count.
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
