@@ -130,7 +130,7 @@ class Warehouse:
         ``mapping`` reads every file by a TOML mapping (``docs/formats.md``).
         """
         from kidata.ingest.inputs import stage_inputs
-        from kidata.ingest.readers import expand_paths
+        from kidata.ingest.readers import check_format, expand_paths
         from kidata.store.load_commit import LoadCommit
         from kidata.store.manifest import FileManifest
 
@@ -140,13 +140,7 @@ class Warehouse:
             from kidata.ingest.mapping import load_mapping
 
             load_mapping(str(mapping))
-        if format is not None:
-            from kidata.ingest.readers.field import READERS
-
-            if format not in READERS:
-                from kidata.errors import UnknownFormat
-
-                raise UnknownFormat(format, sorted(READERS))
+        check_format(format)
         skipped: list[str] = []
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)

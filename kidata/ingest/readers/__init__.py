@@ -90,6 +90,14 @@ def _is_trainkernel_table(text: bytes) -> bool:
     return False
 
 
+def check_format(fmt: str | None) -> None:
+    """Raise :class:`UnknownFormat` unless ``fmt`` is None (detect) or a ``--format`` name."""
+    from kidata.ingest.readers.field import READERS
+
+    if fmt is not None and fmt not in READERS:
+        raise UnknownFormat(fmt, sorted(READERS))
+
+
 def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
               fingerprint: dict[str, Any] | None = None,
               settings: dict[str, str] | None = None, mapping: str | None = None,
@@ -113,8 +121,7 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
 
         yield from read_with_mapping(mapping, path, settings)
         return
-    if fmt is not None and fmt not in READERS:
-        raise UnknownFormat(fmt, sorted(READERS))
+    check_format(fmt)
     name = "<stdin>" if path == "-" else path
     try:
         stream = open_binary(path)
