@@ -114,13 +114,16 @@ class Warehouse:
 
     # -- load ---------------------------------------------------------------------------------
 
-    def load(self, paths: Iterable[str], format: str | None = None, strict: bool = False,
+    def load(self, paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+             format: str | None = None, strict: bool = False,
              batch_size: int = DEFAULT_BATCH,
              progress: Callable[[str, int], None] | None = None,
              phase: Callable[[str], None] | None = None,
              settings: dict[str, str] | None = None, mapping: str | None = None
              ) -> LoadReport:
         """Read, validate and add records from files, folders (recursive), globs or ``-``.
+
+        ``paths`` is one path (a ``str`` or :class:`~pathlib.Path`) or an iterable of them.
 
         Returns a :class:`LoadReport`. Bad records are rejected (listed in the report and kept
         in the ``rejects`` table) while the good ones load; with ``strict`` nothing is committed
@@ -141,6 +144,9 @@ class Warehouse:
 
             load_mapping(str(mapping))
         check_format(format)
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        paths = [os.fspath(p) for p in paths]
         skipped: list[str] = []
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)

@@ -34,6 +34,15 @@ def test_load_report_and_relations(tmp_path: Path):
     assert wh.relation("speedup_summary").arrow().read_all().num_rows == 6
 
 
+@pytest.mark.parametrize("given", ["str", "path", "list of paths"])
+def test_load_takes_one_path_or_paths_as_str_or_pathlib(tmp_path: Path, given: str):
+    """A single ``str`` was read as an iterable of one-letter paths and a ``Path`` failed
+    with a TypeError; each form now loads the 3 seed files (26 runs, as above)."""
+    arg = {"str": str(SEEDS), "path": SEEDS, "list of paths": sorted(SEEDS.iterdir())}[given]
+    report = kidata.Warehouse(tmp_path / "wh").load(arg)
+    assert (report.files, report.runs_added, report.rejected) == (3, 26, 0)
+
+
 def test_query_error_is_a_kidata_error(tmp_path: Path):
     wh = kidata.Warehouse(tmp_path / "wh").create()
     with pytest.raises(kidata.QueryError, match="Table with name nope does not exist"):
