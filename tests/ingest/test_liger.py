@@ -272,6 +272,9 @@ def test_every_gpu_name_is_in_the_catalog_with_peaks():
     a100, h100 = lookup_gpu("NVIDIA A100-SXM4-80GB"), lookup_gpu("NVIDIA H100 80GB HBM3")
     assert (a100.memory_bandwidth_gbps, a100.bf16_dense_tflops) == (2039, 312)
     assert (h100.memory_bandwidth_gbps, h100.bf16_dense_tflops) == (3350, 989)
+    # NVIDIA's L40S datasheet: 864 GB/s, BF16 tensor 362.05 TFLOP/s dense (733 sparse).
+    l40s = lookup_gpu("NVIDIA L40S")
+    assert (l40s.memory_bandwidth_gbps, l40s.bf16_dense_tflops) == (864, 362.05)
     assert lookup_gpu("H100 SXM 80 GB").key == h100.key == "h100-sxm5-80gb"
     assert lookup_gpu("NVIDIA H100 PCIe").key == "h100-pcie-80gb"
 
