@@ -12,9 +12,11 @@ class UsageError(KidataError):
 
 
 class NoSuchView(UsageError):
-    def __init__(self, name: str, known: list[str]):
+    def __init__(self, name: str, known: list[str], closest: list[str] | None = None):
+        guess = ("did you mean " + " or ".join(repr(c) for c in closest) + "? "
+                 if closest else "")
         super().__init__(
-            f"no table or view named {name!r}; known: {', '.join(sorted(known))}"
+            f"no table or view named {name!r}; {guess}known: {', '.join(sorted(known))}"
         )
         self.name = name
 

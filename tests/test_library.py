@@ -47,6 +47,15 @@ def test_query_error_is_a_kidata_error(tmp_path: Path):
     wh = kidata.Warehouse(tmp_path / "wh").create()
     with pytest.raises(kidata.QueryError, match="Table with name nope does not exist"):
         wh.sql("select * from nope")
+    # A misspelled view is answered with kidata's closest names (DuckDB offered its own
+    # catalog's, such as "sqlite_temp_master", where kidata's undefined views are absent).
+    with pytest.raises(kidata.QueryError) as caught:
+        wh.sql("select * from speedupz_summary")
+    assert str(caught.value).startswith("Catalog Error: Table with name speedupz_summary does "
+                                        'not exist! Did you mean "speedup_summary"')
+    assert "sqlite" not in str(caught.value)
+    with pytest.raises(kidata.errors.NoSuchView, match="did you mean 'latest_runs'"):
+        wh.relation("latest_run")
 
 
 def test_empty_warehouse_has_typed_empty_tables(tmp_path: Path):

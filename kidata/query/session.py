@@ -8,7 +8,9 @@ session then lists again (up to :data:`SWAP_RETRIES` times) while a query is pla
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -153,13 +155,13 @@ class Session:
                 self._con_state = None
                 con = self.ready(views)
             except duckdb.Error as exc:
-                raise QueryError(str(exc)) from None
+                raise QueryError(with_closest_name(str(exc), self.names())) from None
         raise AssertionError("unreachable")
 
     def relation(self, name: str) -> duckdb.DuckDBPyRelation:
         """A table or view by name."""
         if name not in self.names():
-            raise NoSuchView(name, list(self.names()))
+            raise NoSuchView(name, list(self.names()), closest_names(name, self.names()))
         return self.sql(f"SELECT * FROM {quote_identifier(name)}")
 
     def info(self) -> dict[str, Any]:
@@ -186,3 +188,31 @@ def first_line(exc: BaseException) -> str:
     """DuckDB's message without the SQL excerpt it appends (the views' own SQL)."""
     return str(exc).split("\n\nLINE ", 1)[0].strip()
 
+
+# DuckDB's message for a missing table or view, and its own guess (which picks among its
+# catalog, where kidata's views not named by the query are not yet defined: it offered
+# "pg_depend" for "speedup").
+_MISSING = re.compile(r'^(?:Catalog Error: )?Table with name (?P<name>"[^"]+"|\S+) does not exist!'
+                      r'(?P<guess>\s*Did you mean "[^"]*"\?)?', re.DOTALL)
+
+
+def closest_names(name: str, known: Iterable[str]) -> list[str]:
+    """Up to three of ``known`` spelled like ``name`` (case aside), closest first."""
+    known = list(known)
+    lowered = {k.lower(): k for k in known}
+    return [lowered[m] for m in difflib.get_close_matches(name.lower(), lowered, n=3,
+                                                           cutoff=0.6)]
+
+
+def with_closest_name(message: str, known: Iterable[str]) -> str:
+    """DuckDB's error text, its guess at a misspelled table replaced by the closest of
+    kidata's tables and views (or by where to find them when none is close)."""
+    found = _MISSING.match(message)
+    if found is None:
+        return message
+    name = found["name"].strip('"')
+    close = closest_names(name, known)
+    hint = (" Did you mean " + " or ".join(f'"{c}"' for c in close) + "?" if close else
+            " It is none of kidata's tables and views (`kidata views` lists them).")
+    return message[:found.start("guess")] + hint + message[found.end():] if found["guess"] \
+        else message[:found.end()] + hint + message[found.end():]

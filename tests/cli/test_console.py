@@ -348,3 +348,22 @@ def test_seeds_and_liger_csv_in_either_order_give_the_same_tables_and_views(
     for name in [*names, *load_views()]:
         assert rows(a, name) == rows(b, name), name
     assert kidata("-w", first, "check").returncode == 0
+
+
+# -- a misspelled table or view (issue 28, item 7) -----------------------------------------
+
+@pytest.mark.slow
+def test_a_misspelled_view_is_answered_with_the_closest_of_kidatas_names(seeded):
+    """DuckDB guesses among its catalog, where views a query does not name are not defined
+    yet: for ``speedup`` it offered "pg_depend". kidata names its own closest tables and
+    views, and says where to look when none is close."""
+    done = kidata("-w", seeded, "sql", "select * from speedup")
+    assert done.returncode == 1
+    assert 'Table with name speedup does not exist! Did you mean "speedups" or ' \
+           '"speedup_summary"?' in done.stderr
+    assert "pg_" not in done.stderr and "sqlite_" not in done.stderr
+    done = kidata("-w", seeded, "sql", "select * from runz")
+    assert 'Did you mean "runs"?' in done.stderr
+    done = kidata("-w", seeded, "sql", "select * from zzzqqq")
+    assert "It is none of kidata's tables and views (`kidata views` lists them)." in done.stderr
+    assert "Did you mean" not in done.stderr
