@@ -403,10 +403,15 @@ def test_set_option_and_formats_command(tmp_path):
 
 def test_kernelbench_failure_is_a_reject_and_zero_std_loads():
     items = list(read_file(str(FIELD / "H100_test__baseline_time_torch.json")))
-    ok, failed = items
+    ok, failed, untimed = items
     assert str(failed).endswith("level1.2_failed.py, field mean: -1 means the problem failed "
                                 "(KernelBench writes -1.0 when it could not time it): not a "
                                 "latency")
+    # A null entry (a problem KernelBench could not time) says so; it said "expected an
+    # object".
+    assert str(untimed).endswith("level1.3_untimed.py: null: KernelBench wrote no timing for "
+                                 "this problem (it did not compile, run or pass its check): "
+                                 "not a latency")
     measurements = {m["statistic"]: m["value"] for m in ok.docs["run"]["spec"]["measurements"]}
     # mean 1.25 ms, std 0.0 (a zero spread is a value), 10 trials.
     assert measurements == {"mean": 1_250_000, "stddev": 0, "min": 1_200_000,

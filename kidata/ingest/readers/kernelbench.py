@@ -82,8 +82,14 @@ def read(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
             position = f"{level}.{problem}"
             raw = raw_json(entry)
             try:
+                if entry is None:
+                    raise RecordError(file, position, None,
+                                      "null: KernelBench wrote no timing for this problem (it "
+                                      "did not compile, run or pass its check): not a latency")
                 if not isinstance(entry, dict):
-                    raise RecordError(file, position, None, "expected an object")
+                    raise RecordError(file, position, None,
+                                      f"expected an object of timings (mean, std, min, max, "
+                                      f"num_trials, hardware), got {type(entry).__name__}")
                 mean = entry.get("mean")
                 if mean == -1 or mean == -1.0:
                     raise RecordError(file, position, "mean",
