@@ -137,13 +137,17 @@ class Warehouse:
         from kidata.store.load_commit import LoadCommit
         from kidata.store.manifest import FileManifest
 
-        # What would fail every file fails before anything is created: a bad mapping or an
-        # unknown format leaves no warehouse behind where there was none.
+        # What would fail every file fails before anything is created: a bad mapping, an
+        # unknown format or a bad setting leaves no warehouse behind where there was none.
         if mapping is not None:
             from kidata.ingest.mapping import load_mapping
 
             load_mapping(str(mapping))
         check_format(format)
+        if settings:  # checked as `--set` pairs are: an unknown key or GPU loads nothing
+            from kidata.ingest.readers.builder import Settings
+
+            settings = dict(Settings.of(settings))
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [os.fspath(p) for p in paths]

@@ -261,8 +261,12 @@ def test_what_needs_no_warehouse(seeded: kidata.Warehouse, tmp_path: Path):
     found = kidata.library.views()
     assert set(found) == set(views.load_views())
     assert found["speedups"] == views.load_views()["speedups"].purpose
-    assert kidata.library.read_options(["gpu=h100", "unit=us"], None) == (
-        {"gpu": "h100", "unit": "us"}, None)
+    assert kidata.library.read_options(["gpu=h100-sxm5-80gb", "unit=us"], None) == (
+        {"gpu": "h100-sxm5-80gb", "unit": "us"}, None)
+    # A family is not a card: the error names its cards.
+    with pytest.raises(kidata.UsageError, match="unknown GPU 'h100'; it is a family of 3 cards: "
+                       "name one of 'h100-sxm5-80gb', 'h100-pcie-80gb', 'h100-nvl'"):
+        kidata.library.read_options(["gpu=h100"], None)
     with pytest.raises(kidata.UsageError):
         kidata.library.read_options(["gpu"], None)
     report = kidata.library.convert([str(SEEDS)], tmp_path / "bundles")

@@ -7,11 +7,15 @@ names (kernels, implementations).
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
+from pathlib import Path
+
+from kidata.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,74 @@ def _data(name: str) -> dict:
     return tomllib.loads(resources.files("kidata.data").joinpath(name).read_text("utf-8"))
 
 
+PACKAGED_GPUS = "kidata/data/gpus.toml"
+GPU_FIELDS = {"family": str, "vendor": str, "product": str, "form_factor": str,
+              "architecture": str, "memory_bandwidth_gbps": (int, float),
+              "bf16_dense_tflops": (int, float), "aliases": list}
+GPU_REQUIRED = ("family", "vendor", "product", "form_factor")
+
+
+def user_gpu_file() -> str | None:
+    """The GPU file named by ``$KIDATA_GPUS`` (None when unset): one variable read, so that
+    each lookup sees the environment as it is now."""
+    from kidata.core import config
+
+    path = config.value("KIDATA_GPUS")
+    return None if path is None else str(path)
+
+
+def _entries(text: str, file: str) -> dict[str, dict]:
+    """The ``[gpus.KEY]`` tables of a GPU file, checked: errors name the file and field."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{file}: not a TOML file: {exc}") from None
+    unknown = set(data) - {"gpus"}
+    gpus = data.get("gpus")
+    if unknown or not isinstance(gpus, dict):
+        raise UsageError(f"{file}: expected only [gpus.KEY] tables (as kidata's gpus.toml), "
+                         f"got {sorted(unknown) or 'no [gpus] table'}")
+    for key, entry in gpus.items():
+        where = f"{file}, field gpus.{key}"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: expected a table")
+        if key != slugify(key):
+            raise UsageError(f"{where}: a key is lower case letters, digits and '-' "
+                             f"(such as {slugify(key) or 'my-gpu'!r})")
+        for name in GPU_REQUIRED:
+            if not isinstance(entry.get(name), str) or not entry[name].strip():
+                raise UsageError(f"{where}.{name}: required, a non-empty string")
+        for name, value in entry.items():
+            kind = GPU_FIELDS.get(name)
+            if kind is None:
+                raise UsageError(f"{where}.{name}: unknown field; the fields are "
+                                 f"{', '.join(GPU_FIELDS)}")
+            if isinstance(value, bool) or not isinstance(value, kind):
+                what = {str: "a string", list: "a list of names"}.get(kind, "a number")
+                raise UsageError(f"{where}.{name}: expected {what}, got {value!r}")
+            if kind == (int, float) and not value > 0:
+                raise UsageError(f"{where}.{name}: expected a number > 0, got {value!r}")
+        if not all(isinstance(a, str) and a.strip() for a in entry.get("aliases", [])):
+            raise UsageError(f"{where}.aliases: expected a list of names")
+    return gpus
+
+
 @cache
-def gpu_catalog() -> dict[str, Gpu]:
-    out = {}
-    for key, entry in _data("gpus.toml")["gpus"].items():
-        out[key] = Gpu(
+def _catalog(user: str | None) -> tuple[dict[str, Gpu], dict[str, str]]:
+    """The GPUs by key and their names (normalised) to keys: the packaged catalog, with the
+    entries of the user's file (``$KIDATA_GPUS``) added or replacing those of the same key."""
+    entries = dict(_data("gpus.toml")["gpus"])
+    if user is not None:
+        try:
+            text = Path(user).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{user} (from $KIDATA_GPUS): cannot read the GPU file: "
+                             f"{exc}") from None
+        entries.update(_entries(text, user))
+    gpus: dict[str, Gpu] = {}
+    aliases: dict[str, str] = {}
+    for key, entry in entries.items():
+        gpu = gpus[key] = Gpu(
             key=key,
             vendor=entry["vendor"],
             product=entry["product"],
@@ -58,18 +125,25 @@ def gpu_catalog() -> dict[str, Gpu]:
             bf16_dense_tflops=entry.get("bf16_dense_tflops"),
             family=entry["family"],
         )
-    return out
+        for name in (key, *entry.get("aliases", []), f"{gpu.product} {gpu.form_factor}"):
+            aliases[_norm(name)] = key
+    return gpus, aliases
 
 
-@cache
+def gpu_catalog() -> dict[str, Gpu]:
+    """Every GPU kidata knows, by key (the packaged catalog and ``$KIDATA_GPUS``'s)."""
+    return _catalog(user_gpu_file())[0]
+
+
 def _aliases() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, entry in _data("gpus.toml")["gpus"].items():
-        gpu = gpu_catalog()[key]
-        names = [key, *entry.get("aliases", []), f"{gpu.product} {gpu.form_factor}"]
-        for name in names:
-            out[_norm(name)] = key
-    return out
+    return _catalog(user_gpu_file())[1]
+
+
+def closest_gpus(name: str, n: int = 3) -> list[str]:
+    """Up to ``n`` catalog keys whose names are spelled most like ``name``."""
+    names = _aliases()
+    found = difflib.get_close_matches(_norm(name), list(names), n=4 * n, cutoff=0.5)
+    return list(dict.fromkeys(names[f] for f in found))[:n]
 
 
 def lookup_gpu(name: str) -> Gpu:
@@ -78,9 +152,15 @@ def lookup_gpu(name: str) -> Gpu:
     An unknown name still resolves, to a derived key (the name's slug without a leading
     ``nvidia``) with ``known=False`` so callers can warn.
     """
-    key = _aliases().get(_norm(name))
+    return _lookup(name, user_gpu_file())
+
+
+@lru_cache(maxsize=4096)
+def _lookup(name: str, user: str | None) -> Gpu:
+    gpus, aliases = _catalog(user)
+    key = aliases.get(_norm(name))
     if key is not None:
-        return gpu_catalog()[key]
+        return gpus[key]
     derived = slugify(name)
     if derived.startswith("nvidia-"):
         derived = derived[len("nvidia-"):]

@@ -122,6 +122,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KIDATA_ROLES", "roles", "path", None, "none",
              "A TOML file of implementation roles whose entries replace the packaged "
              "`roles.toml`'s of the same kernel and role.", _path),
+    Variable("KIDATA_GPUS", "gpus", "path", None, "none",
+             "A TOML file of GPUs, shaped as the packaged `gpus.toml`, added to the catalog: "
+             "cards kidata does not know, with their names and peaks (an entry with a packaged "
+             "key replaces it).", _path),
     Variable("KIDATA_DEBUG", "debug", "flag", False, "off",
              "Any value but `0`: as `--debug`, errors keep their traceback (and a worker's).",
              _flag),
@@ -150,6 +154,7 @@ class Config:
     commit_memory: str = "192MB"
     commit_write_memory: str = "128MB"
     roles: Path | None = None
+    gpus: Path | None = None
     debug: bool = False
     fault: str | None = None
     fault_action: str = "raise"

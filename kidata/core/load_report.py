@@ -37,14 +37,44 @@ class Reject:
         return f"{where}: {self.reason}"
 
 
+class UnknownGpu(str):
+    """The warning of one record measured on a GPU the catalog lacks (its text names the
+    record). A report lists each such GPU once, with how many records name it and the first
+    of them (:meth:`Tally.add_warning`), so a load of 68 rows on one unknown GPU says so once."""
+
+    where: str
+    name: str
+    key: str
+
+    def __new__(cls, where: str, name: str, key: str) -> UnknownGpu:
+        self = super().__new__(cls, f"{where}: unknown GPU {name!r}; loaded under the derived "
+                                    f"key {key!r}")
+        self.where, self.name, self.key = where, name, key
+        return self
+
+    def __reduce__(self) -> tuple:  # to and from worker processes
+        return (UnknownGpu, (self.where, self.name, self.key))
+
+    def summary(self, records: int) -> str:
+        """The report's one warning for this GPU, named by ``records`` records."""
+        return (f"unknown GPU {self.name!r} in {records:,} record{'s' * (records != 1)} (the "
+                f"first: {self.where}); loaded under the derived key {self.key!r}, without "
+                "peaks. A typo: `kidata unload` the load and load it again with the right "
+                "name. A GPU kidata does not know: add it to a GPU file named by $KIDATA_GPUS "
+                "(docs/formats.md, \"GPUs kidata does not know\")")
+
+
 class Tally:
     """Counts rejects and warnings, keeping the first ``MAX_REPORTED`` of each (for reports
-    whose dataclass declares ``rejected``, ``rejects``, ``warned`` and ``warnings``)."""
+    whose dataclass declares ``rejected``, ``rejects``, ``warned``, ``warnings`` and
+    ``unknown_gpus``). An unknown GPU is one warning however many records name it."""
 
     rejected: int
     rejects: list
     warned: int
     warnings: list[str]
+    # GPU name -> [records, index of its line in ``warnings`` (-1: not listed), first warning]
+    unknown_gpus: dict[str, list]
 
     @property
     def ok(self) -> bool:
@@ -55,7 +85,22 @@ class Tally:
         if len(self.rejects) < MAX_REPORTED:
             self.rejects.append(reject)
 
-    def add_warning(self, message: str) -> None:
+    def add_warning(self, message: str, records: int = 1) -> None:
+        """Count a warning; an :class:`UnknownGpu` once per GPU, its line counting
+        ``records`` more records of it."""
+        if isinstance(message, UnknownGpu):
+            entry = self.unknown_gpus.get(message.name)
+            if entry is None:
+                self.warned += 1
+                listed = len(self.warnings) < MAX_REPORTED
+                entry = self.unknown_gpus[message.name] = [
+                    0, len(self.warnings) if listed else -1, message]
+                if listed:
+                    self.warnings.append(message)
+            entry[0] += records
+            if entry[1] >= 0:
+                self.warnings[entry[1]] = entry[2].summary(entry[0])
+            return
         self.warned += 1
         if len(self.warnings) < MAX_REPORTED:
             self.warnings.append(message)
@@ -75,6 +120,7 @@ class LoadReport(Tally):
     rejects: list[Reject] = field(default_factory=list)
     warned: int = 0
     warnings: list[str] = field(default_factory=list)
+    unknown_gpus: dict[str, list] = field(default_factory=dict)
     committed: bool = False
     # Records staged by the fast path (kidata/ingest/fast.py); the other ``records`` took the
     # general path (the checker and flattener), which also makes every reject.

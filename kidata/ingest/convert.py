@@ -49,6 +49,7 @@ class ConvertReport(Tally):
     rejects: list[RecordError] = field(default_factory=list)
     warned: int = 0
     warnings: list[str] = field(default_factory=list)
+    unknown_gpus: dict[str, list] = field(default_factory=dict)
 
 
 def file_name(name: str) -> str:

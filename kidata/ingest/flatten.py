@@ -21,6 +21,7 @@ import orjson
 
 from kidata.core.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.core.digest import canonical_json, digest
+from kidata.core.load_report import UnknownGpu
 from kidata.ingest import validate
 from kidata.ingest.readers.base import Item
 from kidata.ingest.validate import (
@@ -430,9 +431,8 @@ class Flattener:
         if gpu_name is None and environment is not None:
             gpu_name = environment.gpu_name
         if not gpu.known:
-            out.warnings.append(f"{c.file}, {c.position}: unknown GPU "
-                                f"{gpu_name or gpu.product!r}; loaded under derived key "
-                                f"{gpu.key!r} (add it to kidata/data/gpus.toml)")
+            out.warnings.append(UnknownGpu(f"{c.file}, {c.position}",
+                                           gpu_name or gpu.product, gpu.key))
         return gpu, gpu_name
 
     def _labels(self, labels: dict[str, str]) -> tuple[str | None, str | None]:

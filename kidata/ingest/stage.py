@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kidata.core import config
-from kidata.core.load_report import LoadReport
+from kidata.core.load_report import LoadReport, UnknownGpu
 from kidata.errors import RecordError
 from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
@@ -294,9 +294,13 @@ class Stage:
                 self._local(item, name, seq)
         self.stager.append(shipped.before(None))
         listed_rejects = sum(1 for e in result.events if e[1] == "reject")
-        listed_warnings = sum(1 for e in result.events if e[1] == "warn")
+        listed_warnings = sum(1 for e in result.events
+                              if e[1] == "warn" and not isinstance(e[2], UnknownGpu))
         report.rejected += result.rejected - listed_rejects
         report.warned += result.warned - listed_warnings
+        for records, _, first in result.unknown_gpus.values():
+            if records > 1:  # the first was an event
+                report.add_warning(first, records - 1)
 
 
 class _InOrder:

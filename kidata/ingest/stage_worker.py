@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from kidata._imports import use_system_allocator
-from kidata.core.load_report import LoadReport, Reject
+from kidata.core.load_report import LoadReport, Reject, UnknownGpu
 from kidata.errors import RecordError, WarehouseError
 from kidata.ingest import fast as fast_path
 from kidata.ingest.fast import FastPath
@@ -60,7 +60,15 @@ class JobResult(LoadReport):
         if self.rejected <= 1000:
             self.events.append((self.seq, "reject", reject))
 
-    def add_warning(self, message: str) -> None:
+    def add_warning(self, message: str, records: int = 1) -> None:
+        if isinstance(message, UnknownGpu):
+            # Its first record is an event (the loading process lists it in input order);
+            # the others are counted in ``unknown_gpus`` and added after the job's events.
+            if message.name not in self.unknown_gpus:
+                self.unknown_gpus[message.name] = [0, -1, message]
+                self.events.append((self.seq, "warn", message))
+            self.unknown_gpus[message.name][0] += records
+            return
         self.warned += 1
         if self.warned <= 1000:
             self.events.append((self.seq, "warn", message))

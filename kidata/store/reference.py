@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from kidata.core import config, engine
-from kidata.core.catalog import gpu_catalog
+from kidata.core.catalog import gpu_catalog, user_gpu_file
 from kidata.errors import KidataError
 from kidata.store import durable, layout
 from kidata.store.layout import Layout
@@ -166,14 +166,17 @@ def parse_roles(data: dict, file: str) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-@cache
 def roles() -> dict[tuple[str, str], list[str]]:
     """The implementation roles: the packaged ``kidata/data/roles.toml``, with the entries of
     the file named by ``$KIDATA_ROLES`` (if set) replacing its entries of the same kernel and
     role."""
+    return _roles(config.current().roles)
+
+
+@cache
+def _roles(override: Path | None) -> dict[tuple[str, str], list[str]]:
     text = resources.files("kidata.data").joinpath("roles.toml").read_text("utf-8")
     out = parse_roles(tomllib.loads(text), ROLES_FILE)
-    override = config.current().roles
     if override:
         try:
             data = tomllib.loads(Path(override).read_text("utf-8"))
@@ -233,9 +236,20 @@ def flop_models() -> list[dict[str, Any]]:
     return parse_flop_models(tomllib.loads(text))
 
 
-@cache
+def _user_files() -> tuple[str | None, Path | None]:
+    """The user's files the reference tables are built with: ``$KIDATA_GPUS``,
+    ``$KIDATA_ROLES`` (the tables, and their fingerprints, are kept per pair)."""
+    return user_gpu_file(), config.current().roles
+
+
 def rows() -> dict[str, list[dict[str, Any]]]:
-    """The reference tables' rows as built from the packaged data files (and ``$KIDATA_ROLES``)."""
+    """The reference tables' rows as built from the packaged data files (and ``$KIDATA_GPUS``,
+    ``$KIDATA_ROLES``)."""
+    return _rows(_user_files())
+
+
+@cache
+def _rows(files: tuple[str | None, Path | None]) -> dict[str, list[dict[str, Any]]]:
     gpus = [{"gpu": g.key, "vendor": g.vendor, "family": g.family, "product": g.product,
              "form_factor": g.form_factor or None, "architecture": g.architecture,
              "memory_bandwidth_gbps": _float(g.memory_bandwidth_gbps),
@@ -259,19 +273,27 @@ def rows() -> dict[str, list[dict[str, Any]]]:
             "byte_models": terms, "flop_models": flop_models()}
 
 
-@cache
 def fingerprint(name: str) -> str:
     """A digest of what the file of reference table ``name`` holds: its rows and columns.
     Written into the file's metadata, it tells a query whether the file is current without
     reading the rows (or importing pyarrow)."""
+    return _fingerprint(name, _user_files())
+
+
+@cache
+def _fingerprint(name: str, files: tuple[str | None, Path | None]) -> str:
     columns = [[c.name, c.type, c.nullable] for c in COLUMNS[name]]
     text = json.dumps({"columns": columns, "rows": rows()[name]}, sort_keys=True)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-@cache
 def tables() -> dict[str, pa.Table]:
     """The reference tables as built from the packaged data files, as Arrow tables."""
+    return _tables(_user_files())
+
+
+@cache
+def _tables(files: tuple[str | None, Path | None]) -> dict[str, pa.Table]:
     import pyarrow as pa
 
     from kidata.store.schema import TABLES

@@ -275,7 +275,8 @@ LOADS = (
        "`{\"runs\": 2, \"measurements\": 6}`.", False),
     _f("duplicates", INT64, "Runs skipped because the warehouse already had them.", False),
     _f("rejected", INT64, "Records rejected (see `rejects`).", False),
-    _f("warnings", INT64, "Warnings reported (e.g. unknown GPUs).", False),
+    _f("warnings", INT64, "Warnings reported; an unknown GPU counts once per load (its "
+       "records are counted in the warning's text).", False),
     _f("rejects_not_kept", INT64, "Rejected records counted in `rejected` but not kept in "
        "`rejects`: a load keeps its first 100,000 (`KIDATA_MAX_REJECTS`). Null for loads "
        "written by kidata 0.2.2 or earlier."),

@@ -281,8 +281,10 @@ def test_unknown_gpu_is_a_warning_not_a_reject(cli, wh: Warehouse):
     path = BAD / "ok_unknown_gpu.jsonl"
     result = cli("load", path)
     assert result.code == 0
-    assert (f"warning: {path}, line 1: unknown GPU 'NVIDIA Quantum Z9 PCIe'; loaded under "
-            "derived key 'quantum-z9-pcie' (add it to kidata/data/gpus.toml)") in result.err
+    assert (f"warning: unknown GPU 'NVIDIA Quantum Z9 PCIe' in 1 record (the first: {path}, "
+            "line 1); loaded under the derived key 'quantum-z9-pcie', without peaks.") \
+        in result.err
+    assert "$KIDATA_GPUS" in result.err and "kidata/data" not in result.err
     assert wh.sql("select gpu from runs").fetchall() == [("quantum-z9-pcie",)]
     assert "1 warnings" in result.out
 

@@ -386,6 +386,12 @@ def test_set_option_and_formats_command(tmp_path):
     bad = subprocess.run([str(KIDATA), "-w", str(wh), "load", csv, "--set", "colour=red"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--set: unknown key 'colour'" in bad.stderr
+    # A misspelled GPU is refused with the closest names; nothing more is loaded.
+    typo = subprocess.run([str(KIDATA), "-w", str(wh), "load", csv, "--set", "gpu=H100 SXN",
+                           "--set", "unit=ms"], capture_output=True, text=True)
+    assert typo.returncode == 2
+    assert "--set gpu: unknown GPU 'H100 SXN'; did you mean 'h100-sxm5-80gb'" in typo.stderr
+    assert Warehouse(wh).sql("select count(*) from runs").fetchall() == [(8,)]
     out = tmp_path / "bundles"
     converted = subprocess.run([str(KIDATA), "convert", csv, "-o", str(out), "--set",
                                 "gpu=H100 SXM", "--set", "unit=ms"], capture_output=True,

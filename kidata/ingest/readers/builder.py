@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kidata.core.catalog import lookup_gpu, slugify
+from kidata.core.catalog import closest_gpus, gpu_catalog, lookup_gpu, slugify
 from kidata.core.digest import canonical_json, digest
 from kidata.errors import RecordError, UsageError
 from kidata.ingest.documents import document, environment_document
@@ -109,7 +109,23 @@ class Settings(dict):
             if key in out and out[key] not in known:
                 raise UsageError(f"--set {key}: unknown {key} {out[key]!r}; expected one of "
                                  f"{', '.join(known)}")
+        if "gpu" in out and not lookup_gpu(out["gpu"]).known:
+            family = [g.key for g in gpu_catalog().values() if g.family == out["gpu"].lower()]
+            close = family if len(family) > 1 else closest_gpus(out["gpu"])
+            raise UsageError(
+                f"--set gpu: unknown GPU {out['gpu']!r}; "
+                + (f"it is a family of {len(family)} cards: name one of "
+                   f"{', '.join(map(repr, family))}. " if len(family) > 1 else
+                   f"did you mean {' or '.join(map(repr, close))}? " if close else "")
+                + "`kidata sql \"select gpu, product, form_factor from gpus\"` lists the GPUs "
+                "kidata knows; a GPU it does not know goes in a GPU file named by $KIDATA_GPUS "
+                "(docs/formats.md, \"GPUs kidata does not know\")")
         return out
+
+    @classmethod
+    def of(cls, settings: Mapping[str, str] | None) -> Settings:
+        """A library caller's ``settings`` dict, checked as ``--set`` pairs are."""
+        return cls.parse([f"{k}={v}" for k, v in (settings or {}).items()])
 
     def label(self) -> str:
         """A stable text for the load's file memory: the same file read with other settings is

@@ -18,6 +18,7 @@ import orjson
 
 from kidata.core.catalog import lookup_gpu, slugify
 from kidata.core.digest import canonical_json
+from kidata.core.load_report import UnknownGpu
 from kidata.errors import RecordError
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.readers.base import Item, raw_text
@@ -225,8 +226,8 @@ def _held_out(rows: list, docs: _Documents, sources: dict, file: str
             yield err
             continue
         env, gpu = docs.environment(gpu_name)
-        warnings = [] if gpu.known else [f"{file}, {position}, field gpu: unknown GPU "
-                                         f"{gpu_name!r}; loaded under derived key {gpu.key!r}"]
+        warnings = [] if gpu.known else [UnknownGpu(f"{file}, {position}, field gpu",
+                                                    gpu_name, gpu.key)]
         workload = docs.workload(name, shape)
         url = sources.get(gpu.key.split("-")[0]) if isinstance(sources, dict) else None
         ids = {impl: _identity(f"trainkernel-held-out-{gpu.key}-{slugify(name)}-{impl}",
