@@ -124,3 +124,30 @@ def test_seed_speedups_have_no_spread(wh: Warehouse, data):
                  "workload = 'small' AND gpu = 'a100-sxm4-80gb'").fetchall()
     assert got[0][0] == pytest.approx(0.347062, rel=1e-5) and got[0][1] == "no spread"
     assert wh.sql("SELECT DISTINCT verdict FROM speedups").fetchall() == [("no spread",)]
+
+
+def test_kernel_speedups_per_kernel_geomean_with_an_interval_over_workloads(loaded: Warehouse):
+    """rms_norm forward on the A100, liger vs torch: speedups 2 (w1), 1.2 (w2), 1.5 (w3) and
+    1.0 (w5) (w4 has no torch side). Logs 0.693147, 0.182322, 0.405465, 0: mean m = 0.320233,
+    sample sd s = 0.298830; t(0.975, df 3) = 3.182; half-width 3.182 x 0.298830 / sqrt(4) =
+    0.475439. geomean exp(m) = 1.377449, interval exp(m -+ 0.475439) = 0.856239 .. 2.215930.
+    Verdicts as in the summary: faster w1; within noise w2, w5; no verdict w3."""
+    got = {r[0]: r[1:] for r in loaded.sql(
+        "SELECT candidate, workloads, geomean_speedup, interval_low, interval_high, "
+        "min_speedup, max_speedup, wins, losses, faster, slower, within_noise, no_verdict "
+        "FROM kernel_speedups WHERE kernel = 'rms_norm' AND pass = 'forward' "
+        "AND gpu = 'a100-sxm4-80gb' AND baseline NOT LIKE 'role:%'").fetchall()}
+    assert set(got) == {"liger", "torch"}
+    n, geomean, low, high, lo, hi, *counts = got["liger"]
+    assert n == 4 and geomean == pytest.approx(1.377449, rel=1e-6)
+    assert (low, high) == (pytest.approx(0.856239, rel=1e-5), pytest.approx(2.215930, rel=1e-5))
+    assert (lo, hi) == pytest.approx((1.0, 2.0))
+    assert counts == [3, 0, 1, 0, 2, 1]
+    # torch vs liger: the inverse, exp(-m -+ 0.475439) = 0.451278 .. 1.167898.
+    n, geomean, low, high, *_ = got["torch"]
+    assert geomean == pytest.approx(0.725980, rel=1e-5)
+    assert (low, high) == (pytest.approx(0.451278, rel=1e-5), pytest.approx(1.167898, rel=1e-5))
+    # torch is rms_norm's reference: the role row is the liger vs torch row.
+    role = loaded.sql("SELECT workloads, geomean_speedup FROM kernel_speedups "
+                      "WHERE candidate = 'liger' AND baseline = 'role:reference'").fetchall()
+    assert role == [(4, pytest.approx(1.377449, rel=1e-6))]

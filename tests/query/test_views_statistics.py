@@ -184,6 +184,35 @@ def test_summary_keeps_passes_and_baselines_apart(loaded: Warehouse):
     assert summary(loaded, "role:reference", "full")[0][:3] == (1, 1, pytest.approx(3.0))
 
 
+def test_kernel_speedups_are_the_summarys_kernels(loaded: Warehouse):
+    """views_sum on the H100, liger vs the reference, forward: rms_norm 3 workloads all at
+    8000 / 1000 = 8 (sample sd 0, so the interval is 8 .. 8 exactly); geglu 2000 / 1000 = 2
+    and swiglu 1000 / 2000 = 0.5, one workload each: no interval (under 3 workloads)."""
+    got = {r[0]: r[1:] for r in loaded.sql(
+        "SELECT kernel, workloads, geomean_speedup, interval_low, interval_high "
+        "FROM kernel_speedups WHERE candidate = 'liger' AND baseline = 'role:reference' "
+        "AND pass = 'forward' AND gpu_family = 'h100'").fetchall()}
+    assert got == {"rms_norm": (3, pytest.approx(8.0), pytest.approx(8.0), pytest.approx(8.0)),
+                   "geglu": (1, pytest.approx(2.0), None, None),
+                   "swiglu": (1, pytest.approx(0.5), None, None)}
+    # speedup_summary is these rows summarised, each kernel weighing the same: for every row,
+    # its geomean is exp(mean of ln g_k) and its counts are the kernels' sums.
+    mismatched = loaded.sql("""
+        SELECT s.candidate, s.baseline, s.gpu, s.pass FROM speedup_summary s JOIN (
+            SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, pass,
+                count(*) AS kernels, sum(workloads) AS workloads,
+                exp(avg(ln(geomean_speedup))) AS geomean, sum(faster) AS faster
+            FROM kernel_speedups GROUP BY ALL) k
+        USING (candidate, baseline, gpu, pass)
+        WHERE s.candidate_variant IS NOT DISTINCT FROM k.candidate_variant
+            AND s.baseline_variant IS NOT DISTINCT FROM k.baseline_variant
+            AND (s.kernels != k.kernels OR s.workloads != k.workloads
+                 OR s.faster != k.faster OR abs(s.geomean_speedup / k.geomean - 1) > 1e-12)
+    """).fetchall()
+    assert mismatched == []
+    assert loaded.sql("SELECT count(*) FROM speedup_summary").fetchall()[0][0] > 0
+
+
 def test_roles_and_gpu_family(loaded: Warehouse):
     got = dict(loaded.sql("SELECT DISTINCT kernel, baseline FROM speedups "
                           "WHERE family = 'views_sum' AND candidate = 'liger' "
