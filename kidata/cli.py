@@ -485,11 +485,13 @@ def compare(
                  f"{candidate!r})")
         raise typer.Exit(3)
     out.rows(result.rows, format, max_rows=1_000_000)
-    geomean = "n/a" if result.geomean_ratio is None else f"{result.geomean_ratio:.4g}"
+    geomean = ("n/a" if result.geomean_speedup is None else
+               f"{result.geomean_speedup:.4g}x (above 1: candidate faster; latency ratio "
+               f"{result.geomean_ratio:.4g})")
     out.note(f"{result.shared:,} shared keys: {result.slower:,} slower, {result.faster:,} faster "
              f"(beyond noise and {threshold:.1%}), {result.unchanged:,} unchanged, "
              f"{result.no_verdict:,} without a verdict (no measured spread); "
-             f"candidate/baseline geomean over {result.kernels:,} kernel-passes {geomean}")
+             f"geomean speedup over {result.kernels:,} kernel-passes {geomean}")
     if result.regressed:
         raise typer.Exit(1)
 

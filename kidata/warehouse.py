@@ -432,7 +432,7 @@ class Warehouse:
         result = analysis.compare(self.session, baseline, candidate, threshold)
         if only_changed:
             result.rows = result.rows.filter(
-                f"verdict IN ('slower', 'faster') AND ABS(LN(ratio)) > "
+                f"verdict IN ('slower', 'faster') AND ABS(LN(latency_ratio)) > "
                 f"LN(1 + {float(threshold)!r})")
         return result
 

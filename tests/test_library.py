@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import polars as pl
@@ -103,9 +104,10 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
     wh.load([str(SEEDS)])
     tables = set(schema.COLUMNS)
     assert wh.sql("select count(*) from speedup_summary").fetchall() == [(6,)]
-    # speedups reads latest_latencies (which reads only tables: each latest run's evidence is
-    # in latest_runs since 0.2.3) and verdict_rule.
-    shared = {"latest_latencies", "verdict_rule"}
+    # speedup_summary reads kernel_speedups and student_t; speedups reads latest_latencies
+    # (which reads only tables: each latest run's evidence is in latest_runs since 0.2.3) and
+    # verdict_rule.
+    shared = {"latest_latencies", "verdict_rule", "kernel_speedups", "student_t"}
     assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary"} | shared
     # regressions reads trends, which reads series_steps, which reads run_statistics
     # (sql/*.sql bodies).
@@ -240,6 +242,13 @@ def test_audit_regressions_and_compare(seeded: kidata.Warehouse):
     # trainkernel's tables publish no spread: every shared key is without a verdict.
     result = seeded.compare("inductor", "trainkernel")
     assert (result.shared, result.slower, result.faster, result.no_verdict) == (8, 0, 0, 8)
+    # One kernel-pass (train_step step) over both GPUs: the geometric mean of the 8 latency
+    # ratios of the seeds' held-out table (trainkernel / inductor, µs), and its inverse.
+    ratios = [255.32 / 42.19, 191.09 / 30.58, 20.32 / 24.24, 13.41 / 21.76, 66.04 / 22.92,
+              53.86 / 18.84, 15.28 / 22.85, 12.8 / 15.58]
+    geomean = math.exp(sum(map(math.log, ratios)) / 8)
+    assert result.geomean_ratio == pytest.approx(geomean) == pytest.approx(1.751, rel=1e-3)
+    assert result.geomean_speedup == pytest.approx(1 / geomean)
     assert len(result.rows.fetchall()) == 8 and not result.regressed
     changed = seeded.compare("inductor", "trainkernel", only_changed=True)
     assert changed.rows.fetchall() == [] and changed.shared == 8

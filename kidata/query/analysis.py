@@ -90,7 +90,8 @@ SELECT_FIELDS = {
     "kernel": "l.kernel", "pass": "l.pass", "workload": "l.workload",
 }
 COMPARE_COLUMNS = ("kernel", "pass", "workload", "gpu", "implementation", "variant",
-                   "baseline_us", "candidate_us", "ratio", "change", "verdict", "noise_basis",
+                   "baseline_us", "candidate_us", "latency_ratio", "speedup", "change", "verdict",
+                   "noise_basis",
                    "baseline_run_id", "candidate_run_id")
 
 
@@ -105,8 +106,14 @@ class Comparison:
     unchanged: int  # within noise, or beyond noise by less than the threshold
     no_verdict: int  # a side without a measured spread
     kernels: int
-    geomean_ratio: float | None
+    geomean_ratio: float | None  # latency ratio, candidate / baseline: below 1, faster
     threshold: float
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        """The summary as a speedup, baseline / candidate (above 1: the candidate is faster),
+        the direction of ``speedups``, ``kernel_speedups`` and ``speedup_summary``."""
+        return None if self.geomean_ratio is None else 1 / self.geomean_ratio
 
     @property
     def regressed(self) -> bool:
@@ -160,7 +167,14 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     A key counts as slower when its verdict is 'slower' and its change (candidate / baseline
     - 1) exceeds ``threshold``; ``Comparison.regressed`` says whether any did. The summary's
     ``geomean_ratio`` weighs each (kernel, pass) equally: the geometric mean over them of
-    each one's geometric mean ratio.
+    each one's geometric mean ratio; ``geomean_speedup`` is its inverse.
+
+    Each row has both directions, named as in ``speedups``: ``latency_ratio`` = candidate_us /
+    baseline_us (below 1: candidate faster), ``speedup`` = baseline_us / candidate_us (above 1:
+    candidate faster); ``change`` = latency_ratio - 1 (the latency's change, above 0: slower).
+    The pairing differs from ``speedups`` by design: each side is the latest passed run its
+    selector matches (any version, load or label), where ``speedups`` pairs the latest run of
+    each implementation overall.
     """
     if not isinstance(threshold, int | float) or not math.isfinite(threshold) or threshold < 0:
         raise UsageError(f"the threshold must be a number >= 0 (0.05 = 5%), got {threshold!r}")
@@ -194,7 +208,8 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
         pairs AS (
             SELECT x.kernel, x.pass, x.workload, x.gpu, {shown},
                 x.center_us AS baseline_us, y.center_us AS candidate_us,
-                y.center_us / x.center_us AS ratio, y.center_us / x.center_us - 1 AS change,
+                y.center_us / x.center_us AS latency_ratio,
+                x.center_us / y.center_us AS speedup, y.center_us / x.center_us - 1 AS change,
                 v.verdict,
                 CASE WHEN y.evidence = 'measured' AND x.evidence = 'measured'
                           AND y.spread = x.spread
@@ -218,7 +233,7 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     rows = db.sql(query, params={k: v for k, v in params.items() if k != "threshold"})
     summary = db.sql(f"""
         WITH pairs AS ({query}),
-        kernels AS (SELECT kernel, pass, AVG(LN(ratio)) AS log_ratio FROM pairs
+        kernels AS (SELECT kernel, pass, AVG(LN(latency_ratio)) AS log_ratio FROM pairs
                     GROUP BY kernel, pass)
         SELECT
             (SELECT COUNT(*) FROM pairs),

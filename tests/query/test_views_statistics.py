@@ -378,16 +378,22 @@ def test_compare_two_versions_through_the_console_script(loaded: Warehouse):
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
+    # Both directions, named as in speedups: latency_ratio = candidate / baseline, speedup =
+    # baseline / candidate (above 1: candidate faster).
     assert lines[0] == ("kernel,pass,workload,gpu,implementation,variant,baseline_us,"
-                        "candidate_us,ratio,change,verdict,noise_basis,baseline_run_id,"
-                        "candidate_run_id")
+                        "candidate_us,latency_ratio,speedup,change,verdict,noise_basis,"
+                        "baseline_run_id,candidate_run_id")
     got = [line.split(",") for line in lines[1:]]
-    assert [(r[2], r[6], r[7], r[10], r[12], r[13]) for r in got] == [
+    assert [(r[2], r[6], r[7], r[11], r[13], r[14]) for r in got] == [
         ("n1", "103.0", "113.0", "slower", "no-n1-2", "no-n1-4"),
         ("n2", "200.0", "230.0", "slower", "no-n2-1", "no-n2-2")]
     assert float(got[0][8]) == pytest.approx(113 / 103)
+    assert float(got[0][9]) == pytest.approx(103 / 113)
+    assert float(got[0][10]) == pytest.approx(113 / 103 - 1)
     assert "2 shared keys: 2 slower, 0 faster" in result.stderr
-    assert "1 kernel-passes 1.123" in result.stderr
+    # As a speedup: 1 / 1.123236 = 0.890285.
+    assert ("geomean speedup over 1 kernel-passes 0.8903x (above 1: candidate faster; latency "
+            "ratio 1.123)") in result.stderr
     # With a 20% threshold nothing counts as slower: exit 0.
     ok = subprocess.run([str(KIDATA), "-w", str(loaded.path), "compare", "liger,version=1",
                          "liger,version=2", "-t", "0.2"], capture_output=True, text=True,
@@ -402,9 +408,18 @@ def test_compare_two_implementations_and_bad_selectors(cli, data, wh: Warehouse)
     from kidata.query.analysis import compare
     result = compare(wh, "torch", "liger")
     rows = {(r[0], r[2]): r for r in result.rows.fetchall()}
-    # softmax quart2: torch 20 (p25-p75 19-21) vs liger 10 (9.5-10.5): ratio 0.5, faster.
-    assert rows[("softmax", "quart2")][8:11] == (0.5, -0.5, "faster")
-    assert rows[("softmax", "zero")][10] == "zero width"
+    # softmax quart2: torch 20 (p25-p75 19-21) vs liger 10 (9.5-10.5): latency ratio 0.5,
+    # speedup 2, change -0.5, faster.
+    assert rows[("softmax", "quart2")][8:12] == (0.5, 2.0, -0.5, "faster")
+    assert rows[("softmax", "zero")][11] == "zero width"
+    # --only-changed keeps the keys faster or slower beyond noise and the 5% threshold:
+    # quart2 (speedup 2) among them, zero (no verdict) not; the counts cover every key.
+    changed = wh.compare("torch", "liger", only_changed=True)
+    kept = {(r[0], r[2]): r for r in changed.rows.fetchall()}
+    assert ("softmax", "quart2") in kept and ("softmax", "zero") not in kept
+    assert all(r[11] in ("faster", "slower") and abs(math.log(r[8])) > math.log(1.05)
+               for r in kept.values())
+    assert len(kept) < changed.shared == result.shared
     assert rows[("softmax", "zero")][4] == "liger vs torch"
     bad = cli("compare", "colour=red", "liger")
     assert bad.code == 2 and "unknown field 'colour'" in bad.err
