@@ -113,7 +113,8 @@ def load(
     mapping: MappingOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Validate records and add them to the warehouse (duplicates are skipped)."""
+    """Validate records and add them to the warehouse (duplicates are skipped). A folder
+    with a kidata.toml at its top is read as that file says, per glob (docs/formats.md)."""
     from kidata.library import read_options
 
     settings, mapping_path = read_options(set_, mapping)

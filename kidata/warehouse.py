@@ -132,6 +132,7 @@ class Warehouse:
         ``settings`` (``--set key=value``) supply context the field's formats lack;
         ``mapping`` reads every file by a TOML mapping (``docs/formats.md``).
         """
+        from kidata.ingest import folder_settings
         from kidata.ingest.inputs import stage_inputs
         from kidata.ingest.readers import check_format, expand_paths
         from kidata.store.load_commit import LoadCommit
@@ -151,9 +152,16 @@ class Warehouse:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [os.fspath(p) for p in paths]
+        # A folder's kidata.toml (checked now, as the command line is) says how to read its
+        # files; the file itself is not an input.
+        folders = [f for p in paths if p != "-" and os.path.isdir(p)
+                   and (f := folder_settings.find(p)) is not None]
         skipped: list[str] = []
         unreadable: list[RecordError] = []
         files = expand_paths(paths, skipped, unreadable)
+        per_file = None
+        if folders:
+            files, per_file = folder_settings.read_as(files, folders, format, settings, mapping)
         commit.ensure(self.path)
         load_id = commit.new_id()
         report = LoadReport(load_id=load_id)
@@ -168,7 +176,7 @@ class Warehouse:
         try:
             try:
                 read = stage_inputs(self.path, files, staging, format, batch_size, report,
-                                    progress, meta, unreadable, settings, mapping)
+                                    progress, meta, unreadable, settings, mapping, per_file)
                 if strict and report.rejected:
                     return report
                 if phase is not None:

@@ -23,25 +23,22 @@ from kidata.store.manifest import FileManifest, fingerprint
 def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, batch: int,
                  report: LoadReport, progress: Callable[[str, int], None] | None,
                  meta: duckdb.DuckDBPyConnection, unreadable: list[RecordError] = (),
-                 settings: dict[str, str] | None = None, mapping: str | None = None
-                 ) -> list[dict[str, Any]] | None:
+                 settings: dict[str, str] | None = None, mapping: str | None = None,
+                 per_file: dict[str, tuple[str | None, dict[str, str] | None, str | None]]
+                 | None = None) -> list[dict[str, Any]] | None:
     """Stage the records of ``files`` into ``staging`` for the warehouse at ``root`` (and
     ``unreadable``: folders that could not be listed, as rejects), skipping the files a past
     load read in full and that are unchanged since; returns what was read of each file (for
     :meth:`kidata.store.manifest.FileManifest.remember`), or None when every file was
-    skipped."""
+    skipped. ``per_file`` gives some files their own format, settings and mapping (a
+    folder's ``kidata.toml``, :mod:`kidata.ingest.folder_settings`)."""
     # Checking and flattening happen in kidata.ingest.stage (in worker processes for large
     # inputs); the result is the same as one pass over the input in order. It is set up
     # when the first file must be read.
     stage = None
     manifest = FileManifest(root)
     loaded = manifest.loaded(meta)
-    label = fmt or "auto"
-    if settings or mapping:  # the same file read with other context is another input
-        from kidata.ingest.readers.builder import Settings
-
-        label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
-                                                           if mapping else "")
+    per_file = per_file or {}
     try:
         if unreadable:
             from kidata.ingest.stage import Stage
@@ -53,6 +50,8 @@ def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, b
         for path in files:
             report.files += 1
             name = "<stdin>" if path == "-" else path
+            fmt_of, settings_of, mapping_of = per_file.get(path, (fmt, settings, mapping))
+            label = _label(fmt_of, settings_of, mapping_of)
             known = loaded.get((name, label))
             seen = None
             if path != "-" and known is not None:
@@ -73,8 +72,8 @@ def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, b
             # The manifest describes the bytes this read saw, hashed as they were read:
             # a file replaced meanwhile is not vouched for by the other file's hash.
             got: dict[str, Any] = {}
-            for unit in read_file(path, fmt, batch_lines=stage.batch_lines,
-                                  fingerprint=got, settings=settings, mapping=mapping,
+            for unit in read_file(path, fmt_of, batch_lines=stage.batch_lines,
+                                  fingerprint=got, settings=settings_of, mapping=mapping_of,
                                   batch_rows=stage.batch_rows):
                 stage.feed(unit, name)
             read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
@@ -92,3 +91,15 @@ def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, b
         if stage is not None:
             stage.close()
     return stage.summaries()
+
+
+def _label(fmt: str | None, settings: dict[str, str] | None, mapping: str | None) -> str:
+    """How a file is read, for the file manifest: the same file read with other context is
+    another input."""
+    label = fmt or "auto"
+    if settings or mapping:
+        from kidata.ingest.readers.builder import Settings
+
+        label += "|" + Settings(settings or {}).label() + (f"|mapping={mapping}"
+                                                           if mapping else "")
+    return label

@@ -282,6 +282,12 @@ def _walk_all(top: str, seen: set[tuple[int, int]], skipped: list[str],
             yield from _walk_all(path, seen, skipped, unreadable)
 
 
+def path_matches(pattern: str, relative: str) -> bool:
+    """Whether the ``/``-separated ``relative`` path matches the glob ``pattern`` as kidata's
+    command line matches globs (``*`` within a folder, ``**`` any number of folders)."""
+    return _match(pattern.split("/"), relative.replace(os.sep, "/").split("/"))
+
+
 def _match(pattern: list[str], parts: list[str]) -> bool:
     """Whether path ``parts`` match glob ``pattern`` parts (``**``: any number of parts)."""
     if not pattern:
