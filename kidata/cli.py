@@ -506,19 +506,29 @@ def rejects(
     = None,
     raw: Annotated[bool, typer.Option(
         "--raw", help="Also show the raw text of each record (up to 64 KiB).")] = False,
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Also the rejects of files a later load read again (resolved or "
+        "superseded by that read).")] = False,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """List rejected records: file, position, field and what was wrong."""
+    """List rejected records still unresolved: file, position, field and what was wrong. A
+    reject whose file a later load read again is left out (--all lists it)."""
     check_format(format)
     wh = _wh(warehouse)
-    relation = wh.rejects(load_id=load_id, file=file)
+    relation = wh.rejects(load_id=load_id, file=file, everything=everything)
     if not raw:
         relation = relation.project("loaded_at, load_id, source_file, position, field, reason")
     out.rows(relation, format, max_rows=limit)
+    if not everything and load_id is None:
+        hidden = wh.superseded_rejects(file)
+        if hidden:
+            out.note(f"note: {hidden:,} rejects of files that a later load read again are not "
+                     "listed (the newest read of a file says what is wrong with it now); "
+                     "--all lists them")
     for load, not_kept in wh.rejects_not_kept(load_id):
         out.note(f"note: load {load} rejected {not_kept:,} more records than it kept here "
                  f"(KIDATA_MAX_REJECTS); `loads` has the counts")

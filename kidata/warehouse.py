@@ -243,20 +243,51 @@ class Warehouse:
         """A table or view by name."""
         return self.session.relation(name)
 
-    def rejects(self, load_id: str | None = None, file: str | None = None
-                ) -> duckdb.DuckDBPyRelation:
-        """Rejected records, oldest load first: when, which load, file, position, field and
-        reason (``raw`` holds the record's text). Narrowed to one load or one input file; a
-        load id that names no committed load raises :class:`NoSuchLoad`."""
+    def rejects(self, load_id: str | None = None, file: str | None = None,
+                everything: bool = False) -> duckdb.DuckDBPyRelation:
+        """Rejected records still unresolved, oldest load first: when, which load, file,
+        position, field and reason (``raw`` holds the record's text). Narrowed to one load or
+        one input file; a load id that names no committed load raises :class:`NoSuchLoad`.
+
+        A reject is resolved when a later load read its file again (under the same name): the
+        newest read of each file says what is wrong with it now, so the rejects of a failed
+        first try leave the list once the corrected load is in. ``everything`` (or a
+        ``load_id``) lists every reject kept; :meth:`superseded_rejects` counts the others."""
         if load_id is not None and not self.sql(
                 "SELECT 1 FROM loads WHERE load_id = $id", {"id": load_id}).fetchall():
             raise NoSuchLoad(load_id)
+        every = everything or load_id is not None
+        keep = "TRUE" if every else f"NOT ({self._superseded_sql()})"
         return self.sql(
             "SELECT loaded_at, load_id, source_file, position, field, reason, raw FROM rejects "
             "WHERE ($load_id IS NULL OR load_id = $load_id) "
-            "AND ($file IS NULL OR source_file = $file) "
+            f"AND ($file IS NULL OR source_file = $file) AND {keep} "
             "ORDER BY loaded_at, load_id, source_file, length(position), position",
-            {"load_id": load_id, "file": file})
+            {"load_id": load_id, "file": file, **({} if every else self._later_reads())})
+
+    def superseded_rejects(self, file: str | None = None) -> int:
+        """Rejects kept whose file a later load read again (see :meth:`rejects`)."""
+        return self.sql(f"SELECT count(*) FROM rejects WHERE ($file IS NULL OR source_file = "
+                        f"$file) AND {self._superseded_sql()}",
+                        {"file": file, **self._later_reads()}).fetchall()[0][0]
+
+    def _later_reads(self) -> dict[str, list[str]]:
+        """The query parameters of :meth:`_superseded_sql`: the loads (``$read_loads``) and
+        files (``$read_files``) of every clean read the file manifests note, pairwise."""
+        from kidata.store.manifest import FileManifest
+
+        reads = FileManifest(self.path).clean_reads()
+        return {"read_loads": [r[0] for r in reads], "read_files": [r[1] for r in reads]}
+
+    @staticmethod
+    def _superseded_sql() -> str:
+        """Whether a ``rejects`` row's file was read by a later committed load: one that
+        rejected records of it too, or read it in full without reject."""
+        return (
+            "EXISTS (SELECT 1 FROM (SELECT load_id, source_file FROM rejects UNION ALL "
+            "SELECT unnest($read_loads), unnest($read_files)) r "
+            "JOIN loads later ON later.load_id = r.load_id "
+            "WHERE r.source_file = rejects.source_file AND later.loaded_at > rejects.loaded_at)")
 
     def rejects_not_kept(self, load_id: str | None = None) -> list[tuple[str, int]]:
         """``(load_id, count)`` of the loads that rejected more records than they kept in

@@ -80,6 +80,22 @@ class FileManifest:
                 out[(e["source_file"], e["format"])] = entry  # for the stat check
         return out
 
+    def clean_reads(self) -> list[tuple[str, str]]:
+        """``(load_id, file)`` of every file a load read in full with no reject, as its
+        manifest notes it (committed or not: :meth:`loaded` decides what is skipped). Used to
+        tell which rejects a later read of their file superseded (:meth:`kidata.Warehouse.
+        rejects`); a lost manifest only shows more rejects."""
+        folder = self.layout.files
+        out: list[tuple[str, str]] = []
+        for manifest in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                entries = json.loads(manifest.read_bytes())
+            except (OSError, ValueError):
+                continue
+            out += [(manifest.stem, e["source_file"]) for e in entries
+                    if isinstance(e, dict) and isinstance(e.get("source_file"), str)]
+        return out
+
     def remember(self, report: LoadReport, files: list[dict[str, Any]]) -> None:
         """After a commit, note the files it read in full without reject, conflict or warning,
         so that a later load can skip them while they are unchanged. Written after the

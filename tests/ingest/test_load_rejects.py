@@ -97,3 +97,41 @@ def test_published_that_is_not_a_list_is_rejected_not_a_crash(tmp_path: Path, wh
     assert [(r.position, r.field, r.reason) for r in report.rejects] == [
         ("line 1", "run.spec.sourceNative.published", "expected a list of objects, got True")]
     assert report.runs_added == 1
+
+
+def test_rejects_lists_what_is_still_unresolved(cli, tmp_path: Path, wh: Warehouse):
+    """A failed first try (no --set: both records of a Triton CSV lack their GPU), a second
+    try with the options (one record is nan), the file fixed: `kidata rejects` lists the
+    newest read's rejects only, says how many it leaves out, and --all / --load list all."""
+    triton = tmp_path / "t.csv"
+    triton.write_text("N,cuBLAS,Triton\n128.000000,0.5,nan\n")
+    other = write_jsonl(tmp_path / "other.jsonl", [bundle("000"), {"not": "a bundle"}])
+
+    def listed(*args: str) -> list[tuple[str, str, str]]:
+        result = cli("rejects", "--format", "json", *args)
+        assert result.code == 0, result.err
+        return sorted((r["source_file"].rsplit("/", 1)[1], r["position"], r["field"])
+                      for r in json.loads(result.out))
+
+    assert cli("load", triton, other).code == 1
+    (first,) = [r[0] for r in wh.sql("select load_id from loads").fetchall()]
+    assert listed() == [("other.jsonl", "line 2", None),
+                        ("t.csv", "row 1, column Triton", "gpu"),
+                        ("t.csv", "row 1, column cuBLAS", "gpu")]
+    assert cli("load", triton, "--set", "gpu=H100 SXM", "--set", "unit=ms").code == 1
+    # The newest read of t.csv rejects only its nan; other.jsonl was not read again.
+    assert listed() == [("other.jsonl", "line 2", None),
+                        ("t.csv", "row 1, column Triton", "median")]
+    result = cli("rejects")
+    assert ("note: 2 rejects of files that a later load read again are not listed (the newest "
+            "read of a file says what is wrong with it now); --all lists them") in result.err
+    assert len(listed("--all")) == 4
+    assert listed("--load", first) == [("other.jsonl", "line 2", None),
+                                       ("t.csv", "row 1, column Triton", "gpu"),
+                                       ("t.csv", "row 1, column cuBLAS", "gpu")]
+    # Fixed: read in full without reject, so nothing of t.csv is left to fix.
+    triton.write_text("N,cuBLAS,Triton\n128.000000,0.5,0.7\n")
+    assert cli("load", triton, "--set", "gpu=H100 SXM", "--set", "unit=ms").code == 0
+    assert listed() == [("other.jsonl", "line 2", None)]
+    assert wh.superseded_rejects() == 3 and wh.superseded_rejects(str(other)) == 0
+    assert len(wh.rejects(everything=True).fetchall()) == 4
