@@ -456,7 +456,7 @@ def compare(
     baseline: Annotated[str, typer.Argument(
         help="The baseline side: an implementation ('torch'), or fields such as "
         "'implementation=liger,version=0.2.1' (fields: implementation, variant, version, load, "
-        "gpu, gpu_family, family, kernel, pass, workload, label.<name>).")],
+        "gpu, gpu_family, family, kernel, pass, workload, commit, branch, ci_run, label.<name>).")],
     candidate: Annotated[str, typer.Argument(help="The candidate side, in the same form.")],
     threshold: Annotated[float, typer.Option(
         "--threshold", "-t", help="Smallest change counted, as a fraction of the baseline "

@@ -145,10 +145,15 @@ class Warehouse:
 
             load_mapping(str(mapping))
         check_format(format)
-        if settings:  # checked as `--set` pairs are: an unknown key or GPU loads nothing
-            from kidata.ingest.readers.builder import Settings
+        from kidata.core.config import ci_facts
+        from kidata.ingest.readers.builder import LOAD_FACTS, Settings
 
-            settings = dict(Settings.of(settings))
+        # Checked as `--set` pairs are: an unknown key or GPU loads nothing. The load's facts
+        # (commit, branch, CI run) go to its marker, not to its records; in CI, the CI's
+        # variables give those the settings do not.
+        settings = dict(Settings.of(settings)) if settings else {}
+        facts = {**ci_facts(), **{k: settings.pop(k) for k in LOAD_FACTS if k in settings}}
+        settings = settings or None
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [os.fspath(p) for p in paths]
@@ -164,7 +169,7 @@ class Warehouse:
             files, per_file = folder_settings.read_as(files, folders, format, settings, mapping)
         commit.ensure(self.path)
         load_id = commit.new_id()
-        report = LoadReport(load_id=load_id)
+        report = LoadReport(load_id=load_id, facts=facts)
         for message in skipped:  # FIFOs, devices, symlink loops found in folders and globs
             report.add_warning(message)
         try:

@@ -198,3 +198,45 @@ def current() -> Config:
     config = Config.from_environ(dict(zip(_NAMES, raw, strict=True)))
     _cached = (raw, config)
     return config
+
+
+# The CI systems whose variables say which commit, branch and run a load measured, read by
+# `kidata load` (loads.commit, loads.branch, loads.ci_run): when the first variable is "true",
+# the others name the facts (the first of a list that is set), a run URL built from parts.
+CI_SYSTEMS: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
+    ("GitHub Actions", "GITHUB_ACTIONS", {
+        "commit": ("GITHUB_SHA",),
+        "branch": ("GITHUB_HEAD_REF", "GITHUB_REF_NAME"),
+        "ci_run": ("{GITHUB_SERVER_URL}/{GITHUB_REPOSITORY}/actions/runs/{GITHUB_RUN_ID}",)}),
+    ("GitLab CI", "GITLAB_CI", {
+        "commit": ("CI_COMMIT_SHA",),
+        "branch": ("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME", "CI_COMMIT_REF_NAME"),
+        "ci_run": ("CI_PIPELINE_URL", "CI_JOB_URL")}),
+    ("Buildkite", "BUILDKITE", {
+        "commit": ("BUILDKITE_COMMIT",),
+        "branch": ("BUILDKITE_BRANCH",),
+        "ci_run": ("BUILDKITE_BUILD_URL",)}),
+)
+
+
+def ci_facts(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``commit``, ``branch`` and ``ci_run`` as the CI running this process says them (those
+    it says; none outside CI). A PR's branch is its head branch, not the merge ref."""
+    env = os.environ if env is None else env
+    for _, flag, facts in CI_SYSTEMS:
+        if env.get(flag, "").lower() != "true":
+            continue
+        out = {}
+        for fact, sources in facts.items():
+            for source in sources:
+                if source.startswith("{"):
+                    names = re.findall(r"\{(\w+)\}", source)
+                    value = source.format(**{n: env.get(n, "") for n in names}) \
+                        if all(env.get(n) for n in names) else ""
+                else:
+                    value = env.get(source, "")
+                if value.strip():
+                    out[fact] = value.strip()
+                    break
+        return out
+    return {}

@@ -139,6 +139,8 @@ class LoadReport(Tally):
     # Runs the load staged (records read, less rejects and documents without a run): what
     # its commit must account for as added, duplicates and conflicts (LoadCommit's check).
     staged_runs: int = 0
+    # Facts of the whole load, kept in its marker: commit, branch, ci_run (--set, else CI).
+    facts: dict[str, str] = field(default_factory=dict)
 
     @property
     def runs_added(self) -> int:

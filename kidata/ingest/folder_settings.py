@@ -118,6 +118,12 @@ def _entry(raw: dict, index: int, folder: str, file: str) -> Entry:
                 for v in settings.values()):
             raise UsageError(f"{where}.set: expected a table of key = value, such as "
                              "{ gpu = \"H100 SXM\", unit = \"ms\" }")
+        from kidata.ingest.readers.builder import LOAD_FACTS
+
+        facts = [k for k in settings if k in LOAD_FACTS]
+        if facts:
+            raise UsageError(f"{where}.set.{facts[0]}: a fact of the whole load, not of some "
+                             f"files: give it on the command line (--set {facts[0]}=...)")
         try:
             settings = dict(Settings.of({k: str(v) for k, v in settings.items()}))
         except UsageError as exc:

@@ -763,6 +763,8 @@ def read_stream(mapping: Mapping, stream, file: str, settings: dict[str, str] | 
     # where it was looked for.
     unknown = {k: why for k, why in sidecar.unknown.items() if k in REQUIRED}
     builder = Builder(mapping.harness, file, {**sidecar.values, **settings})
+    guessed = [(key, "pass_" if key == "pass" else key) for key in RUN_KEYS
+               if key in settings and _from_file_name(mapping.run.get(key))]
     rows: list = list(_records(mapping, stream, file))  # in file order, rejects included
     if mapping.input.get("unpivot"):
         # The x columns are decided from every row: rejects first, then the cells.
@@ -784,6 +786,8 @@ def read_stream(mapping: Mapping, stream, file: str, settings: dict[str, str] | 
         record = {**context, **record}
         try:
             measured = _measured(mapping, record, file, position)
+            for key, attr in guessed:  # a guess from the file's name yields to --set
+                setattr(measured, attr, settings[key])
             for key, why in unknown.items():
                 if not getattr(measured, key):
                     raise RecordError(file, position, key,
@@ -877,6 +881,16 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def _from_file_name(spec: Any) -> bool:
+    """Whether a mapping value is read from the file's name alone (``"{file.stem}"``, or a
+    regex over ``{file.name}``): a guess that ``--set`` overrides, as docs/formats.md says."""
+    template = spec.get("template") if isinstance(spec, dict) else spec
+    if not isinstance(template, str):
+        return False
+    fields = re.findall(r"\{([^{}]*)\}", template)
+    return bool(fields) and all(f in FILE_FIELDS for f in fields)
 
 
 def _measured(mapping: Mapping, record: dict[str, Any], file: str, position: str) -> Measured:

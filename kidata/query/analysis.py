@@ -88,6 +88,8 @@ SELECT_FIELDS = {
     "implementation": "l.implementation", "variant": "l.variant", "version": "l.version",
     "load": "r.load_id", "gpu": "l.gpu", "gpu_family": "l.gpu_family", "family": "l.family",
     "kernel": "l.kernel", "pass": "l.pass", "workload": "l.workload",
+    # Facts of the load that added the run (loads.commit, branch, ci_run).
+    "commit": "ld.commit", "branch": "ld.branch", "ci_run": "ld.ci_run",
 }
 COMPARE_COLUMNS = ("kernel", "pass", "workload", "gpu", "implementation", "variant",
                    "baseline_us", "candidate_us", "latency_ratio", "speedup", "change", "verdict",
@@ -198,12 +200,14 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
         WITH a AS (
             SELECT l.*, ROW_NUMBER() OVER (PARTITION BY {partition}
                 ORDER BY l.observed_at DESC NULLS LAST, l.run_id DESC) AS rn
-            FROM latencies l JOIN runs r ON r.run_id = l.run_id WHERE {where_a}
+            FROM latencies l JOIN runs r ON r.run_id = l.run_id
+                LEFT JOIN loads ld ON ld.load_id = r.load_id WHERE {where_a}
         ),
         b AS (
             SELECT l.*, ROW_NUMBER() OVER (PARTITION BY {partition}
                 ORDER BY l.observed_at DESC NULLS LAST, l.run_id DESC) AS rn
-            FROM latencies l JOIN runs r ON r.run_id = l.run_id WHERE {where_b}
+            FROM latencies l JOIN runs r ON r.run_id = l.run_id
+                LEFT JOIN loads ld ON ld.load_id = r.load_id WHERE {where_b}
         ),
         pairs AS (
             SELECT x.kernel, x.pass, x.workload, x.gpu, {shown},

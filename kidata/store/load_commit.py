@@ -241,7 +241,8 @@ class LoadCommit:
                "files": report.files, "records": report.records,
                "added": json.dumps(added, sort_keys=True), "duplicates": report.duplicates,
                "rejected": report.rejected, "warnings": report.warned,
-               "rejects_not_kept": report.rejects_not_kept}
+               "rejects_not_kept": report.rejects_not_kept,
+               **{k: report.facts.get(k) for k in ("commit", "branch", "ci_run")}}
         pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), path,
                        compression="zstd")
         durable.fsync_file(path)

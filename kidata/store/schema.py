@@ -280,6 +280,14 @@ LOADS = (
     _f("rejects_not_kept", INT64, "Rejected records counted in `rejected` but not kept in "
        "`rejects`: a load keeps its first 100,000 (`KIDATA_MAX_REJECTS`). Null for loads "
        "written by kidata 0.2.2 or earlier."),
+    _f("commit", STRING, "The commit the load's results measured (`--set commit=`, else "
+       "the CI's variable: `GITHUB_SHA`, `CI_COMMIT_SHA`, `BUILDKITE_COMMIT`); null when "
+       "neither said."),
+    _f("branch", STRING, "The branch of that commit (`--set branch=`, else the CI's: "
+       "`GITHUB_HEAD_REF` or `GITHUB_REF_NAME`, `CI_MERGE_REQUEST_SOURCE_BRANCH_NAME` or "
+       "`CI_COMMIT_REF_NAME`, `BUILDKITE_BRANCH`); null when neither said."),
+    _f("ci_run", STRING, "The CI run that loaded it (`--set ci_run=`, else the run's URL from "
+       "GitHub Actions, GitLab CI or Buildkite variables); null outside CI."),
 )
 
 COLUMNS: dict[str, tuple[Column, ...]] = {

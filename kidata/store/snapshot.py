@@ -28,7 +28,7 @@ from kidata.core.sql import quote_identifier
 from kidata.errors import WarehouseError
 from kidata.store import derived
 from kidata.store.layout import Layout
-from kidata.store.schema import COLUMNS, COMMIT_ORDER, REFERENCE
+from kidata.store.schema import COLUMNS, COMMIT_ORDER, DUCKDB_TYPES, REFERENCE
 from kidata.store.tablesql import table_sql
 
 VISIBLE = "_kidata_visible_loads"
@@ -112,6 +112,15 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
         body = table_sql(warehouse, table)
         if table in filtered:
             body = visible_sql(body)
+        if table == "loads":
+            # Markers written before a column existed (commit, branch, ci_run: 0.2.9) read
+            # as null, even when no marker has it yet.
+            present = set(con.sql(f"SELECT * FROM ({body}) LIMIT 0").columns)
+            missing = [c for c in COLUMNS[table] if c.name not in present]
+            if missing:
+                body = ("SELECT *, " + ", ".join(
+                    f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {q(c.name)}" for c in missing)
+                    + f" FROM ({body})")
         if table == "latest_runs" and old:
             body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                     f"(SELECT load_id FROM {UNDERIVED}) "

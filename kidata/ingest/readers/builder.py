@@ -50,7 +50,13 @@ SETTINGS = {
                  "or max",
     "x_columns": "Triton perf_report: the x columns, comma-separated (default: the leading "
                  "columns of whole numbers)",
+    "commit": "the commit the results measured: a fact of the load (loads.commit; in CI, "
+              "the CI's variable by default)",
+    "branch": "the branch of that commit (loads.branch; in CI, the CI's by default)",
+    "ci_run": "the CI run that loaded them, a URL or an id (loads.ci_run)",
 }
+# Settings that are facts of the whole load (columns of `loads`), not context of its records.
+LOAD_FACTS = ("commit", "branch", "ci_run")
 
 # Metric names and units as the warehouse stores them (kidata/ingest/validate.py UNITS), with the
 # spellings sources use. Latency is converted exactly to ns here (Decimal), the rest as given.
@@ -97,6 +103,9 @@ class Settings(dict):
                                  f"{', '.join(SETTINGS)}")
             if not value.strip():
                 raise UsageError(f"--set {key}: expected a value")
+            if key in LOAD_FACTS and (len(value) > 1024 or not value.isprintable()):
+                raise UsageError(f"--set {key}: expected one line of at most 1,024 "
+                                 "printable characters")
             out[key] = value.strip()
         if "observed_at" in out:
             parse_time(out["observed_at"], "--set observed_at")
