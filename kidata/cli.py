@@ -442,11 +442,15 @@ def regressions(
     noise, else p20 above the previous p80) and by more than the threshold, and not a shift
     shared with the implementations measured beside them; exit 1 if there are any."""
     check_format(format)
-    rows = _wh(warehouse).regressions(threshold)
+    wh = _wh(warehouse)
+    rows = wh.regressions(threshold)
     found = rows.count("*").fetchall()[0][0]
     if found:
         out.rows(rows, format, max_rows=1_000_000)
-    out.note(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}")
+    acked = wh.acknowledged_regressions(threshold)
+    out.note(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}"
+             + (f" ({acked:,} acknowledged left out: kidata sql 'select * from "
+                "acknowledgements')" if acked else ""))
     if found:
         raise typer.Exit(1)
 
@@ -495,6 +499,106 @@ def compare(
              f"geomean speedup over {result.kernels:,} kernel-passes {geomean}")
     if result.regressed:
         raise typer.Exit(1)
+
+
+SIDE_HELP = ("fields such as 'liger,branch=main' or 'load=<id>' (as compare takes them: "
+             "implementation, variant, version, load, commit, branch, ci_run, gpu, gpu_family, "
+             "family, kernel, pass, workload, label.<name>)")
+
+
+@app.command()
+def gate(
+    baseline: Annotated[str, typer.Argument(help=f"The baseline side: {SIDE_HELP}.")],
+    candidate: Annotated[str, typer.Argument(help="The candidate side, in the same form.")],
+    thresholds: Annotated[Path | None, typer.Option(
+        "--thresholds", help="A TOML file of thresholds: global, and per kernel, GPU, pass "
+        "and metric; no_spread = \"percent\" judges keys without a spread by their change "
+        "(docs/ci.md).")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        "--threshold", "-t", help="The global threshold, as a fraction of the baseline "
+        "(0.05 = 5%); replaces the file's.")] = None,
+    start_point: Annotated[str | None, typer.Option(
+        "--start-point", help="The baseline when BASELINE shares no key with the candidate "
+        "(a new branch's first run), e.g. 'branch=main'.")] = None,
+    summary: Annotated[Path | None, typer.Option(
+        "--summary", help="Write the Markdown summary to this file too (default: "
+        "$GITHUB_STEP_SUMMARY when set, appended).")] = None,
+    report_url: Annotated[str | None, typer.Option(
+        "--report-url", help="A link to the report, put in the Markdown summary.")] = None,
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown (the rows).")] = "table",
+    all_keys: Annotated[bool, typer.Option(
+        "--all", help="List every shared key, not only those slower or faster.")] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """A regression gate for CI: judge the candidate against the baseline key by key (the
+    verdict rule and the thresholds), acknowledged slowdowns left out. Exit 0 if nothing is
+    slower, 1 if a key is, 2 on a usage error, 3 when nothing could be compared."""
+    from kidata.core import config
+
+    check_format(format)
+    try:
+        result = _wh(warehouse).gate(baseline, candidate, thresholds, threshold, start_point)
+    except UsageError:
+        raise
+    except KidataError as exc:
+        out.error(str(exc))
+        raise typer.Exit(3) from None
+    rows = result.rows if all_keys else result.rows.filter("outcome IN ('slower', 'faster')")
+    if result.shared and (all_keys or result.slower or result.faster or format != "table"):
+        out.rows(rows, format, max_rows=1_000_000)
+    else:
+        out.note(f"nothing to compare: no key has a passed run on both sides ({baseline!r} "
+                 f"and {candidate!r}"
+                 + (f", nor with the start point {start_point!r})" if start_point else ")"))
+    out.note(result.summary_line())
+    text = result.markdown(report_url)
+    targets = [summary] if summary else []
+    step = config.github_step_summary()
+    if step:
+        targets.append(Path(step))
+    for target in targets:
+        try:
+            with open(target, "a" if target != summary else "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise KidataError(f"cannot write the summary to {target}: "
+                              f"{exc.strerror or exc}") from None
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def ack(
+    runs: Annotated[list[str] | None, typer.Argument(
+        help="Runs whose slowdown is intended (a gate's candidate_run_id, a regression's "
+        "run_id). With --baseline/--candidate: only those of the gate's slower keys.")] = None,
+    reason: Annotated[str, typer.Option(
+        "--reason", "-m", help="Why the slowdown is intended (required).")] = "",
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help=f"With --candidate: acknowledge what this gate finds slower; "
+        f"{SIDE_HELP}.")] = None,
+    candidate: Annotated[str | None, typer.Option(
+        "--candidate", help="The gate's candidate side.")] = None,
+    thresholds: Annotated[Path | None, typer.Option(
+        "--thresholds", help="The gate's thresholds file (as kidata gate).")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        "--threshold", "-t", help="The gate's global threshold (as kidata gate).")] = None,
+    by: Annotated[str | None, typer.Option(
+        "--by", help="Who acknowledges (default: the CI's actor, else your user name).")]
+    = None,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Record that slowdowns are intended: kidata gate and kidata regressions leave them out
+    (and say how many). Kept in the warehouse's acknowledgements table: who, why, when, the
+    runs."""
+    added = _wh(warehouse).ack(reason, by, runs or None, baseline, candidate, thresholds,
+                               threshold)
+    for row in added:
+        change = "" if row.get("change") is None else f" ({row['change']:+.1%})"
+        out.echo(f"acknowledged {row['run_id']}: {row['kernel']} {row['pass']} "
+                 f"{row['workload']} on {row['gpu']}{change}")
+    out.note(f"{len(added):,} slowdowns acknowledged"
+             + ("" if added or baseline is None else ": the gate found nothing slower"))
 
 
 @app.command()

@@ -23,7 +23,14 @@ import duckdb
 
 from kidata.core import config, engine
 from kidata.core.load_report import LoadReport
-from kidata.errors import NoSuchLoad, NotAWarehouse, QueryError, RecordError, WarehouseError
+from kidata.errors import (
+    NoSuchLoad,
+    NotAWarehouse,
+    QueryError,
+    RecordError,
+    UsageError,
+    WarehouseError,
+)
 from kidata.query.session import Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
@@ -135,6 +142,7 @@ class Warehouse:
         from kidata.ingest import folder_settings
         from kidata.ingest.inputs import stage_inputs
         from kidata.ingest.readers import check_format, expand_paths
+        from kidata.store import acks
         from kidata.store.load_commit import LoadCommit
         from kidata.store.manifest import FileManifest
 
@@ -194,6 +202,7 @@ class Warehouse:
                     else:
                         LoadCommit(self.path).commit(staging, report, strict)
                     reference.write(self.path, meta)
+                    acks.ensure_table(self.layout)
                     if report.committed and read:
                         FileManifest(self.path).remember(report, read)
                     if report.added.get("loads"):
@@ -462,6 +471,70 @@ class Warehouse:
         from kidata.query import analysis
 
         return analysis.regressions(self.session, threshold)
+
+    def acknowledged_regressions(self, threshold: float = 0.05) -> int:
+        """The regressions :meth:`regressions` leaves out because they were acknowledged."""
+        from kidata.query import analysis
+
+        return analysis.acknowledged_regressions(self.session, threshold)
+
+    def gate(self, baseline: str, candidate: str, thresholds: str | os.PathLike[str] | None
+             = None, threshold: float | None = None, start_point: str | None = None):
+        """A regression gate: ``candidate`` judged against ``baseline`` (selectors, as
+        :meth:`compare` takes them) by the verdict rule and the thresholds of a TOML file
+        (``threshold`` replacing its global one), acknowledged slowdowns left out; the
+        ``start_point`` is the baseline when ``baseline`` shares no key with the candidate. A
+        :class:`~kidata.query.gate.GateResult` (``exit_code``, ``markdown()``)."""
+        from kidata.query import gate
+
+        limits = gate.load_thresholds(thresholds, threshold)
+        return gate.gate(self.session, baseline, candidate, limits, start_point)
+
+    def ack(self, reason: str, author: str | None = None, runs: list[str] | None = None,
+            baseline: str | None = None, candidate: str | None = None,
+            thresholds: str | os.PathLike[str] | None = None,
+            threshold: float | None = None) -> list[dict[str, Any]]:
+        """Acknowledge slowdowns as intended (``kidata ack``): every key a gate of
+        ``baseline`` against ``candidate`` finds slower (only those of ``runs`` when given),
+        or, without a gate, the runs ``runs``. ``author`` defaults to the CI's actor, else the
+        user. Returns the rows added to ``acknowledgements``."""
+        import getpass
+
+        from kidata.core.config import ci_actor
+        from kidata.store import acks
+
+        if (baseline is None) != (candidate is None):
+            raise UsageError("give both sides of the gate (baseline and candidate), or none")
+        if baseline is None and not runs:
+            raise UsageError("name the runs to acknowledge, or a gate's two sides")
+        self.require()
+        rows: list[dict[str, Any]] = []
+        if baseline is not None:
+            result = self.gate(baseline, candidate, thresholds, threshold)
+            at = {c: i for i, c in enumerate(result.rows.columns)}
+            for r in result.table:
+                if r[at["outcome"]] == "slower" and (not runs or r[at["candidate_run_id"]]
+                                                     in runs):
+                    rows.append({"run_id": r[at["candidate_run_id"]],
+                                 "baseline_run_id": r[at["baseline_run_id"]],
+                                 "change": r[at["change"]],
+                                 **{k: r[at[k]] for k in ("kernel", "pass", "workload", "gpu",
+                                                          "implementation")}})
+        else:
+            found = {r[0]: r for r in self.sql(
+                "SELECT run_id, kernel, pass, workload, gpu, implementation FROM runs "
+                "WHERE run_id IN (SELECT unnest($ids))", {"ids": list(runs)}).fetchall()}
+            missing = [r for r in runs if r not in found]
+            if missing:
+                raise UsageError(f"no run {missing[0]!r} in the warehouse"
+                                 + (f" (and {len(missing) - 1:,} more)" if len(missing) > 1
+                                    else ""))
+            rows = [dict(zip(("run_id", "kernel", "pass", "workload", "gpu", "implementation"),
+                             found[r], strict=True)) for r in dict.fromkeys(runs)]
+        who = author or ci_actor() or getpass.getuser()
+        acks.acknowledge(self.layout, self.writer_lock, rows, reason, who)
+        self.session.forget()
+        return rows
 
     def compare(self, baseline: str | dict[str, str], candidate: str | dict[str, str],
                 threshold: float = 0.05, *, only_changed: bool = False):

@@ -1,7 +1,7 @@
 -- view: regressions
 -- purpose: Which results got slower than the result before them in their series, beyond noise, by more than 5%, and not merely with everything measured beside them?
 -- grain: one row per step of a series (see trends) that is slower beyond noise and beyond the 5% threshold, and is not a shared shift.
--- sources: trends
+-- sources: trends, acknowledgements
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -42,7 +42,9 @@
 --   implementations were measured at the same two times, relative_change > 0.05 too. The
 --   threshold is fixed at 5% here because a view takes no parameters portably; `kidata
 --   regressions --threshold 0.1` (kidata.analysis.regressions) applies another threshold to
---   trends with the same rule and these columns.
+--   trends with the same rule and these columns. A step whose run was acknowledged as
+--   intended (kidata ack: the acknowledgements table) is left out; `kidata regressions` says
+--   how many were.
 SELECT
     kernel,
     pass,
@@ -74,3 +76,4 @@ SELECT
 FROM trends
 WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
     AND (relative_change IS NULL OR relative_change > 0.05)
+    AND run_id NOT IN (SELECT run_id FROM acknowledgements)

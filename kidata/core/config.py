@@ -240,3 +240,24 @@ def ci_facts(env: Mapping[str, str] | None = None) -> dict[str, str]:
                     break
         return out
     return {}
+
+
+# Who a CI run acts for, by CI system (the acknowledging user of `kidata ack` in CI).
+CI_ACTORS = {"GITHUB_ACTIONS": "GITHUB_ACTOR", "GITLAB_CI": "GITLAB_USER_LOGIN",
+             "BUILDKITE": "BUILDKITE_BUILD_CREATOR"}
+
+
+def ci_actor(env: Mapping[str, str] | None = None) -> str | None:
+    """The user a CI run acts for (None outside CI, or when the CI does not say)."""
+    env = os.environ if env is None else env
+    for flag, variable in CI_ACTORS.items():
+        if env.get(flag, "").lower() == "true" and env.get(variable, "").strip():
+            return env[variable].strip()
+    return None
+
+
+def github_step_summary(env: Mapping[str, str] | None = None) -> str | None:
+    """The file GitHub Actions shows as the job's summary (``$GITHUB_STEP_SUMMARY``), None
+    outside it: where ``kidata gate`` appends its Markdown."""
+    env = os.environ if env is None else env
+    return env.get("GITHUB_STEP_SUMMARY") or None

@@ -68,16 +68,26 @@ def regressions(db: Queryable, threshold: float = DEFAULT_THRESHOLD,
 
     ``columns=None`` gives every column of the ``regressions`` view.
     """
-    if not isinstance(threshold, int | float) or not math.isfinite(threshold) or threshold < 0:
-        raise UsageError(f"the threshold must be a number >= 0 (0.05 = 5%), got {threshold!r}")
+    check_threshold(threshold)
     names = columns if columns is not None else tuple(load_views()["regressions"].columns)
     # The rule of sql/regressions.sql with another threshold.
-    return db.sql(f"SELECT {_columns(names)} FROM trends "
-                  "WHERE verdict = 'slower' AND change > $threshold "
-                  "AND attribution <> 'shared' "
-                  "AND (relative_change IS NULL OR relative_change > $threshold) "
+    return db.sql(f"SELECT {_columns(names)} FROM trends WHERE {_SLOWER} "
+                  "AND run_id NOT IN (SELECT run_id FROM acknowledgements) "
                   "ORDER BY kernel, pass, implementation, variant, workload, gpu, family, "
                   "observed_at, run_id", params={"threshold": float(threshold)})
+
+
+# A step of trends that regressions lists, but for acknowledgements (sql/regressions.sql).
+_SLOWER = ("verdict = 'slower' AND change > $threshold AND attribution <> 'shared' "
+           "AND (relative_change IS NULL OR relative_change > $threshold)")
+
+
+def acknowledged_regressions(db: Queryable, threshold: float = DEFAULT_THRESHOLD) -> int:
+    """The steps :func:`regressions` leaves out because their run was acknowledged."""
+    check_threshold(threshold)
+    return db.sql(f"SELECT count(*) FROM trends WHERE {_SLOWER} "
+                  "AND run_id IN (SELECT run_id FROM acknowledgements)",
+                  params={"threshold": float(threshold)}).fetchall()[0][0]
 
 
 # -- compare -----------------------------------------------------------------------------------
@@ -159,32 +169,22 @@ def _side(selector: dict[str, str], prefix: str, params: dict) -> str:
     return " AND ".join(conditions)
 
 
-def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
-            threshold: float = DEFAULT_THRESHOLD) -> Comparison:
-    """Compare the latest passed run of every key selected by ``baseline`` with the one
-    selected by ``candidate``, over the keys both have, with the verdicts of ``speedups``
-    (the ``verdict_rule`` view). A key is kernel, pass, workload, GPU and protocol family, and
-    implementation and variant unless the two selectors name different implementations.
-
-    A key counts as slower when its verdict is 'slower' and its change (candidate / baseline
-    - 1) exceeds ``threshold``; ``Comparison.regressed`` says whether any did. The summary's
-    ``geomean_ratio`` weighs each (kernel, pass) equally: the geometric mean over them of
-    each one's geometric mean ratio; ``geomean_speedup`` is its inverse.
-
-    Each row has both directions, named as in ``speedups``: ``latency_ratio`` = candidate_us /
-    baseline_us (below 1: candidate faster), ``speedup`` = baseline_us / candidate_us (above 1:
-    candidate faster); ``change`` = latency_ratio - 1 (the latency's change, above 0: slower).
-    The pairing differs from ``speedups`` by design: each side is the latest passed run its
-    selector matches (any version, load or label), where ``speedups`` pairs the latest run of
-    each implementation overall.
-    """
-    if not isinstance(threshold, int | float) or not math.isfinite(threshold) or threshold < 0:
+def check_threshold(threshold: float) -> None:
+    """Raise a usage error unless ``threshold`` is a number >= 0 (a fraction: 0.05 = 5%)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) \
+            or not math.isfinite(threshold) or threshold < 0:
         raise UsageError(f"the threshold must be a number >= 0 (0.05 = 5%), got {threshold!r}")
+
+
+def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
+              ) -> tuple[str, dict]:
+    """The query of :func:`compare`'s rows (one per shared key, with the verdict), and its
+    parameters: the pairing every comparing command shares (``compare``, ``gate``)."""
     a = parse_selector(baseline) if isinstance(baseline, str) else dict(baseline)
     b = parse_selector(candidate) if isinstance(candidate, str) else dict(candidate)
     if a == b:
         raise UsageError("the two sides select the same runs; give two different selectors")
-    params: dict = {"threshold": float(threshold)}
+    params: dict = {}
     where_a, where_b = _side(a, "a", params), _side(b, "b", params)
     across = a.get("implementation") != b.get("implementation")
     key = ["kernel", "pass", "workload", "gpu", "family"]
@@ -234,6 +234,31 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
         SELECT * FROM pairs
         ORDER BY kernel, pass, workload, gpu, implementation, variant
     """
+    return query, params
+
+
+def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
+            threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    """Compare the latest passed run of every key selected by ``baseline`` with the one
+    selected by ``candidate``, over the keys both have, with the verdicts of ``speedups``
+    (the ``verdict_rule`` view). A key is kernel, pass, workload, GPU and protocol family, and
+    implementation and variant unless the two selectors name different implementations.
+
+    A key counts as slower when its verdict is 'slower' and its change (candidate / baseline
+    - 1) exceeds ``threshold``; ``Comparison.regressed`` says whether any did. The summary's
+    ``geomean_ratio`` weighs each (kernel, pass) equally: the geometric mean over them of
+    each one's geometric mean ratio; ``geomean_speedup`` is its inverse.
+
+    Each row has both directions, named as in ``speedups``: ``latency_ratio`` = candidate_us /
+    baseline_us (below 1: candidate faster), ``speedup`` = baseline_us / candidate_us (above 1:
+    candidate faster); ``change`` = latency_ratio - 1 (the latency's change, above 0: slower).
+    The pairing differs from ``speedups`` by design: each side is the latest passed run its
+    selector matches (any version, load or label), where ``speedups`` pairs the latest run of
+    each implementation overall.
+    """
+    check_threshold(threshold)
+    query, params = pairs_sql(baseline, candidate)
+    params = {**params, "threshold": float(threshold)}
     rows = db.sql(query, params={k: v for k, v in params.items() if k != "threshold"})
     summary = db.sql(f"""
         WITH pairs AS ({query}),

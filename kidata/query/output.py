@@ -167,10 +167,16 @@ def write(relation, fmt: str, out: IO[str], max_rows: int = 100,
         for r in rows:
             out.write(_json(dict(zip(columns, r, strict=True))).decode() + "\n")
     elif fmt == "markdown":
-        out.write("| " + " | ".join(_md(c) for c in columns) + " |\n")
-        out.write("|" + "|".join("---" for _ in columns) + "|\n")
-        for r in rows:
-            out.write("| " + " | ".join(_md(text(v, short=True)) for v in r) + " |\n")
+        out.write(markdown_table(columns, rows))
+
+
+def markdown_table(columns: list[str] | tuple[str, ...], rows: list) -> str:
+    """A Markdown table: a header, then one line per row, each value as the table format
+    spells it (pipes escaped, line breaks as ``<br>``)."""
+    lines = ["| " + " | ".join(_md(c) for c in columns) + " |",
+             "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(_md(text(v, short=True)) for v in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def _md(cell: str) -> str:

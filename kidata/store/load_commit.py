@@ -33,7 +33,7 @@ from kidata.store.layout import (
     final_folder,
     spill_folder,
 )
-from kidata.store.schema import COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+from kidata.store.schema import APART, COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
 from kidata.store.tablesql import table_sql
 
 # The documents a run points at, by table and digest column: a run's variant is richer the
@@ -252,8 +252,8 @@ class LoadCommit:
         from kidata.store.schema import staged_schema
 
         for table in COLUMNS:
-            if table in REFERENCE:
-                continue  # not loaded (kidata/store/reference.py writes them)
+            if table in REFERENCE or table in APART:
+                continue  # not loaded (kidata/store/reference.py and acks.py write them)
             existing = table_sql(self.path, table)
             con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
             src = finalize.staged_source(staging, table)

@@ -290,6 +290,24 @@ LOADS = (
        "GitHub Actions, GitLab CI or Buildkite variables); null outside CI."),
 )
 
+ACKNOWLEDGEMENTS = (
+    _f("run_id", STRING, "The run whose slowdown is intended (the candidate's run of a gate "
+       "or `compare`, the newer run of `regressions`).", False),
+    _f("baseline_run_id", STRING, "The run it was slower than when acknowledged, null when "
+       "not given."),
+    _f("kernel", STRING, "The run's kernel, for reading."),
+    _f("pass", STRING, "The run's pass."),
+    _f("workload", STRING, "The run's workload."),
+    _f("gpu", STRING, "The run's GPU key."),
+    _f("implementation", STRING, "The run's implementation."),
+    _f("change", FLOAT64, "Its latency change against the baseline run when acknowledged "
+       "(0.12: 12% slower), null when not given."),
+    _f("reason", STRING, "Why the slowdown is intended, as given.", False),
+    _f("author", STRING, "Who acknowledged it (`--by`, else the CI's actor, else the user).",
+       False),
+    _f("acknowledged_at", TS, "When (UTC).", False),
+)
+
 COLUMNS: dict[str, tuple[Column, ...]] = {
     "runs": RUNS,
     "measurements": MEASUREMENTS,
@@ -307,6 +325,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "dtypes": DTYPES,
     "byte_models": BYTE_MODELS,
     "flop_models": FLOP_MODELS,
+    "acknowledgements": ACKNOWLEDGEMENTS,
 }
 
 # Identity of a row in each table: loading the same key twice adds nothing.
@@ -328,10 +347,13 @@ KEYS: dict[str, tuple[str, ...]] = {
     "dtypes": ("name",),
     "byte_models": ("kernel", "pass", "term"),
     "flop_models": ("kernel", "pass", "term"),
+    "acknowledgements": ("run_id", "acknowledged_at"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
 REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models")
+# Tables written by a command of their own (kidata ack: kidata/store/acks.py), not by loads.
+APART = ("acknowledgements",)
 
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose
