@@ -35,6 +35,11 @@ app = typer.Typer(
 _state: dict[str, Any] = {"warehouse": None, "debug": False}
 out = Output()
 
+SinceOpt = Annotated[str | None, typer.Option(
+    "--since", metavar="WHEN", help="Only results measured from then on: a date or time "
+    "(2026-03-01, 2026-03-01T12:00Z; UTC) or a span back from now (30d, 12h, 2w).")]
+UntilOpt = Annotated[str | None, typer.Option(
+    "--until", metavar="WHEN", help="Only results measured before then (as --since).")]
 WarehouseOpt = Annotated[
     Path | None,
     typer.Option("--warehouse", "-w", metavar="DIR",
@@ -69,10 +74,10 @@ def _main(
     _state["debug"] = debug
 
 
-def _wh(warehouse: Path | None = None):
+def _wh(warehouse: Path | None = None, since: str | None = None, until: str | None = None):
     from kidata.warehouse import Warehouse
 
-    return Warehouse(warehouse or _state["warehouse"])
+    return Warehouse(warehouse or _state["warehouse"], since=since, until=until)
 
 
 # `kidata info` suggests compacting from this many files in one table (at 200 loads, a query
@@ -196,6 +201,8 @@ def sql(
         "only queries run.")] = False,
     parents: ParentsOpt = False,
     csv_raw: CsvRawOpt = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Run a SQL query (read-only unless --write) and print the result or write it to a
@@ -212,7 +219,7 @@ def sql(
     elif query == "-":
         query = sys.stdin.read()
     if output_path is not None:
-        written = _wh(warehouse).export_query(
+        written = _wh(warehouse, since, until).export_query(
             query, output_path, None if format == "table" else format, read_only=not write,
             parents=parents, csv_raw=csv_raw)
         if written is None:
@@ -221,7 +228,7 @@ def sql(
         out.echo(f"wrote {written.rows:,} rows to {output_path} ({written.format})")
         return
     check_format(format)
-    relation = _wh(warehouse).sql(query, read_only=not write)
+    relation = _wh(warehouse, since, until).sql(query, read_only=not write)
     if relation is None:  # a statement without a result
         return
     out.rows(relation, format, max_rows=limit, csv_raw=csv_raw)
@@ -260,6 +267,8 @@ def export(
         "of every table and every view defined, for any DuckDB client.")] = None,
     parents: ParentsOpt = False,
     csv_raw: CsvRawOpt = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
@@ -268,7 +277,7 @@ def export(
         if name is not None or output_path is not None:
             raise typer.BadParameter("--duckdb writes every table and view; give no NAME or "
                                      "--output with it", param_hint="--duckdb")
-        counts = _wh(warehouse).export_duckdb(duckdb, parents=parents)
+        counts = _wh(warehouse, since, until).export_duckdb(duckdb, parents=parents)
         out.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
                  f"view to {duckdb}; open it with: duckdb {duckdb}")
         return
@@ -280,7 +289,7 @@ def export(
             raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
                                      "their documents); use: kidata export runs --format "
                                      "kernelindex -o FILE", param_hint="--format")
-    written = _wh(warehouse).export(name, output_path, format, parents=parents,
+    written = _wh(warehouse, since, until).export(name, output_path, format, parents=parents,
                                     csv_raw=csv_raw)
     if written.format == "kernelindex":
         out.echo(f"wrote {written.rows:,} runs as kernelindex bundles to {output_path}")
@@ -289,15 +298,10 @@ def export(
 
 
 def _moment(value: str | None, option: str):
-    from datetime import datetime
+    """A ``--since``/``--until`` of the report (:func:`kidata.library.moment`)."""
+    from kidata.library import moment
 
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not a date or time such as 2026-03-01 or "
-                                 "2026-03-01T12:00 (UTC)", param_hint=option) from None
+    return None if value is None else moment(value, option)
 
 
 @app.command()
@@ -381,11 +385,13 @@ def formats() -> None:
 def info(
     format: Annotated[str, typer.Option(
         "--format", "-f", help="text, or json (one object, for scripts).")] = "text",
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Show tables and row counts, sources, GPUs and the time range of the runs."""
     check_format(format, ("text", "json"))
-    data = _wh(warehouse).info()
+    data = _wh(warehouse, since, until).info()
     if format == "json":
         out.json(data)
         return
@@ -413,12 +419,14 @@ def audit(
         "--all", help="Show every published number, not only the flagged ones.")] = False,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Recompute every published derived number (e.g. trainkernel's ratio) from its inputs and
     show those that disagree beyond rounding; exit 1 if any does."""
     check_format(format)
-    result = _wh(warehouse).audit(everything=all_claims)
+    result = _wh(warehouse, since, until).audit(everything=all_claims)
     if all_claims or result.flagged:
         out.rows(result.rows, format, max_rows=1_000_000)
     unchecked = (f"; {result.unchecked:,} could not be checked (kidata audit --all shows why)"
@@ -436,13 +444,15 @@ def regressions(
         "median (0.05 = 5%).")] = 0.05,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Show results slower than the previous result of their series, beyond noise (run-to-run
     noise, else p20 above the previous p80) and by more than the threshold, and not a shift
     shared with the implementations measured beside them; exit 1 if there are any."""
     check_format(format)
-    wh = _wh(warehouse)
+    wh = _wh(warehouse, since, until)
     rows = wh.regressions(threshold)
     found = rows.count("*").fetchall()[0][0]
     if found:
@@ -470,6 +480,8 @@ def compare(
     only_changed: Annotated[bool, typer.Option(
         "--only-changed", help="List only keys slower or faster beyond noise and threshold."
     )] = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Compare two versions, loads or labels of an implementation, or two implementations,
@@ -478,7 +490,7 @@ def compare(
     compared (no shared key, or the query failed)."""
     check_format(format)
     try:
-        result = _wh(warehouse).compare(baseline, candidate, threshold,
+        result = _wh(warehouse, since, until).compare(baseline, candidate, threshold,
                                         only_changed=only_changed)
     except UsageError:
         raise
@@ -529,6 +541,8 @@ def gate(
         "--format", "-f", help="table, csv, json, ndjson or markdown (the rows).")] = "table",
     all_keys: Annotated[bool, typer.Option(
         "--all", help="List every shared key, not only those slower or faster.")] = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """A regression gate for CI: judge the candidate against the baseline key by key (the
@@ -538,7 +552,8 @@ def gate(
 
     check_format(format)
     try:
-        result = _wh(warehouse).gate(baseline, candidate, thresholds, threshold, start_point)
+        result = _wh(warehouse, since, until).gate(baseline, candidate, thresholds,
+                                                   threshold, start_point)
     except UsageError:
         raise
     except KidataError as exc:
@@ -617,12 +632,14 @@ def rejects(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """List rejected records still unresolved: file, position, field and what was wrong. A
     reject whose file a later load read again is left out (--all lists it)."""
     check_format(format)
-    wh = _wh(warehouse)
+    wh = _wh(warehouse, since, until)
     relation = wh.rejects(load_id=load_id, file=file, everything=everything)
     if not raw:
         relation = relation.project("loaded_at, load_id, source_file, position, field, reason")

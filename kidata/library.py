@@ -85,3 +85,11 @@ def engine_message(exc: BaseException) -> str | None:
     if isinstance(exc, OSError):
         return str(exc)
     return None
+
+
+def moment(value: str, option: str):
+    """A ``--since``/``--until`` bound as a UTC time: ISO 8601, or a span back from now such as
+    ``30d`` (:func:`kidata.core.window.moment`); a bad one is a usage error naming ``option``."""
+    from kidata.core.window import moment as parse
+
+    return parse(value, option)

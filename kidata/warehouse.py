@@ -50,9 +50,16 @@ def default_path() -> Path:
 class Warehouse:
     """A kidata warehouse folder: load records into it, query it with SQL, export from it."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 since: str | datetime | None = None, until: str | datetime | None = None):
+        """The warehouse at ``path``; with ``since``/``until`` (ISO 8601, or a span back from
+        now such as ``30d``), every query sees only the results measured in that window
+        (:mod:`kidata.core.window`)."""
+        from kidata.core.window import Window
+
         self.path = Path(path) if path is not None else default_path()
-        self.session = Session(self.path, self.require)
+        self.window = Window.of(since, until)
+        self.session = Session(self.path, self.require, self.window)
         self._last_recovery: list[str] = []  # what the last writer_lock() recovered
 
     def __repr__(self) -> str:

@@ -19,6 +19,7 @@ import duckdb
 from kidata.core import engine, viewfiles
 from kidata.core.engine import SWAP_RETRIES
 from kidata.core.sql import quote_identifier
+from kidata.core.window import Window
 from kidata.errors import NoSuchView, QueryError
 from kidata.query import views as views_mod
 from kidata.store import reference, snapshot
@@ -40,9 +41,10 @@ class Queryable(Protocol):
 class Session:
     """Queries over the warehouse at :attr:`path`; ``require`` raises unless it is one."""
 
-    def __init__(self, path: Path, require: Callable[[], None]):
+    def __init__(self, path: Path, require: Callable[[], None], window: Window | None = None):
         self.path = path
         self.require = require
+        self.window = window  # the results measured in it only (kidata.core.window)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_state: tuple | None = None
         self._con_views: set[str] = set()  # the views defined on _con
@@ -113,7 +115,7 @@ class Session:
             con = engine.connect()
             try:
                 # Tables show only rows of committed loads: a consistent state mid-commit.
-                snapshot.define(con, self.path)
+                snapshot.define(con, self.path, self.window)
                 reference.define(con, self.path)
             except duckdb.IOException as exc:
                 con.close()  # a compaction swapped a folder mid-listing: again

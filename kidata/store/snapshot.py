@@ -25,6 +25,7 @@ import duckdb
 
 from kidata.core import engine
 from kidata.core.sql import quote_identifier
+from kidata.core.window import Window
 from kidata.errors import WarehouseError
 from kidata.store import derived
 from kidata.store.layout import Layout
@@ -94,12 +95,15 @@ def id_table(con: duckdb.DuckDBPyConnection, name: str, ids: list[str]) -> None:
                 "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": ids})
 
 
-def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+def define(con: duckdb.DuckDBPyConnection, warehouse: Path, window: Window | None = None
+           ) -> None:
     """Define one view per table that loads write on ``con``, showing the snapshot of the
     committed loads (the reference tables are :func:`kidata.store.reference.define`'s).
 
     ``latest_runs`` rows of loads written before that table existed are computed from their
-    runs (see :mod:`kidata.store.derived`)."""
+    runs (see :mod:`kidata.store.derived`). With a ``window``, the runs are those measured in
+    it (observed, else loaded), the tables that hang on runs follow them, ``latest_runs`` is
+    the latest run of each key within it, and ``rejects`` those of loads made in it."""
     loads = committed(warehouse, con)
     id_table(con, VISIBLE, [load_id for load_id, _ in loads])
     old = derived.underived(loads)
@@ -121,8 +125,27 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
                 body = ("SELECT *, " + ", ".join(
                     f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {q(c.name)}" for c in missing)
                     + f" FROM ({body})")
-        if table == "latest_runs" and old:
+        if window is not None:
+            body = _windowed(table, body, window)
+        elif table == "latest_runs" and old:
             body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                     f"(SELECT load_id FROM {UNDERIVED}) "
                     f"UNION ALL BY NAME SELECT * FROM ({derived.latest_runs_of(UNDERIVED)})")
         con.execute(f"CREATE VIEW {q(table)} AS {body}")
+
+
+def _windowed(table: str, body: str, window: Window) -> str:
+    """A table's body as a windowed session sees it (``define``; ``runs`` is defined before the
+    tables that read it)."""
+    if table == "runs":
+        return f"SELECT * FROM ({body}) WHERE {window.sql('coalesce(observed_at, loaded_at)')}"
+    if table in ("measurements", "published"):
+        return f"SELECT * FROM ({body}) WHERE run_id IN (SELECT run_id FROM runs)"
+    if table == "latest_runs":
+        # The stored rows are each load's latest run per key: with an end to the window a
+        # load's latest may lie beyond it while an earlier run lies within, so the rows are
+        # computed from the window's runs (every load's, as readers of old loads do).
+        return derived.latest_runs_of(VISIBLE)
+    if table == "rejects":
+        return f"SELECT * FROM ({body}) WHERE {window.sql('loaded_at')}"
+    return body

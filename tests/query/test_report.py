@@ -132,7 +132,8 @@ def test_report_refuses_a_bad_date(seeded: Path, tmp_path: Path, run):
     done = run("report", "-o", tmp_path / "r.html", "--since", "last tuesday",
                warehouse=seeded)
     assert done.returncode == 2
-    assert "'last tuesday' is not a date or time" in done.stderr
+    assert ("--since: expected a date or time such as 2026-03-01 or 2026-03-01T12:00Z (UTC), "
+            "or a span back from now such as 30d, 12h or 2w; got 'last tuesday'") in done.stderr
 
 
 @pytest.mark.shared
