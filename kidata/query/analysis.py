@@ -98,8 +98,10 @@ SELECT_FIELDS = {
     "implementation": "l.implementation", "variant": "l.variant", "version": "l.version",
     "load": "r.load_id", "gpu": "l.gpu", "gpu_family": "l.gpu_family", "family": "l.family",
     "kernel": "l.kernel", "pass": "l.pass", "workload": "l.workload",
-    # Facts of the load that added the run (loads.commit, branch, ci_run).
-    "commit": "ld.commit", "branch": "ld.branch", "ci_run": "ld.ci_run",
+    # The commit a source names for the run (its label `commit`: github-action-benchmark's
+    # commit.id), else the load's; the branch and CI run of the load that added the run.
+    "commit": "coalesce(json_extract_string(r.labels, '$.commit'), ld.commit)",
+    "branch": "ld.branch", "ci_run": "ld.ci_run",
 }
 COMPARE_COLUMNS = ("kernel", "pass", "workload", "gpu", "implementation", "variant",
                    "baseline_us", "candidate_us", "latency_ratio", "speedup", "change", "verdict",

@@ -121,3 +121,28 @@ def test_set_overrides_a_kernel_guessed_from_the_file_name(tmp_path: Path):
     wh.load(TRITON, settings=TRITON_SET)
     assert sorted(wh.sql("select distinct kernel from runs").fetchall()) == [
         ("gemm",), ("triton_edge",)]
+
+
+@pytest.mark.shared
+def test_a_sources_own_commit_is_the_runs_commit(tmp_path: Path, outside_ci):
+    """github-action-benchmark's data.js names the commit of each entry: blade's two commits
+    82fa0599 and b7520474, 34 benches each. `commit=` selects the runs of a commit however
+    they were loaded (one load here, without --set commit)."""
+    shared = Path(__file__).parents[3] / "shared" / "data" / "external"
+    if not shared.is_dir():
+        pytest.skip(f"needs {shared}")
+    wh = Warehouse(tmp_path / "wh")
+    wh.load(shared / "github-action-benchmark", settings={"gpu": "RTX 3090"})
+    first = "82fa0599bce126b499f0052318ecedc73f06134f"
+    second = "b7520474578bbe390bbeacdd17cd14b97aa995fc"
+    result = wh.compare(f"commit={first}", f"commit={second}")
+    assert result.shared == 34
+    # OpsComplexKernelBenchmark<F16, ArithmeticOp::ADD>/1048576: 37818.244 ns/iter, then
+    # 37837.052 (the file's values).
+    [row] = [r for r in result.rows.fetchall()
+             if r[0] == "add" and r[4] == "OpsComplexKernelBenchmark"
+             and r[2] == "dtype-fp16-arithmeticop-add-arg01048576"]
+    assert (row[6], row[7]) == (pytest.approx(37.818244, rel=1e-6),
+                                pytest.approx(37.837052, rel=1e-6))
+    # A load's own commit does not hide the source's: the runs say theirs.
+    assert facts(wh) == [(None, None, None)]

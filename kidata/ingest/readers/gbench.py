@@ -211,8 +211,11 @@ def read_data_js(stream: IO[bytes], file: str, settings: dict[str, str] | None =
                                 "commit": commit.get("id"), "suite": suite,
                                 "url": commit.get("url"),
                                 "commitTimestamp": commit.get("timestamp")},
+                        # The commit measured, as a run fact: `compare`/`gate` select
+                        # it (commit=...) before the load's own commit.
                         labels={"suite": suite, **({"timing": modifiers[-1]}
-                                                   if modifiers else {})},
+                                                   if modifiers else {}),
+                                **({"commit": str(commit["id"])} if commit.get("id") else {})},
                     ), position, raw_json(bench))
                 except RecordError as err:
                     yield err
