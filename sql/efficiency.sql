@@ -28,11 +28,14 @@
 --   gpu_family: the GPU's family (gpus.family).
 --   peak_us: the time the bytes would take at the published peak: bytes / (peak_gbps x
 --     1000) µs; null when the peak is unknown.
---   bound: 'overhead' when peak_us < 5 (the bytes would move in under 5 µs at peak, so kernel
---     launches and fixed costs, not bandwidth, set the latency: peak_fraction is then no
---     bandwidth measurement and should not be quoted as one) or when flat_latency is true
---     (the latency does not grow with the bytes); 'bandwidth' otherwise; null when the peak is
---     unknown and flat_latency is not true.
+--   bound: what sets the latency, when the bytes do not: 'overhead' when the bytes would move
+--     in under 5 µs at peak (peak_us < 5) or flat_latency is true (the latency does not grow
+--     with the bytes) *and* the median is near the launch floor, under 20 µs (a few kernel
+--     launches, each some 2-5 µs on current NVIDIA GPUs); 'fixed cost' when either holds
+--     but the median is 20 µs or more (neither bytes nor launches set it: synchronisation,
+--     host work, compute or a cache effect); 'bandwidth' otherwise; null when the peak is
+--     unknown and flat_latency is not true. In both non-bandwidth cases peak_fraction is no
+--     bandwidth measurement and should not be quoted as one.
 --   flat_latency: true when a point of the same sweep (kernel, pass, implementation, variant,
 --     GPU, family and version) with at least twice the bytes has a median under 1.25 times
 --     this one's (size_growth < 1.25): doubling the bytes adds under a quarter to the latency,
@@ -141,7 +144,9 @@ SELECT
     m.version,
     m.gpu_family,
     m.peak_us,
-    CASE WHEN m.peak_bound = 'overhead' OR g.size_growth < 1.25 THEN 'overhead'
+    CASE WHEN (m.peak_bound = 'overhead' OR g.size_growth < 1.25) AND m.median_us < 20
+             THEN 'overhead'
+         WHEN m.peak_bound = 'overhead' OR g.size_growth < 1.25 THEN 'fixed cost'
          ELSE m.peak_bound END AS bound,
     g.size_growth < 1.25 AS flat_latency,
     g.size_growth

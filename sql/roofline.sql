@@ -28,7 +28,10 @@
 --   ridge_intensity: the GPU's ridge point, peak_tflops x 10^12 / (memory_bandwidth_gbps x
 --     10^9) FLOP per byte; null when either peak is unknown.
 --   bound: 'overhead' when the work would take under 5 µs at both peaks (compute_us and the
---     byte time, where known, below 5); else 'compute' when arithmetic_intensity >=
+--     byte time, where known, below 5) and the median is near the launch floor, under 20 µs;
+--     'fixed cost' when the work would take under 5 µs but the median is 20 µs or more (as in
+--     the efficiency view, neither the work nor launches set it); else 'compute' when
+--     arithmetic_intensity >=
 --     ridge_intensity, or when there are no bytes (a FLOP model is written for matmul-class
 --     work); 'bandwidth' when arithmetic_intensity < ridge_intensity; null when peak_tflops is
 --     null.
@@ -108,7 +111,9 @@ SELECT
     ridge_intensity,
     CASE
         WHEN peak_tflops IS NULL THEN NULL
-        WHEN compute_us < 5 AND (byte_us IS NULL OR byte_us < 5) THEN 'overhead'
+        WHEN compute_us < 5 AND (byte_us IS NULL OR byte_us < 5) AND median_us < 20
+            THEN 'overhead'
+        WHEN compute_us < 5 AND (byte_us IS NULL OR byte_us < 5) THEN 'fixed cost'
         WHEN bytes IS NULL OR arithmetic_intensity >= ridge_intensity THEN 'compute'
         ELSE 'bandwidth'
     END AS bound,

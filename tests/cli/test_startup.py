@@ -147,13 +147,13 @@ def test_fingerprint_follows_the_packaged_rows(monkeypatch):
     gpus = reference.fingerprint("gpus")
     rows = {k: [dict(r) for r in v] for k, v in reference.rows().items()}
     rows["dtypes"][0]["bytes"] += 1
-    reference.fingerprint.cache_clear()
+    reference._fingerprint.cache_clear()
     monkeypatch.setattr(reference, "rows", lambda: rows)
     try:
         assert reference.fingerprint("dtypes") != before
         assert reference.fingerprint("gpus") == gpus
     finally:
-        reference.fingerprint.cache_clear()
+        reference._fingerprint.cache_clear()
 
 
 def test_reloading_unchanged_files_imports_no_pyarrow(tmp_path):

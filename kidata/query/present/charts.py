@@ -47,6 +47,9 @@ _RC = {
 }
 
 
+# The bounds (efficiency, roofline) of points their bytes or work do not bound: drawn hollow.
+NOT_BYTES = ("overhead", "fixed cost")
+
 def style() -> Any:
     """A context in which charts are drawn and saved with the report's style."""
     import matplotlib
@@ -550,10 +553,10 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
                    for v, lo in zip(y, part["achieved_gbps_low"], strict=True)]
             high = [hi - v if hi is not None else 0
                     for v, hi in zip(y, part["achieved_gbps_high"], strict=True)]
-            overhead = [b == "overhead" for b in part["bound"].to_list()]
+            overhead = [b in NOT_BYTES for b in part["bound"].to_list()]
             colour = palette(implementation)
-            # Overhead-bound points (the bytes would move in under 5 µs at peak) are hollow:
-            # launch and fixed costs set their time, so their rate is no bandwidth figure.
+            # Points the bytes do not bound (overhead: launches; fixed cost: something else)
+            # are hollow: their rate is no bandwidth figure.
             for hollow in (False, True):
                 keep = [i for i, o in enumerate(overhead) if o == hollow]
                 if not keep:
@@ -579,7 +582,7 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
                         xytext=(0, 3), fontsize=7)
         if bounded:
             ax.plot([], [], linestyle="none", marker="o", markersize=3.5, color="dimgrey",
-                    markerfacecolor="white", label="hollow: overhead-bound")
+                    markerfacecolor="white", label="hollow: not bound by bytes")
         _log(ax.xaxis)
         ax.set_xlabel("bytes moved (lower bound, byte model)")
         ax.set_ylabel("achieved GB/s")
@@ -589,10 +592,11 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
     return Chart("efficiency", "efficiency", "Efficiency", "Each point is one run of a kernel "
                  "with a byte model (the efficiency view): minimum bytes moved / median time, "
                  "with the rate at p80 and p20 as the bar. The dashed line is the GPU's "
-                 "published peak; a point above it is not credible. A hollow point is "
-                 "overhead-bound (the efficiency view's bound: its bytes would move in under "
-                 "5 µs at peak, so launch and fixed costs set its time): its rate is no "
-                 "bandwidth measurement. Kernels and passes share a panel.", fig)
+                 "published peak; a point above it is not credible. A hollow point is not "
+                 "bound by its bytes (the efficiency view's bound: they would move in under "
+                 "5 µs at peak, or twice the bytes take hardly longer; 'overhead' under 20 µs, "
+                 "where launches set the time, else 'fixed cost'): its rate is no bandwidth "
+                 "measurement. Kernels and passes share a panel.", fig)
 
 
 def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
@@ -610,11 +614,11 @@ def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
             ax.plot(part["flops"].to_list(), part["achieved_tflops"].to_list(), linestyle="none",
                     marker="o", markersize=3, color=palette(implementation),
                     label=implementation)
-            overhead = part.filter(pl.col("bound") == "overhead")
+            overhead = part.filter(pl.col("bound").is_in(list(NOT_BYTES)))
             if not overhead.is_empty():
                 ax.plot(overhead["flops"].to_list(), overhead["achieved_tflops"].to_list(),
                         linestyle="none", marker="o", markersize=7, markerfacecolor="none",
-                        color="grey", label="overhead-bound (< 5 µs at peak)")
+                        color="grey", label="under 5 µs of work at peak")
         peak = rows["peak_tflops"].drop_nulls()
         if len(peak):
             ax.axhline(peak[0], color="black", linestyle="--", linewidth=1)
@@ -637,5 +641,6 @@ def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
                  "kernel with a FLOP model (the roofline view): matrix-multiply FLOPs / median "
                  "time, a lower bound of the work done. The dashed line is the GPU's dense "
                  "16-bit tensor peak (for bfloat16/float16 workloads); hollow grey circles mark "
-                 "runs whose work would take under 5 µs at peak, where launch overhead, not the "
-                 "hardware, sets the time.", fig)
+                 "runs whose work would take under 5 µs at peak, where launches (under 20 µs: "
+                 "'overhead') or other fixed costs, not the hardware's peaks, set the time.",
+                 fig)
