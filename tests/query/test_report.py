@@ -120,11 +120,19 @@ def test_report_restricted(seeded: Path, tmp_path: Path, run):
 
 
 @pytest.mark.slow
-def test_report_warns_of_a_name_no_run_has(seeded: Path, tmp_path: Path, run):
-    done = run("report", "-o", tmp_path / "r.html", "--kernel", "rms_nrom", warehouse=seeded)
-    assert done.returncode == 0
-    assert ("warning: no run has kernel 'rms_nrom' (known: relu_squared, rms_norm, train_step)"
-            in done.stderr)
+def test_report_refuses_a_name_no_run_has(seeded: Path, tmp_path: Path, run):
+    """A typo gave an empty report with a warning (exit 0): it is now exit 2, naming the
+    closest known names, and no page is written (issue 30, item 5)."""
+    out = tmp_path / "r.html"
+    done = run("report", "-o", out, "--kernel", "rms_nrom", "--gpu", "h100-sxm5-80gb",
+               warehouse=seeded)
+    assert done.returncode == 2
+    assert ("--kernel 'rms_nrom': no run has it; did you mean 'rms_norm'? (known: "
+            "relu_squared, rms_norm, train_step)") in done.stderr
+    assert not out.exists()
+    done = run("report", "-o", out, "--gpu", "h100", warehouse=seeded)
+    assert done.returncode == 2
+    assert "--gpu 'h100': no run has it; did you mean " in done.stderr
 
 
 @pytest.mark.slow

@@ -49,6 +49,8 @@ class ReportResult:
     charts: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
+    # Kept for callers of 0.2.8; empty since an unknown --kernel/--gpu/--implementation is an
+    # error (exit 2) naming the closest known names.
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -65,6 +67,9 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
         raise UsageError("kidata report needs matplotlib: pip install 'kidata[report]'") from None
     start = time.perf_counter()
     filters = filters or Filters()
+    unknown = _unknown(db, filters)
+    if unknown:  # a typo would give a report of nothing, or of less than asked
+        raise UsageError("; ".join(unknown))
     with charts_mod.style():
         return _write(db, path, filters, png_dir, svg_dir, start)
 
@@ -117,8 +122,7 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
 
     every = [*heat, *latency, *([history] if history else []), *([eff] if eff else []),
              *([roof] if roof else [])]
-    result = ReportResult(path, [c.name for c in every], omitted=omitted,
-                          warnings=_unknown(db, filters))
+    result = ReportResult(path, [c.name for c in every], omitted=omitted)
     for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
         if folder is None:
             continue
@@ -134,18 +138,27 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
 
 
 def _unknown(db: Queryable, filters: Filters) -> list[str]:
-    """A warning for each kernel, GPU or implementation asked for that no run has (a typo
-    would otherwise give an empty report without a word)."""
+    """What is wrong with each kernel, GPU or implementation asked for that no run has (a
+    typo would otherwise give an empty report): the closest known names, then all of them."""
+    import difflib
+
     out = []
     for column, asked in (("kernel", filters.kernels), ("gpu", filters.gpus),
                           ("implementation", filters.implementations)):
         if not asked:
             continue
-        known = {r[0] for r in db.sql(f"SELECT DISTINCT {column} FROM runs").fetchall()}
+        known = sorted(r[0] for r in db.sql(f"SELECT DISTINCT {column} FROM runs "
+                                            f"WHERE {column} IS NOT NULL").fetchall())
         for name in asked:
             if name not in known:
-                out.append(f"no run has {column} {name!r} (known: "
-                           f"{', '.join(sorted(known)) or 'none'})")
+                # Names it begins (h100 -> h100-sxm5-80gb), then names spelled like it.
+                close = list(dict.fromkeys(
+                    [k for k in known if k.startswith(name.lower())]
+                    + difflib.get_close_matches(name, known, n=3, cutoff=0.6)))[:3]
+                out.append(f"--{column} {name!r}: no run has it; "
+                           + (f"did you mean {' or '.join(map(repr, close))}? " if close
+                              else "")
+                           + f"(known: {', '.join(known) or 'none'})")
     return out
 
 
