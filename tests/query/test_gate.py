@@ -218,3 +218,16 @@ def test_two_ci_runs_as_docs_ci_md_plays_them(tmp_path: Path):
                   env=pull).returncode == 2
     assert kidata("gate", "liger,branch=nope", "liger,commit=bbb222",
                   env=pull).returncode == 3
+
+
+def test_docs_ci_md_shows_the_commands_the_ci_test_plays():
+    """docs/ci.md's workflow runs the commands test_two_ci_runs_as_docs_ci_md_plays_them plays:
+    the same sides, the summary file, the ack before the gate."""
+    doc = (Path(__file__).parents[2] / "docs" / "ci.md").read_text("utf-8")
+    workflow = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert 'kidata gate "liger,branch=main" "liger,commit=${{ github.sha }}"' in workflow
+    assert 'kidata ack --baseline "liger,branch=main" --candidate "liger,commit=${{ ' \
+           'github.sha }}"' in workflow
+    assert workflow.index("kidata load results/") < workflow.index("kidata ack") \
+        < workflow.index("kidata gate")
+    assert "--summary gate.md" in workflow and "--body-file gate.md" in workflow
