@@ -57,6 +57,12 @@
 --     the verdict is 'different centers').
 --   candidate_center_statistic: the candidate's center, 'median' or 'mean'.
 --   baseline_center_statistic: the baseline's center, 'median' or 'mean'.
+--   candidate_observed_at: when the candidate's run was measured (its observed_at in
+--     latest_latencies); null when its source gives no time.
+--   baseline_observed_at: when the baseline's run was measured; null when not given.
+--   measured_apart: true when the two runs were measured more than 30 days apart (the pair
+--     may compare two different software stacks, drivers or machines as much as two
+--     implementations); false within 30 days; null when either time is unknown.
 -- notes: Only runs with status 'passed' are compared, the latest per implementation and
 --   variant (latest_latencies). Runs are never paired across GPUs, passes, workloads or
 --   protocol families, and two variants of one implementation are not paired with each other.
@@ -107,7 +113,11 @@ SELECT
     CASE WHEN c.center_statistic = b.center_statistic THEN c.center_statistic ELSE 'mixed' END
         AS center_statistic,
     c.center_statistic AS candidate_center_statistic,
-    b.center_statistic AS baseline_center_statistic
+    b.center_statistic AS baseline_center_statistic,
+    c.observed_at AS candidate_observed_at,
+    b.observed_at AS baseline_observed_at,
+    c.observed_at > b.observed_at + INTERVAL 30 DAYS
+        OR b.observed_at > c.observed_at + INTERVAL 30 DAYS AS measured_apart
 FROM latest c
 JOIN latest b
     ON c.kernel = b.kernel

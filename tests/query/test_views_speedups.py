@@ -151,3 +151,33 @@ def test_kernel_speedups_per_kernel_geomean_with_an_interval_over_workloads(load
     role = loaded.sql("SELECT workloads, geomean_speedup FROM kernel_speedups "
                       "WHERE candidate = 'liger' AND baseline = 'role:reference'").fetchall()
     assert role == [(4, pytest.approx(1.377449, rel=1e-6))]
+
+
+def test_speedups_say_when_each_side_was_measured(tmp_path: Path):
+    """rms_norm forward on the A100, liger against torch: w1 measured 9 days apart (Jan 1 and
+    Jan 10), w2 59 days apart (Jan 1 and Mar 1: over 30, flagged), w3's torch run without a
+    time (unknown)."""
+    import json
+
+    from make_view_fixtures import A100, bundle, workload
+
+    rows = []
+    for name, liger_at, torch_at in (("w1", "2026-01-01T00:00:00Z", "2026-01-10T00:00:00Z"),
+                                     ("w2", "2026-01-01T00:00:00Z", "2026-03-01T00:00:00Z"),
+                                     ("w3", "2026-01-01T00:00:00Z", None)):
+        work = workload(name, "rms_norm", {"H": int(name[1]) * 1024})
+        rows += [bundle(f"{name}-liger", "rms_norm/forward", "liger", A100, 10_000, work, "f",
+                        at=liger_at),
+                 bundle(f"{name}-torch", "rms_norm/forward", "torch", A100, 20_000, work, "f",
+                        at=torch_at)]
+    path = tmp_path / "apart.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    got = {r[0]: r[1:] for r in wh.sql(
+        "SELECT workload, strftime(candidate_observed_at, '%Y-%m-%d'), "
+        "strftime(baseline_observed_at, '%Y-%m-%d'), measured_apart FROM speedups "
+        "WHERE candidate = 'liger'").fetchall()}
+    assert got == {"w1": ("2026-01-01", "2026-01-10", False),
+                   "w2": ("2026-01-01", "2026-03-01", True),
+                   "w3": ("2026-01-01", None, None)}
