@@ -26,8 +26,9 @@
 --   interval_low: lower end of the 95% t-interval of the kernel-weighted geometric mean:
 --     EXP(m - t x s / SQRT(k)), m and s the mean and sample standard deviation of the k
 --     values LN(g_k), t the 0.975 quantile of Student's t with k - 1 degrees of freedom
---     (student_t); null when k < 2.
---   interval_high: EXP(m + t x s / SQRT(k)); null when k < 2.
+--     (student_t); null when k < 3 (with 2 kernels t is 12.7 and the interval says
+--     nothing; 0.2.8 printed "31.3x, 29.9-32.9" for one kernel's two variants).
+--   interval_high: EXP(m + t x s / SQRT(k)); null when k < 3.
 --   min_kernel_speedup: the smallest per-kernel geometric mean g_k.
 --   max_kernel_speedup: the largest per-kernel geometric mean g_k.
 --   no_verdict: comparisons with no firm verdict because a side lacks a measured spread
@@ -92,8 +93,10 @@ SELECT
     a.pass,
     a.gpu_family,
     a.kernels,
-    EXP(a.mean_log - q.t * a.sd_log / SQRT(a.kernels)) AS interval_low,
-    EXP(a.mean_log + q.t * a.sd_log / SQRT(a.kernels)) AS interval_high,
+    CASE WHEN a.kernels >= 3 THEN EXP(a.mean_log - q.t * a.sd_log / SQRT(a.kernels))
+        END AS interval_low,
+    CASE WHEN a.kernels >= 3 THEN EXP(a.mean_log + q.t * a.sd_log / SQRT(a.kernels))
+        END AS interval_high,
     EXP(a.min_log) AS min_kernel_speedup,
     EXP(a.max_log) AS max_kernel_speedup,
     a.workloads - a.faster - a.slower - a.within_noise AS no_verdict,

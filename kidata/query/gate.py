@@ -38,6 +38,8 @@ GATE_COLUMNS = ("kernel", "pass", "workload", "gpu", "implementation", "variant"
                 "baseline_run_id", "candidate_run_id")
 # How many regressions the Markdown summary shows before the folded full list.
 WORST = 10
+# Kernel-passes from which the summary gives an interval (as speedup_summary over kernels).
+MIN_INTERVAL = 3
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,7 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
     if means:
         mean = sum(means) / len(means)
         out.geomean_speedup = math.exp(mean)
-        if len(means) >= 2:
+        if len(means) >= MIN_INTERVAL:  # below, t is 12.7 (df 1): the interval says nothing
             sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1))
             t = db.sql("SELECT t FROM student_t WHERE $df BETWEEN df_from AND df_to",
                        params={"df": len(means) - 1}).fetchall()[0][0]
