@@ -560,8 +560,9 @@ def gate(
         out.error(str(exc))
         raise typer.Exit(3) from None
     rows = result.rows if all_keys else result.rows.filter("outcome IN ('slower', 'faster')")
-    if result.shared and (all_keys or result.slower or result.faster or format != "table"):
-        out.rows(rows, format, max_rows=1_000_000)
+    if result.shared:
+        if all_keys or result.slower or result.faster or format != "table":
+            out.rows(rows, format, max_rows=1_000_000)
     else:
         out.note(f"nothing to compare: no key has a passed run on both sides ({baseline!r} "
                  f"and {candidate!r}"

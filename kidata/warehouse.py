@@ -455,13 +455,20 @@ class Warehouse:
         from ``since`` (inclusive) to ``until`` (exclusive, UTC); each chart also as PNG/SVG
         into ``png_dir``/``svg_dir``. Returns the :class:`~kidata.query.present.ReportResult`
         (charts, files, warnings, what was left out, seconds)."""
+        from kidata.core.window import Window
         from kidata.query.present import Filters, write_report
 
-        filters = Filters(list(kernels), list(gpus), list(implementations), since, until)
-        return write_report(self.session, Path(path), filters,
+        # The window is the session's, as for every reading command (this warehouse's own,
+        # unless the call gives one).
+        window = Window.of(since, until) if since or until else self.window
+        session = self.session if window == self.window else \
+            Session(self.path, self.require, window)
+        filters = Filters(list(kernels), list(gpus), list(implementations),
+                          window.since if window else None, window.until if window else None)
+        return write_report(session, Path(path), filters,
                             png_dir=Path(png_dir) if png_dir is not None else None,
                             svg_dir=Path(svg_dir) if svg_dir is not None else None,
-                            parents=parents)
+                            parents=parents, names=self.session)
 
     def audit(self, everything: bool = False):
         """Published derived numbers (trainkernel's ratio, say) recomputed from their inputs:

@@ -1,7 +1,8 @@
 """A time window over the results (``--since`` / ``--until`` of the reading commands).
 
-A window keeps the runs *measured* in it (``observed_at``, or when the run has none, when it
-was loaded), from ``since`` (inclusive) to ``until`` (exclusive), UTC. Every table and view
+A window keeps the runs *measured* in it (``observed_at``; a run whose source gives no time
+cannot be placed in a window and is left out), from ``since`` (inclusive) to ``until``
+(exclusive), UTC. Every table and view
 read through a windowed session sees only those runs: their measurements and published
 numbers, the latest run of each key *within* the window, the trends between them, the rejects
 of loads made in it. Bounds are ISO 8601 dates or times (``2026-03-01``, ``2026-03-01T12:00Z``;

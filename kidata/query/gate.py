@@ -286,12 +286,12 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
             mode_case.append(f"WHEN {cond} THEN $r{i}n")
     threshold_sql = " ".join(threshold_case + ["ELSE $th END"]) if threshold_case[1:] else "$th"
     mode_sql = " ".join(mode_case + ["ELSE $ns END"]) if mode_case[1:] else "$ns"
-    acked = _acknowledged_sql(db)
     judged = f"""
         WITH pairs AS ({query}),
         ruled AS (
             SELECT p.*, {threshold_sql} AS threshold, {mode_sql} AS no_spread,
-                {acked} AS acknowledged
+                -- kidata ack: the table is defined (empty) in every session
+                p.candidate_run_id IN (SELECT run_id FROM acknowledgements) AS acknowledged
             FROM pairs p LEFT JOIN gpus g ON g.gpu = p.gpu
         ),
         based AS (
@@ -341,9 +341,3 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
             half = float(t) * sd / math.sqrt(len(means))
             out.interval = (math.exp(mean - half), math.exp(mean + half))
     return out
-
-
-def _acknowledged_sql(db: Queryable) -> str:
-    """Whether a pair's candidate run was acknowledged as intended (``kidata ack``)."""
-    del db  # the acknowledgements table is always defined (empty until the first ack)
-    return "p.candidate_run_id IN (SELECT run_id FROM acknowledgements)"

@@ -101,9 +101,10 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path, window: Window | Non
     committed loads (the reference tables are :func:`kidata.store.reference.define`'s).
 
     ``latest_runs`` rows of loads written before that table existed are computed from their
-    runs (see :mod:`kidata.store.derived`). With a ``window``, the runs are those measured in
-    it (observed, else loaded), the tables that hang on runs follow them, ``latest_runs`` is
-    the latest run of each key within it, and ``rejects`` those of loads made in it."""
+    runs (see :mod:`kidata.store.derived`). With a ``window``, the runs are those measured
+    in it (runs without a time are left out), the tables that hang on runs follow them,
+    ``latest_runs`` is the latest run of each key within it, and ``rejects`` those of loads
+    made in it."""
     loads = committed(warehouse, con)
     id_table(con, VISIBLE, [load_id for load_id, _ in loads])
     old = derived.underived(loads)
@@ -138,7 +139,8 @@ def _windowed(table: str, body: str, window: Window) -> str:
     """A table's body as a windowed session sees it (``define``; ``runs`` is defined before the
     tables that read it)."""
     if table == "runs":
-        return f"SELECT * FROM ({body}) WHERE {window.sql('coalesce(observed_at, loaded_at)')}"
+        # A run without a time cannot be placed in the window (the comparison is null).
+        return f"SELECT * FROM ({body}) WHERE {window.sql('observed_at')}"
     if table in ("measurements", "published"):
         return f"SELECT * FROM ({body}) WHERE run_id IN (SELECT run_id FROM runs)"
     if table == "latest_runs":

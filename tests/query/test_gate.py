@@ -234,6 +234,7 @@ def test_two_ci_runs_as_docs_ci_md_plays_them(tmp_path: Path):
     assert acked.returncode == 0 and "2 slowdowns acknowledged" in acked.stderr
     again = kidata("gate", "liger,branch=main", "liger,commit=bbb222", env=pull)
     assert again.returncode == 0 and "(2 acknowledged slower left out)" in again.stderr
+    assert "nothing to compare" not in again.stderr  # 4 keys compared, none slower or faster
     author = kidata("sql", "select distinct author from acknowledgements", "--format", "csv",
                     env=pull)
     assert author.stdout.splitlines()[1:] == ["alice"]

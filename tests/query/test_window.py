@@ -100,3 +100,17 @@ def test_the_window_through_the_console_script(both: Path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["version,n", "0.6.1.dev0,4"]
+
+
+def test_a_run_without_a_time_is_in_no_window(tmp_path: Path):
+    """The seeds: trainkernel's 24 runs carry no time (seed 003), the 2 Liger runs do
+    (2024-09-03 and 2026-03-27). Any window leaves the untimed runs out."""
+    seeds = Path(__file__).parents[1] / "data" / "seeds"
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load(seeds).ok
+    assert wh.sql("select count(*) from runs where observed_at is null").fetchall() == [(24,)]
+    windowed = Warehouse(wh.path, since="2000-01-01")
+    assert windowed.sql("select count(*), count(observed_at) from runs").fetchall() == [
+        (2, 2)]
+    assert windowed.sql("select count(*) from speedups where candidate = 'trainkernel'"
+                        ).fetchall() == [(0,)]

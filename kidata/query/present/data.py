@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Filters:
-    """What a report covers: kernels, GPUs and implementations (empty: all) and a time window
-    on when results were measured (``since`` inclusive, ``until`` exclusive, UTC)."""
+    """What a report covers: kernels, GPUs and implementations (empty: all). ``since`` and
+    ``until`` only describe the time window: the session the report reads through applies it
+    (:mod:`kidata.core.window`), as for every reading command."""
 
     kernels: list[str] = field(default_factory=list)
     gpus: list[str] = field(default_factory=list)
@@ -36,24 +37,6 @@ class Filters:
         if self.until:
             parts.append(f"measured before {self.until:%Y-%m-%d %H:%M} UTC")
         return "; ".join(parts) or "everything in the warehouse"
-
-    def in_window(self, frame: pl.DataFrame, column: str = "observed_at") -> pl.DataFrame:
-        """Rows measured inside the window; rows without a time are kept only when no window
-        is set (they cannot be placed in one)."""
-        import polars as pl
-
-        if self.since is None and self.until is None:
-            return frame
-        # Compared as naive UTC wall-clock times: time-zone names (UTC, Etc/UTC) then agree.
-        moment = pl.col(column)
-        if getattr(frame.schema[column], "time_zone", None):
-            moment = moment.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
-        condition = moment.is_not_null()
-        if self.since is not None:
-            condition &= moment >= _naive_utc(self.since)
-        if self.until is not None:
-            condition &= moment < _naive_utc(self.until)
-        return frame.filter(condition)
 
     def apply(self, frame: pl.DataFrame, implementation_columns: tuple[str, ...]
               = ("implementation",)) -> pl.DataFrame:
@@ -73,12 +56,6 @@ class Filters:
                     condition |= pl.col(column).is_in(self.implementations)
                 frame = frame.filter(condition)
         return frame
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    from datetime import UTC
-
-    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def _frame(db: Queryable, query: str) -> pl.DataFrame:
@@ -102,7 +79,7 @@ def latency_points(db: Queryable, filters: Filters) -> pl.DataFrame:
         JOIN runs r ON r.run_id = l.run_id
         LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
         WHERE l.status = 'passed' AND l.median_us IS NOT NULL""")  # charts draw medians
-    frame = filters.in_window(filters.apply(frame))
+    frame = filters.apply(frame)
     key = ["kernel", "pass", "gpu", "family", "implementation", "variant", "workload",
            "parameter"]
     # As the speedups view: the latest run counts, untimed runs before timed ones.
@@ -152,18 +129,13 @@ def _with_others(db: Queryable, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
-    """Comparisons of the ``speedups`` view; with a time window, those whose two runs were both
-    measured inside it."""
+    """Comparisons of the ``speedups`` view (in a windowed session, of the latest runs
+    measured in the window)."""
     frame = _frame(db, """
-        SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
-               s.baseline, s.baseline_variant, s.speedup, s.verdict, s.candidate_role,
-               s.baseline_role, c.observed_at AS candidate_at, b.observed_at AS baseline_at
-        FROM speedups s
-        LEFT JOIN runs c ON c.run_id = s.candidate_run_id
-        LEFT JOIN runs b ON b.run_id = s.baseline_run_id""")
-    frame = filters.apply(frame, ("candidate", "baseline"))
-    frame = filters.in_window(filters.in_window(frame, "candidate_at"), "baseline_at")
-    return frame.drop("candidate_at", "baseline_at")
+        SELECT kernel, pass, workload, gpu, family, candidate, candidate_variant, baseline,
+               baseline_variant, speedup, verdict, candidate_role, baseline_role
+        FROM speedups""")
+    return filters.apply(frame, ("candidate", "baseline"))
 
 
 def trends(db: Queryable, filters: Filters) -> pl.DataFrame:
@@ -177,7 +149,7 @@ def trends(db: Queryable, filters: Filters) -> pl.DataFrame:
         FROM trends t
         LEFT JOIN runs r ON r.run_id = t.run_id
         WHERE t.median_us IS NOT NULL""")  # charts draw medians (a mean-only series has none)
-    frame = filters.in_window(filters.apply(frame))
+    frame = filters.apply(frame)
     frame = frame.filter(pl.col("points") > 1)
     return frame.with_columns(release=pl.struct("version", "labels").map_elements(
         lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)).drop("labels")
@@ -209,7 +181,7 @@ def regressions(db: Queryable, filters: Filters) -> pl.DataFrame:
         SELECT kernel, pass, implementation, variant, workload, gpu, family, run_id,
                observed_at, version, previous_version, median_us, previous_median_us, change
         FROM regressions""")
-    return filters.in_window(filters.apply(frame))
+    return filters.apply(frame)
 
 
 def efficiency(db: Queryable, filters: Filters) -> pl.DataFrame:
@@ -220,7 +192,7 @@ def efficiency(db: Queryable, filters: Filters) -> pl.DataFrame:
                e.peak_fraction, e.above_peak, e.bound, r.observed_at
         FROM efficiency e
         JOIN runs r ON r.run_id = e.run_id""")
-    return filters.in_window(filters.apply(frame))
+    return filters.apply(frame)
 
 
 def roofline(db: Queryable, filters: Filters) -> pl.DataFrame:
@@ -230,7 +202,7 @@ def roofline(db: Queryable, filters: Filters) -> pl.DataFrame:
                f.achieved_tflops, f.peak_tflops, f.compute_fraction, f.bound, r.observed_at
         FROM roofline f
         JOIN runs r ON r.run_id = f.run_id""")
-    return filters.in_window(filters.apply(frame))
+    return filters.apply(frame)
 
 
 def audit(db: Queryable, filters: Filters) -> pl.DataFrame:
@@ -242,7 +214,7 @@ def audit(db: Queryable, filters: Filters) -> pl.DataFrame:
                a.tolerance, a.status, a.flagged, r.observed_at
         FROM audit a
         LEFT JOIN runs r ON r.run_id = a.run_id""")
-    frame = filters.in_window(filters.apply(frame))
+    frame = filters.apply(frame)
     return frame.sort([pl.col("flagged").fill_null(False), "gpu", "kernel", "workload"],
                       descending=[True, False, False, False])
 

@@ -57,9 +57,11 @@ class ReportResult:
 
 def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
                  png_dir: Path | None = None, svg_dir: Path | None = None,
-                 parents: bool = False) -> ReportResult:
+                 parents: bool = False, names: Queryable | None = None) -> ReportResult:
     """Write the report page to ``path`` (and each chart to ``png_dir``/``svg_dir``); into a
-    missing folder only with ``parents``."""
+    missing folder only with ``parents``. The kernels, GPUs and implementations asked for are
+    checked against ``names`` (default ``db``: a windowed session would not know a kernel
+    measured only outside its window)."""
     outfile.check(path, parents)  # before the charts are drawn
     try:
         import matplotlib  # noqa: F401
@@ -67,7 +69,7 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
         raise UsageError("kidata report needs matplotlib: pip install 'kidata[report]'") from None
     start = time.perf_counter()
     filters = filters or Filters()
-    unknown = _unknown(db, filters)
+    unknown = _unknown(names or db, filters)
     if unknown:  # a typo would give a report of nothing, or of less than asked
         raise UsageError("; ".join(unknown))
     with charts_mod.style():
