@@ -40,6 +40,10 @@ SinceOpt = Annotated[str | None, typer.Option(
     "(2026-03-01, 2026-03-01T12:00Z; UTC) or a span back from now (30d, 12h, 2w).")]
 UntilOpt = Annotated[str | None, typer.Option(
     "--until", metavar="WHEN", help="Only results measured before then (as --since).")]
+MinEffectOpt = Annotated[float | None, typer.Option(
+    "--min-effect", metavar="FRACTION", help="The verdict rule's minimum effect: a change "
+    "smaller than this is never 'faster' or 'slower' (0.05 = 5%; default 0.10 or "
+    "$KIDATA_MIN_EFFECT).")]
 WarehouseOpt = Annotated[
     Path | None,
     typer.Option("--warehouse", "-w", metavar="DIR",
@@ -74,10 +78,12 @@ def _main(
     _state["debug"] = debug
 
 
-def _wh(warehouse: Path | None = None, since: str | None = None, until: str | None = None):
+def _wh(warehouse: Path | None = None, since: str | None = None, until: str | None = None,
+        min_effect: float | None = None):
     from kidata.warehouse import Warehouse
 
-    return Warehouse(warehouse or _state["warehouse"], since=since, until=until)
+    return Warehouse(warehouse or _state["warehouse"], since=since, until=until,
+                     min_effect=min_effect)
 
 
 # `kidata info` suggests compacting from this many files in one table (at 200 loads, a query
@@ -203,6 +209,7 @@ def sql(
     csv_raw: CsvRawOpt = False,
     since: SinceOpt = None,
     until: UntilOpt = None,
+    min_effect: MinEffectOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Run a SQL query (read-only unless --write) and print the result or write it to a
@@ -219,7 +226,7 @@ def sql(
     elif query == "-":
         query = sys.stdin.read()
     if output_path is not None:
-        written = _wh(warehouse, since, until).export_query(
+        written = _wh(warehouse, since, until, min_effect).export_query(
             query, output_path, None if format == "table" else format, read_only=not write,
             parents=parents, csv_raw=csv_raw)
         if written is None:
@@ -228,7 +235,7 @@ def sql(
         out.echo(f"wrote {written.rows:,} rows to {output_path} ({written.format})")
         return
     check_format(format)
-    relation = _wh(warehouse, since, until).sql(query, read_only=not write)
+    relation = _wh(warehouse, since, until, min_effect).sql(query, read_only=not write)
     if relation is None:  # a statement without a result
         return
     out.rows(relation, format, max_rows=limit, csv_raw=csv_raw)
@@ -269,6 +276,7 @@ def export(
     csv_raw: CsvRawOpt = False,
     since: SinceOpt = None,
     until: UntilOpt = None,
+    min_effect: MinEffectOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Export a table or view to CSV, Parquet, Arrow, JSON, NDJSON or Excel, or everything to a
@@ -277,7 +285,7 @@ def export(
         if name is not None or output_path is not None:
             raise typer.BadParameter("--duckdb writes every table and view; give no NAME or "
                                      "--output with it", param_hint="--duckdb")
-        counts = _wh(warehouse, since, until).export_duckdb(duckdb, parents=parents)
+        counts = _wh(warehouse, since, until, min_effect).export_duckdb(duckdb, parents=parents)
         out.echo(f"wrote {len(counts)} tables ({counts.get('runs', 0):,} runs) and every "
                  f"view to {duckdb}; open it with: duckdb {duckdb}")
         return
@@ -289,8 +297,8 @@ def export(
             raise typer.BadParameter("the kernelindex format exports runs (as bundles with "
                                      "their documents); use: kidata export runs --format "
                                      "kernelindex -o FILE", param_hint="--format")
-    written = _wh(warehouse, since, until).export(name, output_path, format, parents=parents,
-                                    csv_raw=csv_raw)
+    written = _wh(warehouse, since, until, min_effect).export(
+        name, output_path, format, parents=parents, csv_raw=csv_raw)
     if written.format == "kernelindex":
         out.echo(f"wrote {written.rows:,} runs as kernelindex bundles to {output_path}")
     else:
@@ -325,14 +333,15 @@ def report(
     svg: Annotated[Path | None, typer.Option(
         "--svg", metavar="DIR", help="Also write each chart as an SVG file into DIR.")] = None,
     parents: ParentsOpt = False,
+    min_effect: MinEffectOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Write a self-contained HTML report with charts: speedups, latency against size,
     history and regressions, efficiency, the audit and what is loaded."""
     start, end = _moment(since, "--since"), _moment(until, "--until")
-    result = _wh(warehouse).report(output_path, kernels=kernel or [], gpus=gpu or [],
-                                   implementations=implementation or [], since=start,
-                                   until=end, png_dir=png, svg_dir=svg, parents=parents)
+    result = _wh(warehouse, min_effect=min_effect).report(
+        output_path, kernels=kernel or [], gpus=gpu or [], implementations=implementation or [],
+        since=start, until=end, png_dir=png, svg_dir=svg, parents=parents)
     for warning in result.warnings:
         out.note(f"warning: {warning}")
     for note in result.omitted:
@@ -439,25 +448,28 @@ def audit(
 
 @app.command()
 def regressions(
-    threshold: Annotated[float, typer.Option(
+    threshold: Annotated[float | None, typer.Option(
         "--threshold", "-t", help="Smallest slowdown reported, as a fraction of the previous "
-        "median (0.05 = 5%).")] = 0.05,
+        "result (0.05 = 5%): the verdict rule's minimum effect (default 0.10 or "
+        "$KIDATA_MIN_EFFECT).")] = None,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
     since: SinceOpt = None,
     until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Show results slower than the previous result of their series, beyond noise (run-to-run
-    noise, else p20 above the previous p80) and by more than the threshold, and not a shift
-    shared with the implementations measured beside them; exit 1 if there are any."""
+    """Show results slower than the previous result of their series, beyond noise (Welch,
+    calibrated run-to-run noise, else within-run spreads: docs/statistics.md) and by more than
+    the threshold, between two versions, and not a shift shared with the implementations
+    measured beside them; exit 1 if there are any."""
     check_format(format)
-    wh = _wh(warehouse, since, until)
-    rows = wh.regressions(threshold)
+    wh = _wh(warehouse, since, until, threshold)
+    rows = wh.regressions()
+    threshold = wh.verdict_min_effect()
     found = rows.count("*").fetchall()[0][0]
     if found:
         out.rows(rows, format, max_rows=1_000_000)
-    acked = wh.acknowledged_regressions(threshold)
+    acked = wh.acknowledged_regressions()
     out.note(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}"
              + (f" ({acked:,} acknowledged left out: kidata sql 'select * from "
                 "acknowledgements')" if acked else ""))
@@ -472,9 +484,10 @@ def compare(
         "'implementation=liger,version=0.2.1' (fields: implementation, variant, version, load, "
         "gpu, gpu_family, family, kernel, pass, workload, commit, branch, ci_run, label.<name>).")],
     candidate: Annotated[str, typer.Argument(help="The candidate side, in the same form.")],
-    threshold: Annotated[float, typer.Option(
+    threshold: Annotated[float | None, typer.Option(
         "--threshold", "-t", help="Smallest change counted, as a fraction of the baseline "
-        "median (0.05 = 5%).")] = 0.05,
+        "(0.05 = 5%): the verdict rule's minimum effect (default 0.10 or "
+        "$KIDATA_MIN_EFFECT).")] = None,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
     only_changed: Annotated[bool, typer.Option(
@@ -490,8 +503,9 @@ def compare(
     compared (no shared key, or the query failed)."""
     check_format(format)
     try:
-        result = _wh(warehouse, since, until).compare(baseline, candidate, threshold,
-                                        only_changed=only_changed)
+        result = _wh(warehouse, since, until, threshold).compare(
+            baseline, candidate, only_changed=only_changed)
+        threshold = result.threshold
     except UsageError:
         raise
     except KidataError as exc:
@@ -507,7 +521,7 @@ def compare(
                f"{result.geomean_ratio:.4g})")
     out.note(f"{result.shared:,} shared keys: {result.slower:,} slower, {result.faster:,} faster "
              f"(beyond noise and {threshold:.1%}), {result.unchanged:,} unchanged, "
-             f"{result.no_verdict:,} without a verdict (no measured spread); "
+             f"{result.no_verdict:,} without a verdict (no noise estimate); "
              f"geomean speedup over {result.kernels:,} kernel-passes {geomean}")
     if result.regressed:
         raise typer.Exit(1)
@@ -552,8 +566,8 @@ def gate(
 
     check_format(format)
     try:
-        result = _wh(warehouse, since, until).gate(baseline, candidate, thresholds,
-                                                   threshold, start_point)
+        result = _wh(warehouse, since, until, threshold).gate(baseline, candidate, thresholds,
+                                                              threshold, start_point)
     except UsageError:
         raise
     except KidataError as exc:
@@ -613,7 +627,7 @@ def ack(
         change = "" if row.get("change") is None else f" ({row['change']:+.1%})"
         out.echo(f"acknowledged {row['run_id']}: {row['kernel']} {row['pass']} "
                  f"{row['workload']} on {row['gpu']}{change}")
-    out.note(f"{len(added):,} slowdowns acknowledged"
+    out.note(f"{len(added):,} slowdown{'s' * (len(added) != 1)} acknowledged"
              + ("" if added or baseline is None else ": the gate found nothing slower"))
 
 

@@ -51,15 +51,21 @@ class Warehouse:
     """A kidata warehouse folder: load records into it, query it with SQL, export from it."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
-                 since: str | datetime | None = None, until: str | datetime | None = None):
+                 since: str | datetime | None = None, until: str | datetime | None = None,
+                 min_effect: float | None = None):
         """The warehouse at ``path``; with ``since``/``until`` (ISO 8601, or a span back from
         now such as ``30d``), every query sees only the results measured in that window
-        (:mod:`kidata.core.window`)."""
+        (:mod:`kidata.core.window`). ``min_effect`` is the verdict rule's minimum effect for
+        every query (the ``verdict_settings`` view; None: ``KIDATA_MIN_EFFECT``, else 0.10)."""
         from kidata.core.window import Window
+        from kidata.query.analysis import check_threshold
 
+        if min_effect is not None:
+            check_threshold(min_effect)
         self.path = Path(path) if path is not None else default_path()
         self.window = Window.of(since, until)
-        self.session = Session(self.path, self.require, self.window)
+        self.min_effect = min_effect
+        self.session = Session(self.path, self.require, self.window, min_effect)
         self._last_recovery: list[str] = []  # what the last writer_lock() recovered
 
     def __repr__(self) -> str:
@@ -462,7 +468,7 @@ class Warehouse:
         # unless the call gives one).
         window = Window.of(since, until) if since or until else self.window
         session = self.session if window == self.window else \
-            Session(self.path, self.require, window)
+            Session(self.path, self.require, window, self.min_effect)
         filters = Filters(list(kernels), list(gpus), list(implementations),
                           window.since if window else None, window.until if window else None)
         return write_report(session, Path(path), filters,
@@ -478,15 +484,22 @@ class Warehouse:
 
         return analysis.audit(self.session, everything=everything)
 
-    def regressions(self, threshold: float = 0.05) -> duckdb.DuckDBPyRelation:
+    def verdict_min_effect(self) -> float:
+        """The minimum effect this warehouse's verdicts use (the ``verdict_settings`` view)."""
+        from kidata.query import analysis
+
+        return analysis.min_effect(self.session)
+
+    def regressions(self, threshold: float | None = None) -> duckdb.DuckDBPyRelation:
         """Results slower than the previous result of their series beyond noise and by more
-        than ``threshold`` (0.05 = 5%), not a shift shared with the implementations measured
-        beside them (:func:`kidata.analysis.regressions`)."""
+        than ``threshold`` (0.05 = 5%; None: the minimum effect), between two versions, not a
+        shift shared with the implementations measured beside them
+        (:func:`kidata.analysis.regressions`)."""
         from kidata.query import analysis
 
         return analysis.regressions(self.session, threshold)
 
-    def acknowledged_regressions(self, threshold: float = 0.05) -> int:
+    def acknowledged_regressions(self, threshold: float | None = None) -> int:
         """The regressions :meth:`regressions` leaves out because they were acknowledged."""
         from kidata.query import analysis
 
@@ -551,20 +564,20 @@ class Warehouse:
         return rows
 
     def compare(self, baseline: str | dict[str, str], candidate: str | dict[str, str],
-                threshold: float = 0.05, *, only_changed: bool = False):
+                threshold: float | None = None, *, only_changed: bool = False):
         """Two sides (implementations, versions, loads, labels: ``'torch'`` or
         ``'implementation=liger,version=0.2.1'``) compared over every key both have, with
         noise-aware verdicts: a :class:`~kidata.analysis.Comparison`
         (:func:`kidata.analysis.compare`). With ``only_changed``, its ``rows`` keep only the
-        keys slower or faster beyond noise and ``threshold``; the counts still cover every
-        shared key."""
+        keys slower or faster beyond noise and ``threshold`` (None: the minimum effect); the
+        counts still cover every shared key."""
         from kidata.query import analysis
 
         result = analysis.compare(self.session, baseline, candidate, threshold)
         if only_changed:
             result.rows = result.rows.filter(
-                f"verdict IN ('slower', 'faster') AND ABS(LN(latency_ratio)) > "
-                f"LN(1 + {float(threshold)!r})")
+                f"placement IN ('above', 'below') AND ABS(LN(latency_ratio)) > "
+                f"LN(1 + {result.threshold!r})")
         return result
 
 

@@ -27,10 +27,12 @@
 --   faster: workloads whose verdict is 'faster'.
 --   slower: workloads whose verdict is 'slower'.
 --   within_noise: workloads whose verdict is 'within noise'.
---   no_verdict: workloads with no firm verdict (see speedups.verdict); faster + slower +
---     within_noise + no_verdict = workloads.
+--   no_verdict: workloads with no noise estimate (see speedups.verdict); faster + slower +
+--     within_noise + no_verdict + negligible = workloads.
 --   mixed_centers: workloads whose ratio sets a mean against a median
 --     (speedups.center_statistic 'mixed').
+--   negligible: workloads whose verdict is 'negligible' (beyond noise, under the minimum
+--     effect).
 -- notes: A kernel's workloads are the sizes its benchmark sweeps, not a random sample: the
 --   interval says how far the speedup moves across the sweep around its geometric mean, not
 --   how precisely each workload was measured (the verdict counts say that). With 2 workloads
@@ -62,6 +64,7 @@ per_kernel AS (
         CAST(SUM(CASE WHEN verdict = 'slower' THEN 1 ELSE 0 END) AS BIGINT) AS slower,
         CAST(SUM(CASE WHEN verdict = 'within noise' THEN 1 ELSE 0 END) AS BIGINT)
             AS within_noise,
+        CAST(SUM(CASE WHEN verdict = 'negligible' THEN 1 ELSE 0 END) AS BIGINT) AS negligible,
         CAST(SUM(CASE WHEN center_statistic = 'mixed' THEN 1 ELSE 0 END) AS BIGINT)
             AS mixed_centers
     FROM compared
@@ -90,8 +93,9 @@ SELECT
     k.faster,
     k.slower,
     k.within_noise,
-    k.workloads - k.faster - k.slower - k.within_noise AS no_verdict,
-    k.mixed_centers
+    k.workloads - k.faster - k.slower - k.within_noise - k.negligible AS no_verdict,
+    k.mixed_centers,
+    k.negligible
 FROM per_kernel k
 LEFT JOIN student_t q
     ON k.workloads - 1 BETWEEN q.df_from AND q.df_to

@@ -42,6 +42,8 @@
 --   center_statistic: 'median' or 'mean': which statistic center_us is. A mean is pulled by
 --     outliers, so a mean and a median are not set against each other as equals (see
 --     speedups).
+--   source: the run's source (runs.source), whose run-to-run noise envelope applies
+--     (noise_envelopes).
 SELECT
     r.run_id,
     r.kernel,
@@ -72,7 +74,8 @@ SELECT
     s.high_us,
     s.evidence,
     s.center_us,
-    s.center_statistic
+    s.center_statistic,
+    r.source
 FROM runs r
 JOIN latency_statistics s
     ON s.run_id = r.run_id

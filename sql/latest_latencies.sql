@@ -31,6 +31,10 @@
 --   evidence: what the spread supports (latencies.evidence).
 --   center_us: the run's central latency (µs): the median, else the mean (latencies.center_us).
 --   center_statistic: 'median' or 'mean', which statistic center_us is.
+--   source: the run's source (runs.source), whose run-to-run noise envelope applies
+--     (noise_envelopes).
+--   mean_us: the run's mean latency (µs), null when not given.
+--   stddev_us: the run's latency standard deviation (µs), null when not given.
 -- notes: The latest run is found among the loads' own latest runs (table latest_runs), which
 --   gives the same run as ranking every passed run in latencies, at a cost that grows with the
 --   keys, not the runs; the family is resolved here because a protocol document may arrive in
@@ -137,7 +141,10 @@ SELECT
     l.high_us,
     l.evidence,
     l.center_us,
-    l.center_statistic
+    l.center_statistic,
+    l.source,
+    l.mean_us,
+    l.stddev_us
 FROM latest l
 LEFT JOIN gpus g
     ON g.gpu = l.gpu

@@ -1,7 +1,7 @@
 -- view: memory_regressions
--- purpose: Which results used more memory than the result before them in their series, beyond noise, by more than 5%, and not merely with everything measured beside them?
--- grain: one row per step of a memory series (see memory_trends) that uses more memory beyond noise and beyond the 5% threshold, and is not a shared shift.
--- sources: memory_trends
+-- purpose: Which results used more memory than the result before them in their series, beyond noise and the minimum effect, between two versions, and not merely with everything measured beside them?
+-- grain: one row per step of a memory series (see memory_trends) whose verdict is 'slower' (more memory), that is not a re-run of one version and not a shared shift.
+-- sources: memory_trends, verdict_settings
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -21,20 +21,21 @@
 --   previous_median_mb: median memory of the previous result (MB).
 --   p20_mb: p20 of the result (MB).
 --   previous_p80_mb: p80 of the previous result (MB).
---   change: center_mb / previous_center_mb - 1; above 0.05 here.
+--   change: center_mb / previous_center_mb - 1; above verdict_settings.min_effect here.
 --   gpu_family: the GPU's family.
 --   noise_basis: what the verdict rests on (memory_trends.noise_basis).
---   run_noise: the run-to-run noise it exceeded, null without re-runs.
+--   run_noise: null (run-to-run envelopes are calibrated on latency only).
 --   attribution: 'own' or 'alone' (memory_trends.attribution).
---   relative_change: the step against the implementations measured with it; above 0.05 when
---     not null.
+--   relative_change: the step against the implementations measured with it; above the
+--     minimum effect when not null.
 --   center_mb: central memory of the result (MB): the median, else the mean
 --     (memory_trends.center_mb).
 --   previous_center_mb: central memory of the previous result (MB).
 --   center_statistic: 'median' or 'mean', which statistic both centers are.
 -- notes: The rule of the regressions view, on memory: memory_trends.verdict is 'slower' (more
---   memory beyond noise), change > 0.05, not a 'shared' shift, and relative_change > 0.05 when
---   other implementations were measured at the same two times.
+--   memory beyond noise and the minimum effect), not a re-run of one version, not a 'shared'
+--   shift, and relative_change above the minimum effect when other implementations were
+--   measured at the same two times.
 SELECT
     kernel,
     pass,
@@ -64,5 +65,6 @@ SELECT
     previous_center_mb,
     center_statistic
 FROM memory_trends
-WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
-    AND (relative_change IS NULL OR relative_change > 0.05)
+WHERE verdict = 'slower' AND same_version IS NOT TRUE AND attribution <> 'shared'
+    AND (relative_change IS NULL
+         OR relative_change > (SELECT min_effect FROM verdict_settings))

@@ -27,21 +27,21 @@
 --   previous_p80_mb: the previous result's p80 memory (MB).
 --   change: center / previous center - 1 (center_mb: the median, else the mean); above 0
 --     means more memory; null at step 1.
---   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise', null
---     otherwise and at step 1 (series_steps.beyond_noise).
---   verdict: this result against the previous one: 'slower', 'faster', 'within noise', or what
---     evidence is missing; null at step 1 (series_steps.verdict: run-to-run noise where the
---     implementation has same-version re-runs, else within-run spreads).
+--   beyond_noise: true when the verdict is 'faster', 'slower' or 'negligible', false when
+--     'within noise', null otherwise and at step 1 (series_steps.beyond_noise).
+--   verdict: this result against the previous one, by the one verdict rule
+--     (series_steps.verdict): 'slower', 'faster', 'negligible' (beyond noise, under
+--     verdict_settings.min_effect), 'within noise', or what evidence is missing; null at step 1.
 --   gpu_family: the GPU's family (gpus.family).
 --   evidence: what this result's spread supports (run_statistics.evidence).
 --   previous_evidence: what the previous result's spread supports.
 --   same_version: true when version = previous_version; null when either is unknown and at step
 --     1.
---   run_noise: run-to-run noise from same-version steps (series_steps.run_noise), null when
---     none.
---   noise_steps: same-version steps run_noise is estimated from (0 when none).
---   noise_basis: 'repeated runs', 'within-run p20-p80' (or another spread) or 'none'; null at
---     step 1.
+--   run_noise: the run-to-run noise envelope the step was judged by (series_steps.run_noise:
+--     noise_basis 'run-to-run' only), null otherwise.
+--   noise_steps: re-run changes that envelope rests on (0 when none was used).
+--   noise_basis: 'welch', 'run-to-run', 'within-run p20-p80' (or another spread) or 'none'; null
+--     at step 1.
 --   together_implementations: other implementations measured together with this step
 --     (series_steps), null when none.
 --   together_change: how those moved over the same step (geometric mean), null when none.
@@ -53,6 +53,11 @@
 --   previous_center_mb: the previous result's central memory (MB).
 --   center_statistic: 'median' or 'mean', which statistic center_mb is.
 --   previous_center_statistic: which statistic previous_center_mb is.
+--   change_low: low end of the change's interval under noise_basis
+--     (series_steps.change_low); null without a noise estimate.
+--   change_high: high end of that interval.
+--   min_effect: the minimum effect the verdict used (verdict_settings.min_effect).
+--   noise_df: Welch degrees of freedom for noise_basis 'welch', else null.
 -- notes: series_steps for metric 'memory', in MB; every rule (time order, run-to-run noise,
 --   attribution, what is left out) is written in series_steps' header. The memory_regressions
 --   view keeps the steps that use more memory beyond a threshold and are not shared shifts.
@@ -96,6 +101,10 @@ SELECT
     center AS center_mb,
     previous_center AS previous_center_mb,
     center_statistic,
-    previous_center_statistic
+    previous_center_statistic,
+    change_low,
+    change_high,
+    min_effect,
+    noise_df
 FROM series_steps
 WHERE metric = 'memory'

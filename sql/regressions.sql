@@ -1,7 +1,7 @@
 -- view: regressions
--- purpose: Which results got slower than the result before them in their series, beyond noise, by more than 5%, and not merely with everything measured beside them?
--- grain: one row per step of a series (see trends) that is slower beyond noise and beyond the 5% threshold, and is not a shared shift.
--- sources: trends, acknowledgements
+-- purpose: Which results got slower than the result before them in their series, beyond noise and the minimum effect, between two versions, and not merely with everything measured beside them?
+-- grain: one row per step of a series (see trends) whose verdict is 'slower', that is not a re-run of the same version and not a shared shift.
+-- sources: trends, acknowledgements, verdict_settings
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -22,29 +22,30 @@
 --   previous_median_us: median latency of the previous result (µs).
 --   p20_us: p20 of the slower result (µs).
 --   previous_p80_us: p80 of the previous result (µs).
---   change: center_us / previous_center_us - 1; above 0.05 here.
+--   change: center_us / previous_center_us - 1; above verdict_settings.min_effect here.
 --   gpu_family: the GPU's family.
---   noise_basis: what the verdict rests on (trends.noise_basis): 'repeated runs' or a
+--   noise_basis: what the verdict rests on (trends.noise_basis): 'welch', 'run-to-run' or a
 --     within-run spread.
---   run_noise: the run-to-run noise it exceeded (trends.run_noise), null without re-runs.
+--   run_noise: the run-to-run noise envelope it exceeded (trends.run_noise), null for other
+--     bases.
 --   attribution: 'own' (the implementations measured together did not move as much) or
 --     'alone' (nothing was measured together, so the step is not attributed).
 --   relative_change: the step against the implementations measured with it
---     (trends.relative_change); above 0.05 when not null.
+--     (trends.relative_change); above the minimum effect when not null.
 --   center_us: central latency of the slower result (µs): the median, else the mean
 --     (trends.center_us).
 --   previous_center_us: central latency of the previous result (µs).
 --   center_statistic: 'median' or 'mean', which statistic both centers are (a step between a
 --     mean and a median is never 'slower', so never listed).
--- notes: A step is listed when trends.verdict is 'slower' (beyond run-to-run noise where an
---   implementation has re-runs of one release, else p20-p80 ranges apart; a side without a
---   measured spread is never listed), change > 0.05, it is not a 'shared' shift, and when other
---   implementations were measured at the same two times, relative_change > 0.05 too. The
---   threshold is fixed at 5% here because a view takes no parameters portably; `kidata
---   regressions --threshold 0.1` (kidata.analysis.regressions) applies another threshold to
---   trends with the same rule and these columns. A step whose run was acknowledged as
---   intended (kidata ack: the acknowledgements table) is left out; `kidata regressions` says
---   how many were.
+-- notes: A step is listed when trends.verdict is 'slower' (the interval of its ratio lies
+--   above 1 and the change exceeds verdict_settings.min_effect: the one verdict rule, see
+--   speedups), its two results are not a re-run of one version (same_version: a re-run of the
+--   same code is noise or a shift of its environment, never a change of the code), it is not
+--   a 'shared' shift, and when other implementations were measured at the same two times,
+--   relative_change exceeds the minimum effect too. `kidata regressions --threshold 0.05`
+--   (kidata.analysis.regressions) applies another minimum effect to trends with the same rule
+--   and these columns. A step whose run was acknowledged as intended (kidata ack: the
+--   acknowledgements table) is left out; `kidata regressions` says how many were.
 SELECT
     kernel,
     pass,
@@ -74,6 +75,7 @@ SELECT
     previous_center_us,
     center_statistic
 FROM trends
-WHERE verdict = 'slower' AND change > 0.05 AND attribution <> 'shared'
-    AND (relative_change IS NULL OR relative_change > 0.05)
+WHERE verdict = 'slower' AND same_version IS NOT TRUE AND attribution <> 'shared'
+    AND (relative_change IS NULL
+         OR relative_change > (SELECT min_effect FROM verdict_settings))
     AND run_id NOT IN (SELECT run_id FROM acknowledgements)

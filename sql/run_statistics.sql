@@ -21,9 +21,13 @@
 --   resolution: rounding step or timer resolution of the center (measurements.resolution of
 --     the median, else of the mean), null when unknown.
 --   spread: which pair of statistics bounds the noise, the first present of 'p20-p80',
---     'p25-p75', 'mean-stddev' (mean - stddev to mean + stddev), 'min-max'; null when none.
---   low: lower end of the spread (p20, p25, mean - stddev or min), null without a spread.
---   high: upper end of the spread (p80, p75, mean + stddev or max), null without a spread.
+--     'p25-p75', 'mean-stddev' (mean - stddev to mean + stddev), 'median-stddev' (median -
+--     stddev to median + stddev, for sources such as FlashInfer that give a median and a
+--     standard deviation but no mean), 'min-max'; null when none.
+--   low: lower end of the spread (p20, p25, mean - stddev, median - stddev or min), null
+--     without a spread.
+--   high: upper end of the spread (p80, p75, mean + stddev, median + stddev or max), null
+--     without a spread.
 --   evidence: what the spread can support, the first that applies of: 'single sample'
 --     (samples = 1: the statistics are one measurement), 'no spread' (spread is null), 'zero
 --     width' (high <= low on a latency: every quantile equal, one sample or one timer step),
@@ -71,18 +75,21 @@ spread AS (
             WHEN p20 IS NOT NULL AND p80 IS NOT NULL THEN 'p20-p80'
             WHEN p25 IS NOT NULL AND p75 IS NOT NULL THEN 'p25-p75'
             WHEN mean IS NOT NULL AND stddev IS NOT NULL THEN 'mean-stddev'
+            WHEN median IS NOT NULL AND stddev IS NOT NULL THEN 'median-stddev'
             WHEN min IS NOT NULL AND max IS NOT NULL THEN 'min-max'
         END AS spread,
         CASE
             WHEN p20 IS NOT NULL AND p80 IS NOT NULL THEN p20
             WHEN p25 IS NOT NULL AND p75 IS NOT NULL THEN p25
             WHEN mean IS NOT NULL AND stddev IS NOT NULL THEN mean - stddev
+            WHEN median IS NOT NULL AND stddev IS NOT NULL THEN median - stddev
             WHEN min IS NOT NULL AND max IS NOT NULL THEN min
         END AS low,
         CASE
             WHEN p20 IS NOT NULL AND p80 IS NOT NULL THEN p80
             WHEN p25 IS NOT NULL AND p75 IS NOT NULL THEN p75
             WHEN mean IS NOT NULL AND stddev IS NOT NULL THEN mean + stddev
+            WHEN median IS NOT NULL AND stddev IS NOT NULL THEN median + stddev
             WHEN min IS NOT NULL AND max IS NOT NULL THEN max
         END AS high
     FROM pivoted

@@ -1,7 +1,7 @@
 -- view: series_steps
--- purpose: Every step of every latency and memory series, in the metric's unit, judged against run-to-run noise where repeated runs exist and against the implementations measured with it: the one trend rule trends and memory_trends show.
+-- purpose: Every step of every latency and memory series, in the metric's unit, judged by the one verdict rule (Welch where means and deviations are given, else run-to-run noise calibrated on re-runs, else within-run spreads) and against the implementations measured with it: the one trend rule trends and memory_trends show.
 -- grain: one row per passed run with a timestamp and per metric it has a median or a mean of; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
--- sources: runs, run_statistics, protocols, gpus, verdict_rule
+-- sources: runs, run_statistics, protocols, gpus, noise_envelopes, student_t, verdict_settings, verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -34,27 +34,21 @@
 --   previous_evidence: what the previous result's spread supports.
 --   same_version: true when version = previous_version (a re-run of the same release); null
 --     when either is unknown and at step 1.
---   run_noise: run-to-run noise of the implementation on this kernel, pass, variant, GPU,
---     family and metric: EXP(MAX |LN(center / previous_center)|) - 1 over its same-version
---     steps whose two centers are the same statistic (across workloads); null when it has
---     none.
---   noise_steps: number of same-version steps run_noise is estimated from (0 when none).
---   noise_basis: what the verdict's noise estimate rests on: 'repeated runs' (run_noise is
---     known), 'within-run p20-p80' (or another spread) when both results have a measured
---     spread of the same statistics, 'none' otherwise; null at step 1.
+--   run_noise: the run-to-run noise envelope the step was judged by (noise_basis
+--     'run-to-run'): the larger of the two results' envelopes (noise_envelopes.envelope, per
+--     source, GPU and latency size class); null for other bases and for memory.
+--   noise_steps: how many re-run changes that envelope rests on (the fewer of the two
+--     results'); 0 when no envelope was used.
+--   noise_basis: what the verdict's noise estimate rests on, as in speedups: 'welch', 'run-to-run',
+--     'within-run p20-p80' (or another spread), 'none'; null at step 1.
 --   verdict: from verdict_rule, judging this result (candidate) against the previous one
---     (baseline): 'slower', 'faster', 'within noise', or what is missing ('single sample', 'no
---     spread', 'zero width', 'below resolution', 'different centers', 'different spreads');
---     null at step 1. The placement is 'different centers' when one result's center is a
---     median and the other's a mean. With
---     noise_basis 'repeated runs' the placement is 'above' when LN(center / previous_center) >
---     LN(1 + run_noise), 'below' when it is < -LN(1 + run_noise), else 'overlap'; when both
---     results also have a measured spread of the same statistics, the ranges must lie apart the
---     same way (else 'overlap'). Otherwise (within-run basis) the placement compares the two
---     noise ranges as speedups does: 'above' when low > previous high, 'below' when high <
---     previous low. For memory, 'slower' means more memory.
---   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise',
---     null otherwise (no firm verdict) and at step 1.
+--     (baseline) exactly as speedups judges a pair: 'slower', 'faster' (the interval of the
+--     ratio excludes 1 and the change exceeds verdict_settings.min_effect), 'negligible'
+--     (beyond noise, under the minimum effect), 'within noise', or what is missing ('single
+--     sample', 'no spread', 'zero width', 'different centers', 'different spreads'); null at
+--     step 1. For memory, 'slower' means more memory.
+--   beyond_noise: true when the verdict is 'faster', 'slower' or 'negligible' (the interval
+--     excludes 1), false when 'within noise', null otherwise (no noise estimate) and at step 1.
 --   together_implementations: other implementations of the same kernel, pass, workload, GPU,
 --     family and metric measured together with this step: a step of theirs whose result and
 --     previous result were each observed within one hour of this result's and the previous
@@ -75,29 +69,51 @@
 --   previous_center: the previous result's center.
 --   center_statistic: 'median' or 'mean', which statistic center is.
 --   previous_center_statistic: which statistic previous_center is.
+--   change_low: the low end of the change's interval under noise_basis (as speedups'
+--     interval, of center / previous_center, minus 1); null without a noise estimate.
+--   change_high: the high end of that interval.
+--   min_effect: the minimum effect the verdict used (verdict_settings.min_effect).
+--   noise_df: for noise_basis 'welch', the Welch-Satterthwaite degrees of freedom used.
 -- notes: Time order is observed_at, then run_id for results with the same timestamp (a tie is
 --   ordered, never merged). Runs without a timestamp cannot be placed in time and are left
 --   out, as are runs whose status is not 'passed'. Series never cross GPUs, passes, variants,
---   protocol families or metrics. A within-run p20-p80 range is not run-to-run noise: where an
---   implementation has re-runs of one release, their largest step is the noise floor, so a
---   same-version step is never beyond noise. The method is a lookback of one step (the previous
+--   protocol families or metrics. Run-to-run envelopes are calibrated on latency re-runs only
+--   (rerun_changes); memory steps are judged on within-run spreads. The method is a lookback of one step (the previous
 --   result), not a change-point search (asv's step detection) or a lookback window
---   (conbench's): a slow drift of small steps is never flagged, and one noisy same-version
---   step widens the noise floor of the whole kernel. Attribution needs the other
+--   (conbench's): a slow drift of small steps is never flagged. Attribution needs the other
 --   implementations' results within an hour of both of this step's results; a harness that
 --   times providers further apart is 'alone'.
-WITH points AS (
+WITH settings AS (
+    SELECT min_effect FROM verdict_settings
+),
+points AS (
     SELECT
         r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
         COALESCE(p.family, r.protocol_id) AS family,
         COALESCE(g.family, r.gpu) AS gpu_family,
         r.observed_at, r.version,
         s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.low, s.high, s.evidence,
-        s.center, s.center_statistic
+        s.center, s.center_statistic, s.samples,
+        -- The noise inputs, as speedups works them out (there in µs, here in unit).
+        CASE WHEN s.center_statistic = 'mean' AND s.samples >= 2 AND s.stddev >= 0
+                  AND s.mean > 0
+             THEN POWER(s.stddev / s.mean, 2) / s.samples
+                  + POWER(COALESCE(s.resolution, 0) / s.mean, 2) / 12
+        END AS log_variance,
+        s.low - COALESCE(s.resolution, 0) / 2 AS wide_low,
+        s.high + COALESCE(s.resolution, 0) / 2 AS wide_high,
+        s.evidence IN ('measured', 'below resolution') AS has_spread,
+        n.log_envelope,
+        n.changes AS envelope_changes
     FROM runs r
     JOIN run_statistics s ON s.run_id = r.run_id
     LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
     LEFT JOIN gpus g ON g.gpu = r.gpu
+    LEFT JOIN noise_envelopes n
+        ON n.calibrated AND s.metric = 'latency' AND n.source = r.source AND n.gpu = r.gpu
+        AND s.center > 0
+        AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5)
+                                 AS BIGINT)
     WHERE r.status = 'passed' AND r.observed_at IS NOT NULL
 ),
 ordered AS (
@@ -112,11 +128,16 @@ ordered AS (
         LAG(p20) OVER series_in_time AS previous_p20,
         LAG(p80) OVER series_in_time AS previous_p80,
         LAG(spread) OVER series_in_time AS previous_spread,
-        LAG(low) OVER series_in_time AS previous_low,
-        LAG(high) OVER series_in_time AS previous_high,
         LAG(evidence) OVER series_in_time AS previous_evidence,
         LAG(center) OVER series_in_time AS previous_center,
-        LAG(center_statistic) OVER series_in_time AS previous_center_statistic
+        LAG(center_statistic) OVER series_in_time AS previous_center_statistic,
+        LAG(samples) OVER series_in_time AS previous_samples,
+        LAG(log_variance) OVER series_in_time AS previous_log_variance,
+        LAG(wide_low) OVER series_in_time AS previous_wide_low,
+        LAG(wide_high) OVER series_in_time AS previous_wide_high,
+        LAG(has_spread) OVER series_in_time AS previous_has_spread,
+        LAG(log_envelope) OVER series_in_time AS previous_log_envelope,
+        LAG(envelope_changes) OVER series_in_time AS previous_envelope_changes
     FROM points
     WINDOW
         series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family,
@@ -133,23 +154,46 @@ steps AS (
         center_statistic = previous_center_statistic AS same_center,
         CASE WHEN previous_run_id IS NULL THEN NULL
              ELSE version = previous_version END AS same_version,
+        log_variance + previous_log_variance AS pair_log_variance,
+        FLOOR(POWER(log_variance + previous_log_variance, 2)
+              / NULLIF(POWER(log_variance, 2) / (samples - 1)
+                 + POWER(previous_log_variance, 2) / (previous_samples - 1), 0)) AS welch_df,
+        GREATEST(log_envelope, previous_log_envelope) AS pair_log_envelope,
+        LEAST(envelope_changes, previous_envelope_changes) AS pair_envelope_changes,
+        CASE WHEN wide_low > 0 AND previous_wide_high > 0
+             THEN LN(wide_low / previous_wide_high) END AS range_log_low,
+        CASE WHEN previous_wide_low > 0 AND wide_high > 0
+             THEN LN(wide_high / previous_wide_low) END AS range_log_high,
         CASE
             WHEN previous_run_id IS NULL THEN NULL
-            WHEN evidence <> 'measured' OR previous_evidence <> 'measured' THEN NULL
-            WHEN spread <> previous_spread THEN 'different spreads'
-            WHEN low > previous_high THEN 'above'
-            WHEN high < previous_low THEN 'below'
-            ELSE 'overlap'
-        END AS range_placement
+            WHEN center_statistic <> previous_center_statistic THEN 'different centers'
+            WHEN log_variance + previous_log_variance > 0 THEN 'welch'
+            WHEN log_envelope IS NOT NULL AND previous_log_envelope IS NOT NULL
+                THEN 'run-to-run'
+            WHEN has_spread AND previous_has_spread AND spread = previous_spread
+                THEN 'within-run'
+            WHEN has_spread AND previous_has_spread THEN 'different spreads'
+            WHEN NOT has_spread THEN evidence
+            ELSE previous_evidence
+        END AS basis
     FROM ordered o
 ),
-noise AS (
-    SELECT kernel, pass, implementation, variant, gpu, family, metric,
-        MAX(ABS(log_change)) AS log_noise,
-        CAST(COUNT(*) AS BIGINT) AS noise_steps
-    FROM steps
-    WHERE same_version AND same_center
-    GROUP BY kernel, pass, implementation, variant, gpu, family, metric
+bounded AS (
+    SELECT
+        s.*,
+        CASE s.basis
+            WHEN 'welch' THEN s.log_change - t.t * SQRT(s.pair_log_variance)
+            WHEN 'run-to-run' THEN s.log_change - s.pair_log_envelope
+            WHEN 'within-run' THEN s.range_log_low
+        END AS log_low,
+        CASE s.basis
+            WHEN 'welch' THEN s.log_change + t.t * SQRT(s.pair_log_variance)
+            WHEN 'run-to-run' THEN s.log_change + s.pair_log_envelope
+            WHEN 'within-run' THEN s.range_log_high
+        END AS log_high
+    FROM steps s
+    LEFT JOIN student_t t
+        ON s.basis = 'welch' AND GREATEST(s.welch_df, 1) BETWEEN t.df_from AND t.df_to
 ),
 together AS (
     SELECT
@@ -170,22 +214,12 @@ together AS (
 ),
 judged AS (
     SELECT
-        s.*,
-        n.log_noise,
-        COALESCE(n.noise_steps, CAST(0 AS BIGINT)) AS noise_steps,
+        b.*,
         t.together_implementations,
-        t.together_log_change,
-        CASE WHEN n.log_noise IS NULL THEN NULL
-             WHEN s.log_change > n.log_noise THEN 'above'
-             WHEN s.log_change < -n.log_noise THEN 'below'
-             ELSE 'overlap' END AS runs_placement
-    FROM steps s
-    LEFT JOIN noise n
-        ON n.kernel = s.kernel AND n.pass = s.pass AND n.implementation = s.implementation
-        AND n.gpu = s.gpu AND n.family = s.family AND n.metric = s.metric
-        AND (n.variant = s.variant OR (n.variant IS NULL AND s.variant IS NULL))
+        t.together_log_change
+    FROM bounded b
     LEFT JOIN together t
-        ON t.run_id = s.run_id AND t.metric = s.metric
+        ON t.run_id = b.run_id AND t.metric = b.metric
 )
 SELECT
     j.kernel,
@@ -216,17 +250,17 @@ SELECT
     j.evidence,
     j.previous_evidence,
     j.same_version,
-    EXP(j.log_noise) - 1 AS run_noise,
-    j.noise_steps,
+    CASE WHEN j.basis = 'run-to-run' THEN EXP(j.pair_log_envelope) - 1 END AS run_noise,
+    CASE WHEN j.basis = 'run-to-run' THEN j.pair_envelope_changes
+         ELSE CAST(0 AS BIGINT) END AS noise_steps,
     CASE
         WHEN j.previous_run_id IS NULL THEN NULL
-        WHEN j.log_noise IS NOT NULL THEN 'repeated runs'
-        WHEN j.range_placement IN ('above', 'below', 'overlap')
-            THEN CONCAT('within-run ', j.spread)
+        WHEN j.basis = 'within-run' THEN CONCAT('within-run ', j.spread)
+        WHEN j.basis IN ('welch', 'run-to-run') THEN j.basis
         ELSE 'none'
     END AS noise_basis,
     v.verdict,
-    CASE WHEN v.verdict IN ('faster', 'slower') THEN TRUE
+    CASE WHEN v.verdict IN ('faster', 'slower', 'negligible') THEN TRUE
          WHEN v.verdict = 'within noise' THEN FALSE END AS beyond_noise,
     j.together_implementations,
     EXP(j.together_log_change) - 1 AS together_change,
@@ -241,19 +275,21 @@ SELECT
     j.center,
     j.previous_center,
     j.center_statistic,
-    j.previous_center_statistic
+    j.previous_center_statistic,
+    EXP(j.log_low) - 1 AS change_low,
+    EXP(j.log_high) - 1 AS change_high,
+    st.min_effect,
+    CASE WHEN j.basis = 'welch' THEN CAST(GREATEST(j.welch_df, 1) AS BIGINT) END AS noise_df
 FROM judged j
+CROSS JOIN settings st
 LEFT JOIN verdict_rule v
     ON j.previous_run_id IS NOT NULL
-    AND v.candidate_evidence = CASE WHEN j.log_noise IS NOT NULL THEN 'repeated runs'
-                                    ELSE j.evidence END
-    AND v.baseline_evidence = CASE WHEN j.log_noise IS NOT NULL THEN 'repeated runs'
-                                   ELSE j.previous_evidence END
+    AND v.basis = j.basis
     AND v.placement = CASE
-        WHEN NOT j.same_center THEN 'different centers'
-        WHEN j.log_noise IS NOT NULL THEN
-            CASE WHEN j.range_placement IS NULL OR j.range_placement = 'different spreads'
-                      OR j.range_placement = j.runs_placement THEN j.runs_placement
-                 ELSE 'overlap' END
-        ELSE COALESCE(j.range_placement, 'overlap')
+        WHEN j.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN 'none'
+        WHEN j.log_low > 0 THEN 'above'
+        WHEN j.log_high < 0 THEN 'below'
+        ELSE 'overlap'
     END
+    AND v.effect = CASE WHEN ABS(j.log_change) > LN(1 + st.min_effect) THEN 'beyond'
+                        ELSE 'under' END

@@ -17,9 +17,10 @@
 --   max_speedup: largest speedup of a single comparison.
 --   wins: comparisons with speedup > 1 (candidate faster).
 --   losses: comparisons with speedup < 1 (candidate slower); speedup = 1 counts as neither.
---   faster: comparisons whose verdict is 'faster' (noise ranges apart, candidate below).
+--   faster: comparisons whose verdict is 'faster' (beyond noise and the minimum effect,
+--     candidate below).
 --   slower: comparisons whose verdict is 'slower'.
---   within_noise: comparisons whose noise ranges overlap.
+--   within_noise: comparisons whose interval of the ratio holds 1 (speedups.verdict).
 --   pass: timed pass; passes are never pooled ('full' times forward and backward again).
 --   gpu_family: the GPU's family (gpus.family).
 --   kernels: number of kernels summarised (k).
@@ -31,16 +32,17 @@
 --   interval_high: EXP(m + t x s / SQRT(k)); null when k < 3.
 --   min_kernel_speedup: the smallest per-kernel geometric mean g_k.
 --   max_kernel_speedup: the largest per-kernel geometric mean g_k.
---   no_verdict: comparisons with no firm verdict because a side lacks a measured spread
---     ('single sample', 'no spread', 'zero width', 'below resolution', 'different spreads')
---     or because a mean is set against a median ('different centers');
---     faster + slower + within_noise + no_verdict = workloads.
+--   no_verdict: comparisons with no noise estimate ('single sample', 'no spread', 'zero
+--     width', 'different spreads') or a mean set against a median ('different centers');
+--     faster + slower + within_noise + negligible + no_verdict = workloads.
 --   pooled_geomean_speedup: the per-row pooled geometric mean EXP(AVG(LN(speedup))) over all
 --     comparisons, each workload weighing the same: a kernel that sweeps many workloads
 --     dominates it. Kept for comparison with older reports; quote geomean_speedup.
 --   mixed_centers: comparisons whose ratio sets a mean against a median
 --     (speedups.center_statistic 'mixed'); they are in the geometric means, biased by the
 --     mean's pull towards slow samples: 0 means every ratio compares like with like.
+--   negligible: comparisons whose verdict is 'negligible' (beyond noise, under the minimum
+--     effect).
 -- notes: Speedups are ratios, so they are summarised on the log scale. The interval treats
 --   kernels as the sample (kernel-level variation), not workloads, and says nothing about
 --   measurement noise within a kernel; with few kernels it is wide, as it should be. Each row
@@ -51,7 +53,7 @@ WITH per_kernel AS (
     -- Each kernel's geometric mean over its workloads, with its counts: kernel_speedups.
     SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
         kernel, LN(geomean_speedup) AS log_geomean, workloads AS n, min_speedup, max_speedup,
-        wins, losses, faster, slower, within_noise, mixed_centers
+        wins, losses, faster, slower, within_noise, mixed_centers, negligible
     FROM kernel_speedups
 ),
 across AS (
@@ -71,7 +73,8 @@ across AS (
         CAST(SUM(faster) AS BIGINT) AS faster,
         CAST(SUM(slower) AS BIGINT) AS slower,
         CAST(SUM(within_noise) AS BIGINT) AS within_noise,
-        CAST(SUM(mixed_centers) AS BIGINT) AS mixed_centers
+        CAST(SUM(mixed_centers) AS BIGINT) AS mixed_centers,
+        CAST(SUM(negligible) AS BIGINT) AS negligible
     FROM per_kernel
     GROUP BY candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass
 )
@@ -99,9 +102,10 @@ SELECT
         END AS interval_high,
     EXP(a.min_log) AS min_kernel_speedup,
     EXP(a.max_log) AS max_kernel_speedup,
-    a.workloads - a.faster - a.slower - a.within_noise AS no_verdict,
+    a.workloads - a.faster - a.slower - a.within_noise - a.negligible AS no_verdict,
     a.pooled_geomean_speedup,
-    a.mixed_centers
+    a.mixed_centers,
+    a.negligible
 FROM across a
 LEFT JOIN student_t q
     ON a.kernels - 1 BETWEEN q.df_from AND q.df_to

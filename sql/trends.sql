@@ -1,5 +1,5 @@
 -- view: trends
--- purpose: How did each series' latency move from one result to the next, was each step beyond noise (run-to-run noise where repeated runs exist), and did the implementations measured with it move too?
+-- purpose: How did each series' latency move from one result to the next, was each step beyond noise (by the one verdict rule of speedups), and did the implementations measured with it move too?
 -- grain: one row per passed latency run with a timestamp; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
 -- sources: series_steps
 -- columns:
@@ -27,21 +27,21 @@
 --   previous_p80_us: the previous result's p80 latency (µs).
 --   change: center / previous center - 1 (center_us: the median, else the mean); above 0
 --     means slower; null at step 1.
---   beyond_noise: true when the verdict is 'faster' or 'slower', false when 'within noise', null
---     otherwise and at step 1 (series_steps.beyond_noise).
---   verdict: this result against the previous one: 'slower', 'faster', 'within noise', or what
---     evidence is missing; null at step 1 (series_steps.verdict: run-to-run noise where the
---     implementation has same-version re-runs, else within-run spreads).
+--   beyond_noise: true when the verdict is 'faster', 'slower' or 'negligible', false when
+--     'within noise', null otherwise and at step 1 (series_steps.beyond_noise).
+--   verdict: this result against the previous one, by the one verdict rule
+--     (series_steps.verdict): 'slower', 'faster', 'negligible' (beyond noise, under
+--     verdict_settings.min_effect), 'within noise', or what evidence is missing; null at step 1.
 --   gpu_family: the GPU's family (gpus.family).
 --   evidence: what this result's spread supports (run_statistics.evidence).
 --   previous_evidence: what the previous result's spread supports.
 --   same_version: true when version = previous_version; null when either is unknown and at step
 --     1.
---   run_noise: run-to-run noise from same-version steps (series_steps.run_noise), null when
---     none.
---   noise_steps: same-version steps run_noise is estimated from (0 when none).
---   noise_basis: 'repeated runs', 'within-run p20-p80' (or another spread) or 'none'; null at
---     step 1.
+--   run_noise: the run-to-run noise envelope the step was judged by (series_steps.run_noise:
+--     noise_basis 'run-to-run' only), null otherwise.
+--   noise_steps: re-run changes that envelope rests on (0 when none was used).
+--   noise_basis: 'welch', 'run-to-run', 'within-run p20-p80' (or another spread) or 'none'; null
+--     at step 1.
 --   together_implementations: other implementations measured together with this step
 --     (series_steps), null when none.
 --   together_change: how those moved over the same step (geometric mean), null when none.
@@ -54,6 +54,11 @@
 --   center_statistic: 'median' or 'mean', which statistic center_us is.
 --   previous_center_statistic: which statistic previous_center_us is; a step between a mean
 --     and a median has the verdict 'different centers'.
+--   change_low: low end of the change's interval under noise_basis
+--     (series_steps.change_low); null without a noise estimate.
+--   change_high: high end of that interval.
+--   min_effect: the minimum effect the verdict used (verdict_settings.min_effect).
+--   noise_df: Welch degrees of freedom for noise_basis 'welch', else null.
 -- notes: series_steps for metric 'latency', in µs (ns / 1000); every rule (time order, run-to-run
 --   noise, attribution, what is left out) is written in series_steps' header. The regressions
 --   view keeps the slower steps beyond a threshold that are not shared shifts.
@@ -97,6 +102,10 @@ SELECT
     center / 1000.0 AS center_us,
     previous_center / 1000.0 AS previous_center_us,
     center_statistic,
-    previous_center_statistic
+    previous_center_statistic,
+    change_low,
+    change_high,
+    min_effect,
+    noise_df
 FROM series_steps
 WHERE metric = 'latency'

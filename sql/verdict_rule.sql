@@ -1,44 +1,45 @@
 -- view: verdict_rule
--- purpose: The one verdict rule: what a comparison of two latencies may conclude, given what each side's noise estimate rests on and where their noise ranges lie.
--- grain: one row per (candidate_evidence, baseline_evidence, placement): a lookup table the comparing views (speedups, trends) join.
+-- purpose: The one verdict rule: what a comparison of two latencies may conclude, given the noise basis its interval rests on, where that interval lies, and how large the change is.
+-- grain: one row per (basis, placement, effect): a lookup table the comparing views (speedups, series_steps, kidata compare and gate) join.
 -- sources: (none: a constant table)
 -- columns:
---   candidate_evidence: evidence of the side being judged (the candidate in speedups, the newer
---     result in trends): 'measured', 'repeated runs', 'single sample', 'no spread', 'zero
---     width' or 'below resolution' (see latency_statistics.evidence; 'repeated runs' when the
---     comparing view judges by run-to-run noise instead of within-run spreads).
---   baseline_evidence: evidence of the other side, same values.
---   placement: where the judged side's noise range lies against the other's, as the comparing
---     view works it out: 'below' (entirely below: judged high < other low, or beyond the
---     run-to-run noise downwards), 'above' (entirely above), 'overlap' (touching ends
---     included), 'different spreads' (the two ranges are made of different statistics, e.g.
---     p20-p80 against p25-p75, so they cannot be set against each other), 'different
---     centers' (one side's center is a median, the other's a mean: their ratio mixes two
---     statistics, see run_statistics.center).
---   verdict: the first that applies: the candidate's evidence when it is neither 'measured'
---     nor 'repeated runs' (e.g. 'single sample'), then the baseline's; 'different centers';
---     'different spreads';
---     'faster' for placement 'below'; 'slower' for 'above'; 'within noise' for 'overlap'.
--- notes: A side with no measured spread (no quantiles, a zero-width range, a range under the
---   timer resolution, or a single sample) never yields a firm 'faster' or 'slower': the verdict
---   names what is missing instead. Views join this table on all three inputs, so the rule is
---   written here once.
+--   basis: what the comparison's noise estimate rests on, the first that applies (worked out
+--     by the comparing view, docs/statistics.md section 3): 'different centers' (a mean set
+--     against a median), 'welch' (both sides give a mean, a standard deviation and a sample
+--     count of 2 or more: Welch's t-interval of the log ratio of the means, rounding steps
+--     added to the variance), 'run-to-run' (both sides' source, GPU and size class have a calibrated
+--     envelope, noise_envelopes: the log ratio plus or minus the larger envelope), 'within-run'
+--     (both sides have a measured spread of the same statistics: the ratio's range from the
+--     two ranges, each widened by half its resolution), 'different spreads' (two measured
+--     spreads of different statistics), else what is missing: 'single sample', 'no spread',
+--     'zero width' (the candidate's first).
+--   placement: where the interval of the latency ratio (candidate / baseline) lies against 1:
+--     'below' (wholly below: the candidate is faster beyond noise), 'above' (wholly above),
+--     'overlap' (it holds 1, ends included), 'none' (no interval: basis is not a noise
+--     estimate).
+--   effect: 'beyond' when the ratio itself lies beyond the minimum effect (above 1 +
+--     verdict_settings.min_effect or below 1 / (1 + min_effect)), else 'under'.
+--   verdict: the first that applies: the basis when it is not a noise estimate ('single
+--     sample', 'no spread', 'zero width', 'different centers', 'different spreads'); 'within
+--     noise' for placement 'overlap'; 'negligible' for effect 'under' (beyond noise, but
+--     smaller than the minimum effect); 'faster' for 'below'; 'slower' for 'above'.
+-- notes: A firm 'faster' or 'slower' needs both: an interval of the ratio that excludes 1 and a
+--   ratio beyond the minimum effect. A comparison with no noise estimate never gets one: the
+--   verdict names what is missing instead. Views join this table on all three inputs, so the
+--   rule is written here once.
 SELECT
-    c.evidence AS candidate_evidence,
-    b.evidence AS baseline_evidence,
+    b.basis,
     p.placement,
+    e.effect,
     CASE
-        WHEN c.evidence NOT IN ('measured', 'repeated runs') THEN c.evidence
-        WHEN b.evidence NOT IN ('measured', 'repeated runs') THEN b.evidence
-        WHEN p.placement = 'different centers' THEN 'different centers'
-        WHEN p.placement = 'different spreads' THEN 'different spreads'
+        WHEN b.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN b.basis
+        WHEN p.placement IN ('overlap', 'none') THEN 'within noise'
+        WHEN e.effect = 'under' THEN 'negligible'
         WHEN p.placement = 'below' THEN 'faster'
-        WHEN p.placement = 'above' THEN 'slower'
-        ELSE 'within noise'
+        ELSE 'slower'
     END AS verdict
-FROM (VALUES ('measured'), ('repeated runs'), ('single sample'), ('no spread'), ('zero width'),
-             ('below resolution')) AS c(evidence)
-CROSS JOIN (VALUES ('measured'), ('repeated runs'), ('single sample'), ('no spread'),
-                   ('zero width'), ('below resolution')) AS b(evidence)
-CROSS JOIN (VALUES ('below'), ('above'), ('overlap'), ('different spreads'),
-                   ('different centers')) AS p(placement)
+FROM (VALUES ('welch'), ('run-to-run'), ('within-run'), ('different centers'),
+             ('different spreads'), ('single sample'), ('no spread'), ('zero width'))
+    AS b(basis)
+CROSS JOIN (VALUES ('below'), ('above'), ('overlap'), ('none')) AS p(placement)
+CROSS JOIN (VALUES ('beyond'), ('under')) AS e(effect)

@@ -7,10 +7,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from kidata import Warehouse
 from kidata.cli import run as cli_run
+from kidata.store.schema import TABLES
 
 DATA = Path(__file__).parent / "data"
 SEEDS = DATA / "seeds"
@@ -174,3 +177,14 @@ def copy_data(tmp_path: Path):
         return target
 
     return copy
+
+
+def add_measurements(wh: Warehouse, rows: list[tuple[str, str, str, str, float]]) -> None:
+    """Append (run_id, metric, statistic, unit, value) rows to the measurements table, in the
+    load that added the runs: statistics the kernelindex reader does not take yet (a sample
+    count), written in the measurement model's convention."""
+    load_id = wh.sql("SELECT DISTINCT load_id FROM runs").fetchall()[0][0]
+    table = pa.Table.from_pylist(
+        [{"run_id": r, "metric": m, "statistic": s, "unit": u, "value": v, "resolution": None,
+          "load_id": load_id} for r, m, s, u, v in rows], schema=TABLES["measurements"])
+    pq.write_table(table, wh.path / "measurements" / "part-extra-statistics.parquet")

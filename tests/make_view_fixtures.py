@@ -339,7 +339,43 @@ def sweeps() -> list[dict]:
             for r, impl, ver, h, med in rows]
 
 
+# The same-version re-run changes of verdicts(): each workload rr0..rr10 of kernel rr (impl x)
+# measured twice in release v1, 50 µs then 50 µs x (1 + change). Eleven changes, so the
+# envelope (95th percentile of |LN(1 + change)|) is calibrated (10 or more).
+RERUN_CHANGES = (0.01, -0.02, 0.03, -0.01, 0.02, 0.04, -0.03, 0.01, 0.05, -0.02, 0.06)
+
+
+def verdicts() -> list[dict]:
+    """The verdict rule's bases (tests/query/test_views_verdicts.py works every number).
+    A100, family views_verdicts, source views-fixture; latencies in ns.
+
+    (welch: tests/data/views/kernelbench/, KernelBench's own format, which gives samples)
+    run-to-run  rr forward rr0..rr10: x re-run in v1 (RERUN_CHANGES); then rr forward cmp:
+             x 50000 vs y 60000, and cmp2: x 50000 vs y 51000, no spread (single timings)
+    median-stddev  attn forward fi: a median 1000 (stddev 20) vs b median 1300 (stddev 30)
+    """
+    f, out = "views_verdicts", []
+    t0, t1, t2 = "2024-03-01T00:00:00Z", "2024-03-02T00:00:00Z", "2024-03-03T00:00:00Z"
+    for i, change in enumerate(RERUN_CHANGES):
+        work = workload(f"rr{i}", "rr")
+        out.append(bundle(f"vd-rr{i}-1", "rr/forward", "x", A100, 50_000, work, f, at=t0,
+                          version="v1"))
+        out.append(bundle(f"vd-rr{i}-2", "rr/forward", "x", A100,
+                          round(50_000 * (1 + change), 3), work, f, at=t1, version="v1"))
+    for wl, y in (("cmp", 60_000), ("cmp2", 51_000)):
+        work = workload(wl, "rr")
+        out.append(bundle(f"vd-{wl}-x", "rr/forward", "x", A100, 50_000, work, f, at=t2,
+                          version="v1"))
+        out.append(bundle(f"vd-{wl}-y", "rr/forward", "y", A100, y, work, f, at=t2,
+                          version="v1"))
+    for r, impl, median, sd in (("vd-fi-a", "a", 1000, 20), ("vd-fi-b", "b", 1300, 30)):
+        out.append(bundle(r, "attn/forward", impl, A100, median, workload("fi", "attn"), f,
+                          at=t0, version="1", extra={"stddev": sd}))
+    return out
+
+
 if __name__ == "__main__":
+    write("verdicts.jsonl", verdicts())
     write("sweeps.jsonl", sweeps())
     write("centers.jsonl", centers())
     write("statistics.jsonl", statistics())

@@ -105,15 +105,18 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
     tables = set(schema.COLUMNS)
     assert wh.sql("select count(*) from speedup_summary").fetchall() == [(6,)]
     # speedup_summary reads kernel_speedups and student_t; speedups reads latest_latencies
-    # (which reads only tables: each latest run's evidence is in latest_runs since 0.2.3) and
-    # verdict_rule.
-    shared = {"latest_latencies", "verdict_rule", "kernel_speedups", "student_t"}
+    # (which reads only tables: each latest run's evidence is in latest_runs since 0.2.3),
+    # the verdict rule and its settings, and the run-to-run envelopes (noise_envelopes, from
+    # rerun_changes over latencies, latency_statistics and run_statistics: every run).
+    shared = {"latest_latencies", "verdict_rule", "verdict_settings", "kernel_speedups",
+              "student_t", "noise_envelopes", "rerun_changes", "latencies",
+              "latency_statistics", "run_statistics"}
     assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary"} | shared
     # regressions reads trends, which reads series_steps, which reads run_statistics
-    # (sql/*.sql bodies).
+    # (sql/*.sql bodies), and acknowledgements (a table).
     assert wh.sql("select count(*) from REGRESSIONS").fetchall()[0][0] >= 0
     assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary", "regressions",
-                                           "trends", "series_steps", "run_statistics"} | shared
+                                                     "trends", "series_steps"} | shared
     every = set(views.load_views())
     assert _views_on(wh.connect()) - tables == every
 
@@ -133,7 +136,8 @@ def test_a_query_of_the_catalog_sees_every_view(tmp_path: Path, query: str):
 def test_views_named_only_in_a_string_are_defined_too():
     # A superset is harmless; a view left out would fail the query.
     assert views.needed("select 'speedups' as s") == [
-        "latest_latencies", "verdict_rule", "speedups"]
+        "latest_latencies", "run_statistics", "latency_statistics", "latencies", "rerun_changes",
+        "noise_envelopes", "student_t", "verdict_rule", "verdict_settings", "speedups"]
     assert views.needed("select 1") == []
     assert views.needed("select * from query_table('trends')") is None
 

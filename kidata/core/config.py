@@ -17,6 +17,7 @@ it must be and what it was. An empty value is the same as an unset one.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -70,6 +71,16 @@ def _size(name: str, raw: str) -> str:
     if not _SIZE.fullmatch(raw):
         raise ConfigError(name, "a size DuckDB reads, such as 192MB or 1GiB", raw)
     return raw
+
+
+def _fraction(name: str, raw: str) -> float:
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(name, "a fraction >= 0, such as 0.05 for 5%", raw)
+    return number
 
 
 _FAULT_ACTIONS = ("raise", "enospc", "kill")
@@ -126,6 +137,11 @@ VARIABLES: tuple[Variable, ...] = (
              "A TOML file of GPUs, shaped as the packaged `gpus.toml`, added to the catalog: "
              "cards kidata does not know, with their names and peaks (an entry with a packaged "
              "key replaces it).", _path),
+    Variable("KIDATA_MIN_EFFECT", "min_effect", "fraction", None,
+             "0.10 (the `verdict_settings` view)",
+             "The verdict rule's minimum effect for every reading command and library session "
+             "that does not set its own (`--min-effect`, `Warehouse(min_effect=...)`): a "
+             "fraction, `0.05` = 5%.", _fraction),
     Variable("KIDATA_DEBUG", "debug", "flag", False, "off",
              "Any value but `0`: as `--debug`, errors keep their traceback (and a worker's).",
              _flag),
@@ -155,6 +171,7 @@ class Config:
     commit_write_memory: str = "128MB"
     roles: Path | None = None
     gpus: Path | None = None
+    min_effect: float | None = None
     debug: bool = False
     fault: str | None = None
     fault_action: str = "raise"

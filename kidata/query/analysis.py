@@ -20,8 +20,10 @@ from kidata.errors import UsageError
 if TYPE_CHECKING:
     from kidata.query.session import Queryable
 
-# The threshold the regressions view has built in (sql/regressions.sql).
-DEFAULT_THRESHOLD = 0.05
+# The minimum effect of the verdict rule by default (sql/verdict_settings.sql: asv's factor
+# 1.1). A command's threshold left as None is the session's minimum effect.
+DEFAULT_MIN_EFFECT = 0.10
+DEFAULT_THRESHOLD = DEFAULT_MIN_EFFECT
 
 AUDIT_COLUMNS = ("gpu", "workload", "quantity", "published", "recomputed", "difference",
                  "tolerance", "status", "run_id", "baseline_run_id")
@@ -60,15 +62,25 @@ def audit(db: Queryable, everything: bool = False,
     return Audit(rows, claims, flagged, unchecked)
 
 
-def regressions(db: Queryable, threshold: float = DEFAULT_THRESHOLD,
+def min_effect(db: Queryable, threshold: float | None = None) -> float:
+    """``threshold`` checked, or when None the session's minimum effect (the
+    ``verdict_settings`` view: 0.10 unless the session sets another)."""
+    if threshold is None:
+        return float(db.sql("SELECT min_effect FROM verdict_settings").fetchall()[0][0])
+    check_threshold(threshold)
+    return float(threshold)
+
+
+def regressions(db: Queryable, threshold: float | None = None,
                 columns: tuple[str, ...] | None = REGRESSION_COLUMNS
                 ) -> duckdb.DuckDBPyRelation:
     """Steps of a series slower than the step before beyond noise and by more than
-    ``threshold`` (0.05 = 5%): the ``regressions`` view, with another threshold.
+    ``threshold`` (0.05 = 5%), between two versions: the ``regressions`` view, with
+    ``threshold`` as the minimum effect (None: the session's, verdict_settings).
 
     ``columns=None`` gives every column of the ``regressions`` view.
     """
-    check_threshold(threshold)
+    threshold = min_effect(db, threshold)
     names = columns if columns is not None else tuple(load_views()["regressions"].columns)
     # The rule of sql/regressions.sql with another threshold.
     return db.sql(f"SELECT {_columns(names)} FROM trends WHERE {_SLOWER} "
@@ -77,14 +89,18 @@ def regressions(db: Queryable, threshold: float = DEFAULT_THRESHOLD,
                   "observed_at, run_id", params={"threshold": float(threshold)})
 
 
-# A step of trends that regressions lists, but for acknowledgements (sql/regressions.sql).
-_SLOWER = ("verdict = 'slower' AND change > $threshold AND attribution <> 'shared' "
+# A step of trends that regressions lists, but for acknowledgements (sql/regressions.sql),
+# with the minimum effect $threshold: the interval of the change lies above 0 (change_low is
+# null without a noise estimate) and the change exceeds it; verdict 'slower' is this rule at
+# the session's minimum effect.
+_SLOWER = ("change_low > 0 AND change > $threshold AND same_version IS NOT TRUE "
+           "AND attribution <> 'shared' "
            "AND (relative_change IS NULL OR relative_change > $threshold)")
 
 
-def acknowledged_regressions(db: Queryable, threshold: float = DEFAULT_THRESHOLD) -> int:
+def acknowledged_regressions(db: Queryable, threshold: float | None = None) -> int:
     """The steps :func:`regressions` leaves out because their run was acknowledged."""
-    check_threshold(threshold)
+    threshold = min_effect(db, threshold)
     return db.sql(f"SELECT count(*) FROM trends WHERE {_SLOWER} "
                   "AND run_id IN (SELECT run_id FROM acknowledgements)",
                   params={"threshold": float(threshold)}).fetchall()[0][0]
@@ -115,10 +131,10 @@ class Comparison:
 
     rows: duckdb.DuckDBPyRelation
     shared: int
-    slower: int  # verdict 'slower' and change > threshold
-    faster: int  # verdict 'faster' and ratio < 1 / (1 + threshold)
+    slower: int  # interval above 1 and change > threshold
+    faster: int  # interval below 1 and ratio < 1 / (1 + threshold)
     unchanged: int  # within noise, or beyond noise by less than the threshold
-    no_verdict: int  # a side without a measured spread
+    no_verdict: int  # no noise estimate (see speedups.noise_basis)
     kernels: int
     geomean_ratio: float | None  # latency ratio, candidate / baseline: below 1, faster
     threshold: float
@@ -178,6 +194,70 @@ def check_threshold(threshold: float) -> None:
         raise UsageError(f"the threshold must be a number >= 0 (0.05 = 5%), got {threshold!r}")
 
 
+# The verdict rule's noise model over two sides, as sql/speedups.sql works it out (a view
+# cannot take the two sides as input, so compare and gate repeat its steps here; a test holds
+# the two to the same answers on the same pairs). Each side: a latencies row with its envelope.
+_NOISE_SIDE = """
+    SELECT l.*,
+        CASE WHEN l.center_statistic = 'mean' AND l.samples >= 2 AND l.stddev_us >= 0
+                  AND l.mean_us > 0
+             THEN POWER(l.stddev_us / l.mean_us, 2) / l.samples
+                  + POWER(COALESCE(l.resolution_us, 0) / l.mean_us, 2) / 12
+        END AS log_variance,
+        l.low_us - COALESCE(l.resolution_us, 0) / 2 AS wide_low_us,
+        l.high_us + COALESCE(l.resolution_us, 0) / 2 AS wide_high_us,
+        l.evidence IN ('measured', 'below resolution') AS has_spread,
+        n.log_envelope, n.changes AS envelope_changes
+    FROM {side} l
+    LEFT JOIN noise_envelopes n
+        ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
+        AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)
+    WHERE l.rn = 1
+"""
+_NOISE_PAIR = """
+    {c}.log_variance + {b}.log_variance AS log_variance,
+    FLOOR(POWER({c}.log_variance + {b}.log_variance, 2)
+          / NULLIF(POWER({c}.log_variance, 2) / ({c}.samples - 1)
+             + POWER({b}.log_variance, 2) / ({b}.samples - 1), 0)) AS welch_df,
+    GREATEST({c}.log_envelope, {b}.log_envelope) AS log_envelope,
+    CASE WHEN {c}.wide_low_us > 0 AND {b}.wide_high_us > 0
+         THEN LN({c}.wide_low_us / {b}.wide_high_us) END AS range_log_low,
+    CASE WHEN {b}.wide_low_us > 0 AND {c}.wide_high_us > 0
+         THEN LN({c}.wide_high_us / {b}.wide_low_us) END AS range_log_high,
+    CASE
+        WHEN {c}.center_statistic <> {b}.center_statistic THEN 'different centers'
+        WHEN {c}.log_variance + {b}.log_variance > 0 THEN 'welch'
+        WHEN {c}.log_envelope IS NOT NULL AND {b}.log_envelope IS NOT NULL THEN 'run-to-run'
+        WHEN {c}.has_spread AND {b}.has_spread AND {c}.spread = {b}.spread THEN 'within-run'
+        WHEN {c}.has_spread AND {b}.has_spread THEN 'different spreads'
+        WHEN NOT {c}.has_spread THEN {c}.evidence
+        ELSE {b}.evidence
+    END AS basis
+"""
+_NOISE_BOUNDS = """
+    SELECT p.*,
+        CASE p.basis WHEN 'welch' THEN p.log_ratio - t.t * SQRT(p.log_variance)
+            WHEN 'run-to-run' THEN p.log_ratio - p.log_envelope
+            WHEN 'within-run' THEN p.range_log_low END AS log_low,
+        CASE p.basis WHEN 'welch' THEN p.log_ratio + t.t * SQRT(p.log_variance)
+            WHEN 'run-to-run' THEN p.log_ratio + p.log_envelope
+            WHEN 'within-run' THEN p.range_log_high END AS log_high
+    FROM {pairs} p
+    LEFT JOIN student_t t
+        ON p.basis = 'welch' AND GREATEST(p.welch_df, 1) BETWEEN t.df_from AND t.df_to
+"""
+_NOISE_RULE = """
+    {v}.basis = {p}.basis
+    AND {v}.placement = CASE
+        WHEN {p}.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN 'none'
+        WHEN {p}.log_low > 0 THEN 'above'
+        WHEN {p}.log_high < 0 THEN 'below'
+        ELSE 'overlap' END
+    AND {v}.effect = CASE WHEN ABS({p}.log_ratio) > LN(1 + {s}.min_effect) THEN 'beyond'
+                          ELSE 'under' END
+"""
+
+
 def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
               ) -> tuple[str, dict]:
     """The query of :func:`compare`'s rows (one per shared key, with the verdict), and its
@@ -211,27 +291,32 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
             FROM latencies l JOIN runs r ON r.run_id = l.run_id
                 LEFT JOIN loads ld ON ld.load_id = r.load_id WHERE {where_b}
         ),
-        pairs AS (
+        x AS ({_NOISE_SIDE.format(side="a")}),
+        y AS ({_NOISE_SIDE.format(side="b")}),
+        paired AS (
             SELECT x.kernel, x.pass, x.workload, x.gpu, {shown},
                 x.center_us AS baseline_us, y.center_us AS candidate_us,
-                y.center_us / x.center_us AS latency_ratio,
-                x.center_us / y.center_us AS speedup, y.center_us / x.center_us - 1 AS change,
+                x.run_id AS baseline_run_id, y.run_id AS candidate_run_id,
+                y.spread, LN(y.center_us / x.center_us) AS log_ratio,
+                {_NOISE_PAIR.format(c="y", b="x")}
+            FROM x JOIN y ON {on}
+        ),
+        pairs AS (
+            SELECT p.kernel, p.pass, p.workload, p.gpu, p.implementation, p.variant,
+                p.baseline_us, p.candidate_us,
+                p.candidate_us / p.baseline_us AS latency_ratio,
+                p.baseline_us / p.candidate_us AS speedup,
+                p.candidate_us / p.baseline_us - 1 AS change,
                 v.verdict,
-                CASE WHEN y.evidence = 'measured' AND x.evidence = 'measured'
-                          AND y.spread = x.spread
-                     THEN CONCAT('within-run ', y.spread) ELSE 'none' END AS noise_basis,
-                x.run_id AS baseline_run_id, y.run_id AS candidate_run_id
-            FROM (SELECT * FROM a WHERE rn = 1) x
-            JOIN (SELECT * FROM b WHERE rn = 1) y ON {on}
-            JOIN verdict_rule v
-                ON v.candidate_evidence = y.evidence AND v.baseline_evidence = x.evidence
-                AND v.placement = CASE
-                    WHEN y.center_statistic <> x.center_statistic THEN 'different centers'
-                    WHEN COALESCE(y.spread, '') <> COALESCE(x.spread, '')
-                        THEN 'different spreads'
-                    WHEN y.high_us < x.low_us THEN 'below'
-                    WHEN y.low_us > x.high_us THEN 'above'
-                    ELSE 'overlap' END
+                CASE p.basis WHEN 'within-run' THEN CONCAT('within-run ', p.spread)
+                     WHEN 'welch' THEN 'welch' WHEN 'run-to-run' THEN 'run-to-run'
+                     ELSE 'none' END AS noise_basis,
+                p.baseline_run_id, p.candidate_run_id,
+                EXP(-p.log_high) AS speedup_low, EXP(-p.log_low) AS speedup_high,
+                v.placement
+            FROM ({_NOISE_BOUNDS.format(pairs="paired")}) p
+            CROSS JOIN verdict_settings s
+            JOIN verdict_rule v ON {_NOISE_RULE.format(p="p", s="s", v="v")}
         )
         SELECT * FROM pairs
         ORDER BY kernel, pass, workload, gpu, implementation, variant
@@ -240,14 +325,17 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
 
 
 def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
-            threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+            threshold: float | None = None) -> Comparison:
     """Compare the latest passed run of every key selected by ``baseline`` with the one
     selected by ``candidate``, over the keys both have, with the verdicts of ``speedups``
     (the ``verdict_rule`` view). A key is kernel, pass, workload, GPU and protocol family, and
     implementation and variant unless the two selectors name different implementations.
 
-    A key counts as slower when its verdict is 'slower' and its change (candidate / baseline
-    - 1) exceeds ``threshold``; ``Comparison.regressed`` says whether any did. The summary's
+    A key counts as slower when the interval of its ratio lies above 1 (``placement``
+    'above', by the noise model of ``speedups``: ``noise_basis``) and its change (candidate /
+    baseline - 1) exceeds ``threshold``: the verdict rule with ``threshold`` as the minimum
+    effect (None: the session's, so the count agrees with the rows' ``verdict``).
+    ``Comparison.regressed`` says whether any did. The summary's
     ``geomean_ratio`` weighs each (kernel, pass) equally: the geometric mean over them of
     each one's geometric mean ratio; ``geomean_speedup`` is its inverse.
 
@@ -258,7 +346,7 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     selector matches (any version, load or label), where ``speedups`` pairs the latest run of
     each implementation overall.
     """
-    check_threshold(threshold)
+    threshold = min_effect(db, threshold)
     query, params = pairs_sql(baseline, candidate)
     params = {**params, "threshold": float(threshold)}
     rows = db.sql(query, params={k: v for k, v in params.items() if k != "threshold"})
@@ -268,14 +356,13 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
                     GROUP BY kernel, pass)
         SELECT
             (SELECT COUNT(*) FROM pairs),
-            (SELECT COUNT(*) FROM pairs WHERE verdict = 'slower' AND change > $threshold),
-            (SELECT COUNT(*) FROM pairs WHERE verdict = 'faster' AND -change > $threshold
+            (SELECT COUNT(*) FROM pairs WHERE placement = 'above' AND change > $threshold),
+            (SELECT COUNT(*) FROM pairs WHERE placement = 'below' AND -change > $threshold
                 / (1 + $threshold)),
-            (SELECT COUNT(*) FROM pairs WHERE verdict = 'within noise'
-                OR (verdict = 'slower' AND change <= $threshold)
-                OR (verdict = 'faster' AND -change <= $threshold / (1 + $threshold))),
-            (SELECT COUNT(*) FROM pairs
-                WHERE verdict NOT IN ('faster', 'slower', 'within noise')),
+            (SELECT COUNT(*) FROM pairs WHERE placement = 'overlap'
+                OR (placement = 'above' AND change <= $threshold)
+                OR (placement = 'below' AND -change <= $threshold / (1 + $threshold))),
+            (SELECT COUNT(*) FROM pairs WHERE placement = 'none'),
             (SELECT COUNT(*) FROM kernels),
             (SELECT EXP(AVG(log_ratio)) FROM kernels)
     """, params=params).fetchall()[0]

@@ -1,12 +1,16 @@
 """A regression gate for CI (``kidata gate``): a candidate (a load, a commit, a branch's newest
 results) against a baseline (a branch's newest, a named load), over every key both have.
 
-Each key is judged by the verdict rule (``verdict_rule``, within-run spreads) and a threshold:
-a key is *slower* when its verdict is 'slower' and its latency grew by more than the threshold,
-*faster* when its verdict is 'faster' and it shrank by more than ``t / (1 + t)`` (the same step
-seen from the other side). Thresholds come from a TOML file: a global one and rules per kernel,
-GPU (key or family), pass and metric, the first matching rule winning. A source that gives no
-spread can never pass the verdict rule, so a rule (or the file) may say ``no_spread =
+Each key is judged by the verdict rule (``verdict_rule``; its noise model, as in ``speedups``:
+Welch where both sides give means, deviations and samples, else run-to-run noise calibrated on
+re-runs, else within-run spreads) with the key's threshold as the minimum effect: a key is
+*slower* when the interval of its ratio lies above 1 and its latency grew by more than the
+threshold, *faster* when the interval lies below 1 and it shrank by more than ``t / (1 + t)``
+(the same step seen from the other side). The threshold is the session's minimum effect
+(``verdict_settings``, 10% by default) unless the file or ``-t`` sets one. Thresholds come
+from a TOML file: a global one and rules per kernel, GPU (key or family), pass and metric, the
+first matching rule winning. A source that gives no spread (and has no calibrated re-runs) can
+never pass the verdict rule, so a rule (or the file) may say ``no_spread =
 "percent"``: such keys are judged by their change alone, and the output says which keys were.
 
 A key whose candidate run was acknowledged (``kidata ack``) is not a regression; the counts say
@@ -18,14 +22,14 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 
 from kidata.errors import UsageError
-from kidata.query.analysis import DEFAULT_THRESHOLD, check_threshold, pairs_sql
+from kidata.query.analysis import check_threshold, min_effect, pairs_sql
 
 if TYPE_CHECKING:
     from kidata.query.session import Queryable
@@ -65,13 +69,14 @@ class Thresholds:
     """What a key must change by to count: the global threshold and ``no_spread`` mode, and
     the rules that override them (first match)."""
 
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = None  # None: the session's minimum effect (verdict_settings)
     no_spread: str = "skip"
     rules: tuple[Rule, ...] = ()
     source: str | None = None  # the file they came from
 
     def describe(self) -> str:
-        text = f"threshold {self.threshold:.1%}"
+        text = ("threshold: the minimum effect" if self.threshold is None
+                else f"threshold {self.threshold:.1%}")
         if self.no_spread == "percent":
             text += ", keys without a spread judged by their change alone"
         if self.rules:
@@ -95,7 +100,7 @@ def load_thresholds(path: str | Path | None, threshold: float | None = None) -> 
     if threshold is not None:
         check_threshold(threshold)
     if path is None:
-        return Thresholds(DEFAULT_THRESHOLD if threshold is None else float(threshold))
+        return Thresholds(None if threshold is None else float(threshold))
     file = str(path)
     try:
         data = tomllib.loads(Path(file).read_text("utf-8"))
@@ -105,8 +110,8 @@ def load_thresholds(path: str | Path | None, threshold: float | None = None) -> 
     if unknown:
         raise UsageError(f"{file}: unknown key(s) {', '.join(unknown)}; expected threshold, "
                          "no_spread and [[rule]] entries")
-    glob_threshold = _fraction(data.get("threshold", DEFAULT_THRESHOLD), f"{file}, field "
-                                                                         "threshold")
+    glob_threshold = (_fraction(data["threshold"], f"{file}, field threshold")
+                      if "threshold" in data else None)
     no_spread = _mode(data.get("no_spread", "skip"), f"{file}, field no_spread")
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list) or not all(isinstance(r, dict) for r in raw_rules):
@@ -254,6 +259,8 @@ def gate(db: Queryable, baseline: str, candidate: str, thresholds: Thresholds | 
     the baseline shares no key with the candidate and ``start_point`` is given (a new branch's
     first run: ``branch=main``), against the start point."""
     thresholds = thresholds or Thresholds()
+    # No global threshold given: the session's minimum effect, stated in the output.
+    thresholds = replace(thresholds, threshold=min_effect(db, thresholds.threshold))
     used = None
     result = _judge(db, baseline, candidate, thresholds)
     if result.shared == 0 and start_point:
@@ -295,8 +302,11 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
             FROM pairs p LEFT JOIN gpus g ON g.gpu = p.gpu
         ),
         based AS (
+            -- The verdict rule with the key's threshold as the minimum effect: where the
+            -- interval of the ratio lies (placement, by the noise model of speedups), and the
+            -- change against the threshold.
             SELECT *, CASE
-                WHEN verdict IN ('faster', 'slower', 'within noise') THEN 'noise'
+                WHEN placement <> 'none' THEN noise_basis
                 WHEN no_spread = 'percent' AND verdict <> 'different centers' THEN 'percent'
                 ELSE 'none' END AS basis
             FROM ruled
@@ -304,9 +314,9 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
         judged AS (
             SELECT *, CASE
                 WHEN basis = 'none' THEN 'no verdict'
-                WHEN (basis = 'percent' OR verdict = 'slower') AND change > threshold
+                WHEN (basis = 'percent' OR placement = 'above') AND change > threshold
                     THEN CASE WHEN acknowledged THEN 'acknowledged' ELSE 'slower' END
-                WHEN (basis = 'percent' OR verdict = 'faster')
+                WHEN (basis = 'percent' OR placement = 'below')
                     AND -change > threshold / (1 + threshold) THEN 'faster'
                 ELSE 'unchanged' END AS outcome
             FROM based

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import duckdb
 
-from kidata.core import engine, viewfiles
+from kidata.core import config, engine, viewfiles
 from kidata.core.engine import SWAP_RETRIES
 from kidata.core.sql import quote_identifier
 from kidata.core.window import Window
@@ -41,10 +41,14 @@ class Queryable(Protocol):
 class Session:
     """Queries over the warehouse at :attr:`path`; ``require`` raises unless it is one."""
 
-    def __init__(self, path: Path, require: Callable[[], None], window: Window | None = None):
+    def __init__(self, path: Path, require: Callable[[], None], window: Window | None = None,
+                 min_effect: float | None = None):
         self.path = path
         self.require = require
         self.window = window  # the results measured in it only (kidata.core.window)
+        # The verdict rule's minimum effect (verdict_settings): None is KIDATA_MIN_EFFECT's,
+        # else the view's own 0.10.
+        self.min_effect = min_effect
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_state: tuple | None = None
         self._con_views: set[str] = set()  # the views defined on _con
@@ -82,8 +86,9 @@ class Session:
                     if name in self._con_views:
                         continue
                     view = viewfiles.load_views()[name]
+                    body = self._settings_body() if name == "verdict_settings" else None
                     try:
-                        con.execute(f"CREATE VIEW {view.name} AS {view.body}")
+                        con.execute(f"CREATE VIEW {view.name} AS {body or view.body}")
                     except duckdb.IOException:
                         raise
                     except duckdb.Error as exc:
@@ -99,6 +104,13 @@ class Session:
                 continue
             return con
         raise AssertionError("unreachable")
+
+    def _settings_body(self) -> str | None:
+        """The ``verdict_settings`` view's body for this session's minimum effect, None for the
+        view's own."""
+        effect = self.min_effect if self.min_effect is not None else config.current().min_effect
+        return None if effect is None else \
+            f"SELECT CAST({float(effect)!r} AS DOUBLE) AS min_effect"
 
     def _tables(self) -> duckdb.DuckDBPyConnection:
         """The cached connection with the tables defined (a new one after a load committed

@@ -63,7 +63,8 @@ class SparkViewError(QueryError):
         self.registered = registered
 
 
-def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> list[str]:
+def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
+             min_effect: float | None = None) -> list[str]:
     """Register every table of the warehouse and every kidata view as Spark temp views.
 
     ``warehouse_path`` is a local folder or any URI Spark can read (``hdfs://``, ``s3a://``, …).
@@ -74,6 +75,10 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
     read first and every table loads write is filtered to its load ids (the rule of
     :mod:`kidata.store.snapshot`). Then each view's SQL body runs unchanged. Returns the registered
     names, tables first, then views in dependency order.
+
+    ``min_effect`` sets the verdict rule's minimum effect (the ``verdict_settings`` view; None:
+    its own 0.10); ``CREATE OR REPLACE TEMP VIEW verdict_settings AS SELECT 0.05 AS min_effect``
+    sets it later, as in DuckDB.
 
     Timestamps are UTC instants; set ``spark.sql.session.timeZone=UTC`` so that Spark shows
     them, and any date arithmetic in the views, in UTC as DuckDB does.
@@ -133,9 +138,11 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str]) -> lis
         if broken:
             failures[view.name] = f"reads view(s) that failed: {', '.join(broken)}"
             continue
+        body = view.body
+        if view.name == "verdict_settings" and min_effect is not None:
+            body = f"SELECT CAST({float(min_effect)!r} AS DOUBLE) AS min_effect"
         try:
-            spark.sql(f"CREATE OR REPLACE TEMP VIEW {spark_identifier(view.name)} AS "
-                      f"{view.body}")
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW {spark_identifier(view.name)} AS {body}")
         except exceptions as exc:
             failures[view.name] = f"{view.path.name}: {_message(exc)}"
             continue

@@ -51,10 +51,15 @@ STATISTICS = ("version", "samples", "resolution_us", "spread", "low_us", "high_u
 # mean became latest runs: their center is the mean, as in the latencies view).
 CENTER = ("center_us", "center_statistic")
 
+# The columns the verdict rule's noise model reads (added in 0.3.0): the run's source (its
+# run-to-run noise envelope is calibrated per source), and its mean and standard deviation
+# (with samples, Welch's test on the ratio of two means).
+NOISE = ("source", "mean_us", "stddev_us")
+
 # The first kidata version whose commits write latest_runs as this one does: with the
-# STATISTICS columns (0.2.3), and with runs that have only a latency mean and the CENTER
-# columns (0.2.4).
-LATEST_RUNS_SINCE = (0, 2, 4)
+# STATISTICS columns (0.2.3), with runs that have only a latency mean and the CENTER
+# columns (0.2.4), with the NOISE columns and the 'median-stddev' spread (0.3.0).
+LATEST_RUNS_SINCE = (0, 3, 0)
 
 
 def run_statistics_sql(measurements: str) -> str:
@@ -81,7 +86,8 @@ def latest_statistics_sql(latest: str, measurements: str) -> str:
         SELECT run_id, median / 1000.0 AS median_us, p20 / 1000.0 AS p20_us,
             p80 / 1000.0 AS p80_us, samples, resolution / 1000.0 AS resolution_us, spread,
             low / 1000.0 AS low_us, high / 1000.0 AS high_us, evidence,
-            center / 1000.0 AS center_us, center_statistic
+            center / 1000.0 AS center_us, center_statistic, mean / 1000.0 AS mean_us,
+            stddev / 1000.0 AS stddev_us
         FROM ({stats}) s
         WHERE metric = 'latency'
     """
@@ -101,7 +107,7 @@ def latest_runs_sql(runs: str, measurements: str) -> str:
         passed AS (
             SELECT
                 r.load_id, r.kernel, r.pass, r.workload, r.gpu, r.protocol_id,
-                r.implementation, r.variant, r.run_id, r.observed_at, r.version
+                r.implementation, r.variant, r.run_id, r.observed_at, r.version, r.source
             FROM {runs} r
             JOIN centered c ON c.run_id = r.run_id
             WHERE r.status = 'passed'
@@ -115,13 +121,14 @@ def latest_runs_sql(runs: str, measurements: str) -> str:
         ),
         latest AS (
             SELECT {key}, run_id, observed_at,
-                CAST(passed_runs AS BIGINT) AS passed_runs, load_id, version
+                CAST(passed_runs AS BIGINT) AS passed_runs, load_id, version, source
             FROM ranked
             WHERE rn = 1
         )
         SELECT {", ".join(f"l.{k}" for k in KEY)}, l.run_id, l.observed_at, s.median_us,
             s.p20_us, s.p80_us, l.passed_runs, l.load_id, l.version,
-            {", ".join(f"s.{c}" for c in (*STATISTICS, *CENTER) if c != "version")}
+            {", ".join(f"s.{c}" for c in (*STATISTICS, *CENTER) if c != "version")},
+            l.source, s.mean_us, s.stddev_us
         FROM latest l
         LEFT JOIN ({latest_statistics_sql("latest", measurements)}) s ON s.run_id = l.run_id
     """
@@ -142,8 +149,9 @@ def underived(loads: list[tuple[str, str | None]]) -> list[str]:
 
 def is_before_latest_runs(kidata_version: str | None) -> bool:
     """Whether a load whose marker names ``kidata_version`` may lack its ``latest_runs`` rows
-    or their ``STATISTICS`` or ``CENTER`` (and lack mean-only runs): written by kidata before
-    0.2.4, or of unknown origin (a marker
+    or their ``STATISTICS``, ``CENTER`` or ``NOISE`` (and lack mean-only runs, or hold the
+    spread of a median-and-stddev run as none): written by kidata before 0.3.0, or of unknown
+    origin (a marker
     rewritten by ``kidata check --repair``). Readers compute such loads' rows instead of
     trusting the table."""
     parts = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", kidata_version or "")
@@ -169,7 +177,7 @@ def write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) 
     # 128 MB of DuckDB memory at 1M runs; these joins take 1.4 s and fit in 96 MB.
     query = f"""
         WITH passed AS (
-            SELECT {key}, run_id, observed_at, version, _seq
+            SELECT {key}, run_id, observed_at, version, source, _seq
             FROM staged_runs
             WHERE _seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'added')
                 AND status = 'passed' AND _latency_median IS NOT NULL
@@ -196,7 +204,8 @@ def write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) 
         SELECT {", ".join(f"a.{k}" for k in KEY)}, a.run_id, a.observed_at,
             s.median_us, s.p20_us, s.p80_us, a.n AS passed_runs,
             CAST($load_id AS VARCHAR) AS load_id, a.version,
-            {", ".join(f"s.{c}" for c in (*STATISTICS, *CENTER) if c != "version")}
+            {", ".join(f"s.{c}" for c in (*STATISTICS, *CENTER) if c != "version")},
+            a.source, s.mean_us, s.stddev_us
         FROM latest a
         LEFT JOIN ({latest_statistics_sql("latest", "their_measurements")}) s
             ON s.run_id = a.run_id

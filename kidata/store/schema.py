@@ -261,6 +261,13 @@ LATEST_RUNS = (
        "median, else the mean); null only in rows written before 0.2.4."),
     _f("center_statistic", STRING, "Which statistic `center_us` is, 'median' or 'mean' "
        "(`latencies.center_statistic`); null only in rows written before 0.2.4."),
+    # Since 0.3.0 (derived.NOISE): what the verdict rule's noise model reads.
+    _f("source", STRING, "That run's `source` (its run-to-run noise is calibrated per source); "
+       "null only in rows written before 0.3.0."),
+    _f("mean_us", FLOAT64, "That run's mean latency (µs, `latencies.mean_us`), null when not "
+       "given (since 0.3.0)."),
+    _f("stddev_us", FLOAT64, "That run's latency standard deviation (µs, "
+       "`latencies.stddev_us`), null when not given (since 0.3.0)."),
 )
 
 LOADS = (

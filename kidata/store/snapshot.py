@@ -129,9 +129,11 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path, window: Window | Non
         if window is not None:
             body = _windowed(table, body, window)
         elif table == "latest_runs" and old:
-            body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
+            # In the declared column order, whichever columns the stored files lack.
+            body = (f"SELECT {', '.join(q(c.name) for c in COLUMNS[table])} FROM ("
+                    f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                     f"(SELECT load_id FROM {UNDERIVED}) "
-                    f"UNION ALL BY NAME SELECT * FROM ({derived.latest_runs_of(UNDERIVED)})")
+                    f"UNION ALL BY NAME SELECT * FROM ({derived.latest_runs_of(UNDERIVED)}))")
         con.execute(f"CREATE VIEW {q(table)} AS {body}")
 
 

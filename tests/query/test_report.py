@@ -188,7 +188,7 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path, run):
     if listed:
         assert f"<h3>Regressions ({listed})</h3>" in page
     else:
-        assert "No regressions beyond noise and 5%." in page
+        assert "No regressions beyond noise and the 10% minimum effect." in page
     assert page.count(">regression · liger 0.4.2") == listed
 
 

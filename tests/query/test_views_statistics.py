@@ -36,28 +36,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from conftest import shared
+from conftest import add_measurements, shared
 
 from kidata import Warehouse
 from kidata.query.analysis import regressions
-from kidata.store.schema import TABLES
 
 VIEWS = Path(__file__).parents[1] / "data" / "views"
 KIDATA = Path(sys.executable).parent / "kidata"
-
-
-def add_measurements(wh: Warehouse, rows: list[tuple[str, str, str, str, float]]) -> None:
-    """Append (run_id, metric, statistic, unit, value) rows to the measurements table, in the
-    load that added the runs: statistics the kernelindex reader does not take yet (a sample
-    count), written in the measurement model's convention."""
-    load_id = wh.sql("SELECT DISTINCT load_id FROM runs").fetchall()[0][0]
-    table = pa.Table.from_pylist(
-        [{"run_id": r, "metric": m, "statistic": s, "unit": u, "value": v, "resolution": None,
-          "load_id": load_id} for r, m, s, u, v in rows], schema=TABLES["measurements"])
-    pq.write_table(table, wh.path / "measurements" / "part-extra-statistics.parquet")
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +82,12 @@ def test_no_firm_verdict_without_a_measured_spread(loaded: Warehouse):
         "SELECT workload, speedup, verdict, noise_basis FROM speedups "
         "WHERE family = 'views_stats' AND candidate = 'liger'").fetchall()}
     # Every speedup is 20 / 10 = 2, and every range of liger lies below torch's 19-21; only the
-    # sides with a measured spread of the same statistics get 'faster'.
+    # sides with a measured spread of the same statistics get 'faster'. A range under the
+    # resolution is widened by half a step on each side (0.3.0; it vetoed before): res's
+    # 9.99-10.005 with a 1.024 µs step is 9.478-10.517, still below 19.
     assert got == {
         "zero": (2.0, "zero width", "none"),
-        "res": (2.0, "below resolution", "none"),
+        "res": (2.0, "faster", "within-run p20-p80"),
         "single": (2.0, "single sample", "none"),
         "quart": (2.0, "different spreads", "none"),   # p25-p75 against p20-p80
         "quart2": (2.0, "faster", "within-run p25-p75"),  # 10.5 < 19
@@ -111,16 +99,18 @@ def test_no_firm_verdict_without_a_measured_spread(loaded: Warehouse):
 
 def test_verdict_rule_is_one_lookup(loaded: Warehouse):
     rule = {r[:3]: r[3] for r in loaded.sql("SELECT * FROM verdict_rule").fetchall()}
-    assert len(rule) == 6 * 6 * 5  # evidence x evidence x placement
-    assert rule[("measured", "measured", "below")] == "faster"
-    assert rule[("measured", "measured", "above")] == "slower"
-    assert rule[("measured", "measured", "overlap")] == "within noise"
-    assert rule[("repeated runs", "repeated runs", "above")] == "slower"
-    assert rule[("zero width", "single sample", "below")] == "zero width"
-    assert rule[("measured", "single sample", "below")] == "single sample"
-    assert rule[("measured", "measured", "different spreads")] == "different spreads"
-    assert rule[("measured", "measured", "different centers")] == "different centers"
-    assert rule[("single sample", "measured", "different centers")] == "single sample"
+    assert len(rule) == 8 * 4 * 2  # basis x placement x effect
+    for basis in ("welch", "run-to-run", "within-run"):
+        assert rule[(basis, "below", "beyond")] == "faster"
+        assert rule[(basis, "above", "beyond")] == "slower"
+        assert rule[(basis, "above", "under")] == "negligible"  # real, under the minimum effect
+        assert rule[(basis, "below", "under")] == "negligible"
+        assert rule[(basis, "overlap", "beyond")] == "within noise"
+        assert rule[(basis, "overlap", "under")] == "within noise"
+    # No noise estimate: the verdict names what is missing, whatever the numbers.
+    for basis in ("single sample", "no spread", "zero width", "different spreads",
+                  "different centers"):
+        assert {v for (b, _, _), v in rule.items() if b == basis} == {basis}
 
 
 def test_other_spreads_in_the_model(tmp_path):
@@ -244,33 +234,52 @@ def test_roles_file_override_through_the_console_script(loaded: Warehouse, tmp_p
 
 # -- run-to-run noise and attribution ------------------------------------------------------------
 
-def test_same_version_rerun_is_noise_not_a_regression(loaded: Warehouse):
-    # kto: 105.6 / 100 - 1 = +5.6%, p20 104.6 > p80 101 (the within-run ranges are apart),
-    # but both runs are release 0.5.3: the step is the noise estimate itself.
+@pytest.fixture(scope="module")
+def loaded5(loaded: Warehouse) -> Warehouse:
+    """The same warehouse judged with a 5% minimum effect (the default is 10%): the fixture's
+    steps were chosen around 5%, and attribution is what these tests are about."""
+    return Warehouse(loaded.path, min_effect=0.05)
+
+
+def test_same_version_rerun_is_noise_not_a_regression(loaded: Warehouse, loaded5: Warehouse):
+    # kto: 105.6 / 100 - 1 = +5.6%, p20 104.6 > p80 101 (the within-run ranges are apart).
+    # Under the 10% minimum effect: negligible. At 5% the ranges and the effect call it
+    # slower, but both runs are release 0.5.3: a re-run of the same code is never a regression.
     got = loaded.sql("SELECT change, same_version, run_noise, noise_basis, verdict "
                      "FROM trends WHERE run_id = 'no-kto-2'").fetchall()
-    assert got == [(pytest.approx(0.056), True, pytest.approx(0.056), "repeated runs",
-                    "within noise")]
-    assert "no-kto-2" not in {r[0] for r in loaded.sql("SELECT run_id FROM regressions")
-                              .fetchall()}
+    assert got == [(pytest.approx(0.056), True, None, "within-run p20-p80", "negligible")]
+    assert loaded5.sql("SELECT verdict FROM trends WHERE run_id = 'no-kto-2'").fetchall() == [
+        ("slower",)]
+    for wh in (loaded, loaded5):
+        assert "no-kto-2" not in {r[0] for r in wh.sql("SELECT run_id FROM regressions")
+                                  .fetchall()}
 
 
-def test_release_step_beyond_run_to_run_noise(loaded: Warehouse):
-    # liger on kl_div: same-version steps +3% (n1, v1) and 113/110 - 1 = +2.73% (n1, v2):
-    # run_noise = max = 3%. n1 v1 -> v2: 110/103 - 1 = +6.80% > 3%, and p20 108 > p80 105.
-    got = {r[0]: r[1:] for r in loaded.sql(
-        "SELECT run_id, change, run_noise, noise_steps, verdict, attribution FROM trends "
-        "WHERE family = 'views_noise' AND implementation = 'liger' AND step > 1").fetchall()}
-    assert got["no-n1-2"] == (pytest.approx(0.03), pytest.approx(0.03), 2, "within noise", "own")
-    assert got["no-n1-3"] == (pytest.approx(7 / 103), pytest.approx(0.03), 2, "slower", "alone")
-    assert got["no-n1-4"][3] == "within noise"
+def test_release_step_judged_by_spreads_and_the_minimum_effect(loaded: Warehouse,
+                                                               loaded5: Warehouse):
+    # liger on kl_div n1: v1 100 (98-102) -> v1 103 (101-105): +3%, ranges overlap: within
+    # noise. v1 -> v2 110 (108-112): 110/103 - 1 = +6.80%, p20 108 > p80 105: beyond the
+    # within-run ranges (the fixture has 3 re-runs, under the 10 an envelope needs), so
+    # negligible at 10% and slower at 5%. v2 -> v2 113 (111-115): +2.73%, overlapping.
+    query = ("SELECT run_id, change, run_noise, noise_steps, noise_basis, verdict, attribution "
+             "FROM trends WHERE family = 'views_noise' AND implementation = 'liger' "
+             "AND step > 1")
+    got = {r[0]: r[1:] for r in loaded.sql(query).fetchall()}
+    assert got["no-n1-2"] == (pytest.approx(0.03), None, 0, "within-run p20-p80",
+                              "within noise", "own")
+    assert got["no-n1-3"] == (pytest.approx(7 / 103), None, 0, "within-run p20-p80",
+                              "negligible", "alone")
+    assert got["no-n1-4"][4] == "within noise"
+    assert {r[0]: r[5] for r in loaded5.sql(query).fetchall()}["no-n1-3"] == "slower"
+    assert loaded.sql("SELECT count(*) FROM noise_envelopes WHERE calibrated").fetchall() == [
+        (0,)]
 
 
-def test_harness_shift_is_shared_not_a_regression(loaded: Warehouse):
+def test_harness_shift_is_shared_not_a_regression(loaded5: Warehouse):
     # n2: liger 200 -> 230 (+15%) and torch 400 -> 440 (+10%), measured 30 s apart at both
-    # times. Both beyond their noise (3% and 1%, torch's from n1: 50.5 / 50 - 1), but they moved
+    # times. Both beyond their within-run ranges and the 5% minimum effect, but they moved
     # together: liger's relative change 1.15 / 1.10 - 1 = +4.55%.
-    got = {r[0]: r[1:] for r in loaded.sql(
+    got = {r[0]: r[1:] for r in loaded5.sql(
         "SELECT run_id, verdict, together_implementations, together_change, relative_change, "
         "attribution FROM trends WHERE workload = 'n2' AND step = 2").fetchall()}
     assert got["no-n2-2"] == ("slower", 1, pytest.approx(0.10), pytest.approx(1.15 / 1.1 - 1),
@@ -278,18 +287,18 @@ def test_harness_shift_is_shared_not_a_regression(loaded: Warehouse):
     assert got["no-n2-torch-2"] == ("slower", 1, pytest.approx(0.15),
                                     pytest.approx(1.1 / 1.15 - 1), "shared")
     # Only the v1 -> v2 step of n1, which nothing moved with, is a regression.
-    assert loaded.sql("SELECT run_id, attribution, noise_basis FROM regressions "
-                      "WHERE family = 'views_noise'").fetchall() == [
-        ("no-n1-3", "alone", "repeated runs")]
-    assert [r[-1] for r in regressions(loaded, 0.2).fetchall()] == []
-    assert [r[-1] for r in regressions(loaded, 0.06).fetchall()] == ["no-n1-3"]
+    assert loaded5.sql("SELECT run_id, attribution, noise_basis FROM regressions "
+                       "WHERE family = 'views_noise'").fetchall() == [
+        ("no-n1-3", "alone", "within-run p20-p80")]
+    assert [r[-1] for r in regressions(loaded5, 0.2).fetchall()] == []
+    assert [r[-1] for r in regressions(loaded5, 0.06).fetchall()] == ["no-n1-3"]
 
 
-def test_memory_series_get_trends_and_regressions(loaded: Warehouse):
+def test_memory_series_get_trends_and_regressions(loaded: Warehouse, loaded5: Warehouse):
     # Zero-width memory ranges are measurements (peak memory repeats exactly), so ranges apart
     # give verdicts. liger t2: 1100 / 1000 - 1 = +10%, huggingface flat (relative +10%): own.
     # t3: liger 1320 / 1100 - 1 = +20%, huggingface 2400 / 2000 - 1 = +20%: shared.
-    got = {r[0]: r[1:] for r in loaded.sql(
+    got = {r[0]: r[1:] for r in loaded5.sql(
         "SELECT run_id, median_mb, change, verdict, relative_change, attribution "
         "FROM memory_trends WHERE step > 1").fetchall()}
     assert got["mem-liger-2"] == (1100.0, pytest.approx(0.1), "slower", pytest.approx(0.1),
@@ -297,8 +306,11 @@ def test_memory_series_get_trends_and_regressions(loaded: Warehouse):
     assert got["mem-liger-3"] == (1320.0, pytest.approx(0.2), "slower", pytest.approx(0.0),
                                   "shared")
     assert got["mem-hf-2"][1:3] == (0.0, "within noise")
-    assert loaded.sql("SELECT run_id, previous_median_mb, median_mb FROM memory_regressions"
-                      ).fetchall() == [("mem-liger-2", 1000.0, 1100.0)]
+    assert loaded5.sql("SELECT run_id, previous_median_mb, median_mb FROM memory_regressions"
+                       ).fetchall() == [("mem-liger-2", 1000.0, 1100.0)]
+    # +10% is not beyond a 10% minimum effect (the ratio must exceed 1.10).
+    assert loaded.sql("SELECT verdict FROM memory_trends WHERE run_id = 'mem-liger-2'"
+                      ).fetchall() == [("negligible",)]
     # Memory never enters the latency trends.
     assert loaded.sql("SELECT count(*) FROM trends WHERE run_id LIKE 'mem-%'").fetchall() == [(0,)]
 
@@ -335,8 +347,12 @@ def test_liger_zero_width_sides_never_get_a_firm_verdict(liger: Warehouse):
     assert liger.sql("SELECT DISTINCT evidence FROM latencies WHERE kernel = "
                      "'fused_linear_cross_entropy' AND implementation = 'liger' AND pass = "
                      "'forward' AND workload LIKE 'tokens4096-%'").fetchall() == [("zero width",)]
+    # No re-run of one release in these CSVs, so no run-to-run envelope: only sides with a
+    # spread (measured, or under the resolution and widened) get a firm verdict.
+    assert liger.sql("SELECT count(*) FROM noise_envelopes").fetchall() == [(0,)]
     assert liger.sql("SELECT count(*) FROM speedups WHERE verdict IN ('faster', 'slower') "
-                     "AND (candidate_evidence <> 'measured' OR baseline_evidence <> 'measured')"
+                     "AND (candidate_evidence NOT IN ('measured', 'below resolution') OR "
+                     "baseline_evidence NOT IN ('measured', 'below resolution'))"
                      ).fetchall() == [(0,)]
 
 
@@ -345,9 +361,15 @@ def test_liger_shift_with_the_other_provider_is_not_a_regression(liger: Warehous
     # huggingface forward BT 4096, A100 (rows 186 of the two CSVs, ms -> ns rounded):
     # 2024-09-03 15:35:45 median 19030848 (p20 18991507, p80 19173197); 2024-11-22 17:44:34
     # median 20911680 (p20 20909037, p80 20915321): change 20911680 / 19030848 - 1 = +9.883%,
-    # p20 20909037 > previous p80 19173197 -> slower beyond the within-run ranges, and above
-    # 5%: the regressions view listed it. liger, timed 32 s before it both times (rows 182),
-    # moved 111045311 -> 119521538 ns, +7.633%: the same way and more than half as much.
+    # p20 20909037 > previous p80 19173197 -> beyond the within-run ranges, and above 5%
+    # (0.2.x's threshold; under the 10% minimum effect of 0.3.0 it is 'negligible'): the
+    # regressions view listed it. liger, timed 32 s before it both times (rows 182), moved
+    # 111045311 -> 119521538 ns, +7.633%: the same way and more than half as much.
+    assert liger.sql(
+        "SELECT verdict FROM trends WHERE kernel = 'fused_linear_cross_entropy' AND pass = "
+        "'forward' AND implementation = 'huggingface' AND workload LIKE 'tokens4096-%' AND "
+        "step = 2").fetchall() == [("negligible",)]
+    liger = Warehouse(liger.path, min_effect=0.05)
     row = liger.sql(
         "SELECT change, verdict, noise_basis, together_change, relative_change, attribution "
         "FROM trends WHERE kernel = 'fused_linear_cross_entropy' AND pass = 'forward' AND "
@@ -372,9 +394,10 @@ def test_compare_two_versions_through_the_console_script(loaded: Warehouse):
     #       ratio 113 / 103 = 1.097087, 111 > 105 -> slower by more than 5%.
     #   n2: no-n2-1 (200, 198-202) vs no-n2-2 (230, 228-232): 1.15, slower.
     # geomean over kernel-passes: one (kl_div forward): sqrt(1.097087 x 1.15) = 1.123236.
+    # (-t 0.05: n1's +9.7% is under the default 10% minimum effect.)
     result = subprocess.run(
         [str(KIDATA), "-w", str(loaded.path), "compare", "implementation=liger,version=1",
-         "implementation=liger,version=2", "--format", "csv"],
+         "implementation=liger,version=2", "--format", "csv", "-t", "0.05"],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
@@ -382,7 +405,7 @@ def test_compare_two_versions_through_the_console_script(loaded: Warehouse):
     # baseline / candidate (above 1: candidate faster).
     assert lines[0] == ("kernel,pass,workload,gpu,implementation,variant,baseline_us,"
                         "candidate_us,latency_ratio,speedup,change,verdict,noise_basis,"
-                        "baseline_run_id,candidate_run_id")
+                        "baseline_run_id,candidate_run_id,speedup_low,speedup_high,placement")
     got = [line.split(",") for line in lines[1:]]
     assert [(r[2], r[6], r[7], r[11], r[13], r[14]) for r in got] == [
         ("n1", "103.0", "113.0", "slower", "no-n1-2", "no-n1-4"),
@@ -412,12 +435,12 @@ def test_compare_two_implementations_and_bad_selectors(cli, data, wh: Warehouse)
     # speedup 2, change -0.5, faster.
     assert rows[("softmax", "quart2")][8:12] == (0.5, 2.0, -0.5, "faster")
     assert rows[("softmax", "zero")][11] == "zero width"
-    # --only-changed keeps the keys faster or slower beyond noise and the 5% threshold:
+    # --only-changed keeps the keys faster or slower beyond noise and the 10% threshold:
     # quart2 (speedup 2) among them, zero (no verdict) not; the counts cover every key.
     changed = wh.compare("torch", "liger", only_changed=True)
     kept = {(r[0], r[2]): r for r in changed.rows.fetchall()}
     assert ("softmax", "quart2") in kept and ("softmax", "zero") not in kept
-    assert all(r[11] in ("faster", "slower") and abs(math.log(r[8])) > math.log(1.05)
+    assert all(r[11] in ("faster", "slower") and abs(math.log(r[8])) > math.log(1.10)
                for r in kept.values())
     assert len(kept) < changed.shared == result.shared
     assert rows[("softmax", "zero")][4] == "liger vs torch"

@@ -52,7 +52,8 @@ def test_every_step_of_a_series_with_change_and_verdict(loaded: Warehouse):
         (0.12, True, "slower"),           # 112/100 - 1; p20 108 > previous p80 105
         (0.008929, False, "within noise"),  # 113/112 - 1; 110 <= 116 and 116 >= 108
         (-0.115044, True, "faster"),      # 100/113 - 1; p80 102 < previous p20 110
-        (0.04, True, "slower"),           # 104/100 - 1; p20 103 > previous p80 102
+        # 104/100 - 1; p20 103 > previous p80 102: beyond noise, under the 10% minimum effect
+        (0.04, True, "negligible"),
         (0.153846, None, "no spread"),    # 120/104 - 1; tr-6 has no p20/p80
         (0.083333, None, "no spread"),    # 130/120 - 1; the previous result has no spread
     ]
@@ -83,12 +84,13 @@ def test_series_with_one_point_and_series_per_gpu(loaded: Warehouse):
     assert loaded.sql("SELECT count(*) FROM trends").fetchall() == [(11,)]  # 7 + 2 + 1 + 1
 
 
-def test_regressions_view_uses_five_percent(loaded: Warehouse):
+def test_regressions_view_uses_the_minimum_effect(loaded: Warehouse):
     got = loaded.sql("SELECT run_id, previous_run_id, median_us, previous_median_us, p20_us, "
                      "previous_p80_us, change, version, previous_version FROM regressions "
                      "ORDER BY run_id").fetchall()
     # tr-2: +12% with p20 108 > 105; tr-tie-b: +20% with 58 > 51. tr-5 (+4%) is beyond noise
-    # but under 5%; tr-6 (+15.4%) and tr-7 (+8.3%) have no spread to judge noise by.
+    # but under the 10% minimum effect; tr-6 (+15.4%) and tr-7 (+8.3%) have no spread to judge
+    # noise by.
     assert [r[:6] + r[7:] for r in got] == [
         ("tr-2", "tr-1", 112.0, 100.0, 108.0, 105.0, "0.2", "0.1"),
         ("tr-tie-b", "tr-tie-a", 60.0, 50.0, 58.0, 51.0, "1.1", "1.0"),
@@ -121,7 +123,7 @@ def test_cli_prints_versions_and_exits_1(cli, data):
         ["w-tie", "a100-sxm4-80gb", "1.0", "1.1", "50.0", "60.0"],
         ["w1", "a100-sxm4-80gb", "0.1", "0.2", "100.0", "112.0"],
     ]
-    assert "2 regressions" in result.err and "5.0%" in result.err
+    assert "2 regressions" in result.err and "10.0%" in result.err
     assert cli("regressions", "--threshold", "0.25").code == 0
     bad = cli("regressions", "--threshold", "-0.1")
     assert bad.code == 2 and "threshold must be a number >= 0" in bad.err

@@ -42,9 +42,10 @@ def test_a_window_keeps_the_runs_measured_in_it(both: Path):
     # is the PR's (measured after the window's end).
     assert versions(early, "latest_latencies") == [("0.6.0", 4)]
     assert versions(Warehouse(both), "latest_latencies") == [("0.6.1.dev0", 4)]
-    # Series steps need two runs in the window: the +20% and +6% steps of the PR are
-    # regressions over both days, none within either.
-    assert len(Warehouse(both).regressions().fetchall()) == 2
+    # Series steps need two runs in the window: the +20% step of the PR is a regression over
+    # both days (its +6% step is under the 10% minimum effect), none within either.
+    assert len(Warehouse(both).regressions().fetchall()) == 1
+    assert len(Warehouse(both).regressions(0.05).fetchall()) == 2
     assert late.regressions().fetchall() == [] and early.regressions().fetchall() == []
     # compare of the two versions finds nothing comparable in one day.
     assert Warehouse(both).compare("liger,version=0.6.0", "liger,version=0.6.1.dev0").shared \

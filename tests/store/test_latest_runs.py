@@ -329,10 +329,10 @@ def test_latest_runs_carry_the_evidence_and_0_2_2_loads_are_derived_on_the_fly(t
     for name, rows in before.items():
         assert same_rows(
             Warehouse(wh.path).sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall(), rows), name
-    # The version is what tells: the same files under a 0.2.4 marker are trusted, and the
+    # The version is what tells: the same files under a 0.3.0 marker are trusted, and the
     # columns they lack are missing.
     row = pq.read_table(marker).to_pylist()[0]
-    row.update(kidata_version="0.2.4")
+    row.update(kidata_version="0.3.0")
     pq.write_table(pa.Table.from_pylist([row], schema=TABLES["loads"]), marker)
     with pytest.raises(QueryError, match="version"):
         Warehouse(wh.path).sql("SELECT * FROM latest_latencies").fetchall()

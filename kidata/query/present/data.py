@@ -184,6 +184,19 @@ def regressions(db: Queryable, filters: Filters) -> pl.DataFrame:
     return filters.apply(frame)
 
 
+def noise_envelopes(db: Queryable, filters: Filters) -> pl.DataFrame:
+    """The run-to-run noise calibration (``noise_envelopes``), per source, GPU and size."""
+    frame = _frame(db, """
+        SELECT source, gpu, size_class, changes, median_change, envelope, calibrated
+        FROM noise_envelopes ORDER BY source, gpu, size_decade""")
+    return filters.apply(frame)
+
+
+def min_effect(db: Queryable) -> float:
+    """The minimum effect the report's verdicts use (``verdict_settings``)."""
+    return float(db.sql("SELECT min_effect FROM verdict_settings").fetchall()[0][0])
+
+
 def efficiency(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The ``efficiency`` view, with each run's time for the window."""
     frame = _frame(db, """

@@ -85,6 +85,8 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     efficiency = data.efficiency(db, filters)
     compute = data.roofline(db, filters)
     audit = data.audit(db, filters)
+    envelopes = data.noise_envelopes(db, filters)
+    effect = data.min_effect(db)
     summary = data.summary(db)
 
     palette = charts_mod.Palette(charts_mod.series_names(points)
@@ -107,7 +109,8 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
          _charts_html(latency, "No passed latency results.")),
         ("history", "History and regressions",
          _charts_html([history] if history else [], "No series with two or more timed results.")
-         + _regressions_html(regressions)),
+         + _regressions_html(regressions, effect)),
+        ("noise", "Run-to-run noise", _noise_html(envelopes, effect)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
                                                   "with a byte model (docs/efficiency.md).")
          + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
@@ -241,11 +244,28 @@ def _summary_html(summary: dict[str, Any], filters: Filters) -> str:
     return out
 
 
-def _regressions_html(regressions: pl.DataFrame) -> str:
+def _regressions_html(regressions: pl.DataFrame, effect: float) -> str:
     if regressions.is_empty():
-        return '<p class="empty">No regressions beyond noise and 5%.</p>'
+        return (f'<p class="empty">No regressions beyond noise and the {effect:.0%} minimum '
+                "effect.</p>")
     return (f"<h3>Regressions ({regressions.height:,})</h3>"
             + _table(regressions.drop("run_id", "family")))
+
+
+def _noise_html(envelopes: pl.DataFrame, effect: float) -> str:
+    """The calibration the verdicts rest on (docs/statistics.md section 3): how far re-runs of
+    the same code moved, per source, GPU and size class."""
+    intro = ("<p>A verdict is firm when the interval of a ratio excludes 1 and the ratio lies "
+             f"beyond the minimum effect ({effect:.0%}). Where a source, GPU and size class "
+             "hold 10 or more re-runs of the same code (same version, or same session), the "
+             "95th percentile of their changes is the run-to-run envelope comparisons there "
+             "are judged by (<code>noise_envelopes</code>; the changes: "
+             "<code>rerun_changes</code>).</p>")
+    if envelopes.is_empty():
+        return intro + ('<p class="empty">No re-runs of the same code: verdicts rest on '
+                        "within-run spreads (or Welch's test where means, deviations and "
+                        "sample counts are given).</p>")
+    return intro + _table(envelopes)
 
 
 def _audit_html(audit: pl.DataFrame) -> str:

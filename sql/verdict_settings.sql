@@ -1,0 +1,15 @@
+-- view: verdict_settings
+-- purpose: The settings of the verdict rule: the minimum effect a firm faster/slower needs.
+-- grain: one row.
+-- sources: (none: a constant table)
+-- columns:
+--   min_effect: the smallest change of a latency ratio that may be called faster or slower, as
+--     a fraction: 0.10 means a ratio above 1.10 (slower) or below 1 / 1.10 (faster). A change
+--     beyond noise but within it is 'negligible'. 0.10 by default (asv's default factor of
+--     1.1); `--min-effect` on the reading commands, `Warehouse(min_effect=...)` or
+--     `KIDATA_MIN_EFFECT` set it for a session, and in a DuckDB session of your own
+--     `CREATE OR REPLACE TEMP VIEW verdict_settings AS SELECT 0.05 AS min_effect` sets it for
+--     the queries that follow.
+-- notes: Every comparing view (speedups, trends, memory_trends, kidata compare and gate) reads
+--   this row, so one setting changes every verdict at once.
+SELECT CAST(0.10 AS DOUBLE) AS min_effect

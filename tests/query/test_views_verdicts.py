@@ -1,0 +1,234 @@
+"""The one verdict rule (issue 26, items 1, 2 and 7): effect size, Welch on means with
+counts, run-to-run noise calibrated on re-runs, within-run spreads widened by the resolution,
+median + stddev spreads; on tests/data/views/verdicts.jsonl (tests/make_view_fixtures.py,
+``verdicts()``, says what each run is for) and on real files under ../shared.
+
+Every expected number is worked out here from the fixture's inputs, by the formulas of
+docs/statistics.md section 3, not read back from kidata.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import shared
+
+from kidata import Warehouse
+
+VIEWS = Path(__file__).parents[1] / "data" / "views"
+KIDATA = Path(sys.executable).parent / "kidata"
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from make_view_fixtures import RERUN_CHANGES  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory) -> Warehouse:
+    w = Warehouse(tmp_path_factory.mktemp("verdicts") / "wh")
+    w.load(VIEWS / "verdicts.jsonl")
+    # Welch's inputs in KernelBench's own format (mean, std, num_trials, 3 significant digits),
+    # A100; eager is baseline_time_torch, inductor torch_compile_inductor_default:
+    #   1_w1  eager 0.002 ms (std 0.0001), inductor 0.001 ms (std 0.00005), 25 trials
+    #   2_kb  eager 0.0135 ms (std 0.00001), inductor 0.00511 ms (std 0.000005), 100 trials
+    w.load(VIEWS / "kernelbench")
+    return w
+
+
+def pair(w: Warehouse, workload: str, candidate: str) -> dict:
+    rel = w.sql("SELECT * FROM speedups WHERE (workload = $w OR kernel = $k) "
+                "AND candidate = $c", params={"w": workload, "k": f"level1_{workload}",
+                                              "c": candidate})
+    rows = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def test_welch_on_means_with_counts(wh):
+    # 1_w1: inductor mean 1000 ns (sd 50), eager 2000 (sd 100), 25 trials each, each mean
+    # rounded to 3 digits (a 10 ns step). Var(LN mean) = (sd/mean)^2/n + (step/mean)^2/12:
+    #   inductor 0.05^2/25 + (10/1000)^2/12 = 1.0833e-4;  eager 1e-4 + (10/2000)^2/12 = 1.0208e-4
+    # se = sqrt(2.1042e-4) = 0.0145057; Welch-Satterthwaite df = (2.1042e-4)^2 /
+    # ((1.0833e-4^2 + 1.0208e-4^2) / 24) = 47.96 -> 47 -> t(40-59) = 2.021 (student_t).
+    # Speedup 2, interval 2 x exp(-/+ 2.021 x 0.0145057) = 1.942219 .. 2.059500.
+    row = pair(wh, "1_w1", "inductor")
+    assert row["noise_basis"] == "welch"
+    assert row["noise_df"] == 47
+    assert row["speedup"] == pytest.approx(2.0)
+    assert row["speedup_low"] == pytest.approx(1.942219, rel=1e-5)
+    assert row["speedup_high"] == pytest.approx(2.059500, rel=1e-5)
+    assert row["verdict"] == "faster"
+    reverse = pair(wh, "1_w1", "eager")
+    assert (reverse["verdict"], reverse["noise_basis"]) == ("slower", "welch")
+    assert reverse["speedup_low"] == pytest.approx(1 / 2.059500, rel=1e-5)
+
+
+def test_a_rounding_step_widens_instead_of_vetoing(wh):
+    # kb, the KernelBench case: eager 13500 ns (sd 10, published to 3 digits: step 100),
+    # inductor 5110 (sd 5, step 10), 100 samples each. eager's mean +/- sd (13490-13510) is
+    # narrower than its step: 'below resolution', which 0.2.9 answered with no verdict.
+    # Now the step adds step^2 / 12 to each mean's variance:
+    #   eager    (10/13500)^2/100 + (100/13500)^2/12 = 4.57796e-6
+    #   inductor (5/5110)^2/100 + (10/5110)^2/12     = 3.28711e-7
+    # se = sqrt(4.90667e-6) = 0.0022151; df = 113.1 -> 113 -> t(60-119) = 2.000;
+    # speedup 13500/5110 = 2.641879, interval x exp(-/+ 2 x 0.0022151) = 2.630201 .. 2.653609.
+    row = pair(wh, "2_kb", "inductor")
+    assert row["baseline_evidence"] == "below resolution"
+    assert (row["noise_basis"], row["noise_df"]) == ("welch", 113)
+    assert row["speedup"] == pytest.approx(2.641879, rel=1e-6)
+    assert row["speedup_low"] == pytest.approx(2.630201, rel=1e-5)
+    assert row["speedup_high"] == pytest.approx(2.653609, rel=1e-5)
+    assert row["verdict"] == "faster"
+
+
+def envelope() -> float:
+    """The 95th percentile (linear interpolation, as PERCENTILE_CONT) of the 11 re-run
+    |log changes| of verdicts()."""
+    logs = sorted(abs(math.log(round(50_000 * (1 + c), 3) / 50_000)) for c in RERUN_CHANGES)
+    pos = 0.95 * (len(logs) - 1)  # 9.5: halfway between the 10th and 11th smallest
+    low = int(pos)
+    return logs[low] + (pos - low) * (logs[low + 1] - logs[low])
+
+
+def test_the_envelope_is_calibrated_on_same_version_reruns(wh):
+    rows = wh.sql("SELECT source, gpu, size_decade, size_class, changes, envelope, "
+                  "log_envelope, calibrated FROM noise_envelopes").fetchall()
+    # The 11 re-runs of x in v1, 50 µs each: one pool (views-fixture, A100, 10-100 µs). The
+    # cmp/cmp2 runs are measured once per implementation: no re-run. 0.053530 = the mean of
+    # |LN(1.05)| = 0.048790 and |LN(1.06)| = 0.058269, the 10th and 11th smallest.
+    assert envelope() == pytest.approx(0.0535295, rel=1e-5)
+    assert rows == [("views-fixture", "a100-sxm4-80gb", 1, "10-100 µs", 11,
+                     pytest.approx(math.exp(envelope()) - 1), pytest.approx(envelope()), True)]
+    reruns = wh.sql("SELECT rerun, count(*) FROM rerun_changes GROUP BY rerun").fetchall()
+    assert reruns == [("same version", 11)]
+
+
+def test_single_timings_get_a_verdict_beyond_the_envelope(wh):
+    # cmp: y 60 µs against x 50 µs, neither with a spread: LN(1.2) = 0.18232 > 0.05353 and
+    # +20% > 10%: slower, by run-to-run noise. Interval of the speedup: 50/60 x exp(-/+ e).
+    row = pair(wh, "cmp", "y")
+    assert (row["candidate_evidence"], row["baseline_evidence"]) == ("no spread", "no spread")
+    assert (row["noise_basis"], row["noise_changes"]) == ("run-to-run", 11)
+    assert row["speedup_low"] == pytest.approx(50 / 60 * math.exp(-envelope()))
+    assert row["speedup_high"] == pytest.approx(50 / 60 * math.exp(envelope()))
+    assert row["verdict"] == "slower"
+    # cmp2: 51 against 50 µs, LN(1.02) = 0.0198 inside the envelope: within noise.
+    assert pair(wh, "cmp2", "y")["verdict"] == "within noise"
+
+
+def test_median_and_stddev_are_a_spread(wh):
+    # FlashInfer's shape: a median and a standard deviation, no mean. a: 1000 +/- 20 ns,
+    # b: 1300 +/- 30: ranges 980-1020 and 1270-1330 lie apart; speedup of a 1.3, interval
+    # 1270/1020 = 1.245098 .. 1330/980 = 1.357143.
+    row = pair(wh, "fi", "a")
+    assert row["noise_basis"] == "within-run median-stddev"
+    assert row["speedup_low"] == pytest.approx(1270 / 1020)
+    assert row["speedup_high"] == pytest.approx(1330 / 980)
+    assert row["verdict"] == "faster"
+
+
+@pytest.fixture(scope="module")
+def stats(tmp_path_factory) -> Path:
+    w = Warehouse(tmp_path_factory.mktemp("stats") / "wh")
+    w.load(VIEWS / "statistics.jsonl")
+    return w.path
+
+
+def test_identical_code_is_never_firm_at_the_default_effect(stats):
+    # kto_loss k1: 0.5.3 -> 0.5.3, 100 (99-101) -> 105.6 (104.6-106.6): the ranges lie apart
+    # (the within-run basis: no envelope, one re-run), but +5.6% is under the 10% minimum
+    # effect: 'negligible', never 'slower'; and a re-run of one version is never a regression.
+    wh = Warehouse(stats)
+    row = wh.sql("SELECT verdict, noise_basis, change_low, min_effect FROM trends "
+                 "WHERE kernel = 'kto_loss' AND step = 2").fetchall()
+    assert row == [("negligible", "within-run p20-p80", pytest.approx(104.6 / 101 - 1), 0.10)]
+    # With a 5% minimum effect the same step is beyond both: slower. Still not a regression
+    # (same version), in the view and in kidata.analysis.regressions.
+    low = Warehouse(stats, min_effect=0.05)
+    assert low.sql("SELECT verdict FROM trends WHERE kernel = 'kto_loss' AND step = 2"
+                   ).fetchall() == [("slower",)]
+    assert low.sql("SELECT count(*) FROM regressions WHERE kernel = 'kto_loss'"
+                   ).fetchall() == [(0,)]
+    assert low.regressions().filter("kernel = 'kto_loss'").fetchall() == []
+
+
+def test_the_minimum_effect_is_set_per_query_per_call_and_per_environment(stats):
+    query = ("SELECT verdict FROM trends WHERE kernel = 'kto_loss' AND step = 2")
+    env = {**os.environ, "KIDATA_WAREHOUSE": str(stats)}
+    env.pop("KIDATA_MIN_EFFECT", None)
+
+    def cli(*args: str, **extra: str) -> str:
+        done = subprocess.run([str(KIDATA), "sql", *args, "-f", "csv", query],
+                              capture_output=True, text=True, env={**env, **extra}, check=True)
+        return done.stdout.splitlines()[1]
+
+    assert cli() == "negligible"
+    assert cli("--min-effect", "0.05") == "slower"
+    assert cli(KIDATA_MIN_EFFECT="0.05") == "slower"
+    assert cli("--min-effect", "0.2", KIDATA_MIN_EFFECT="0.05") == "negligible"
+    # Per query, in a DuckDB session: the views read verdict_settings by name.
+    wh = Warehouse(stats)
+    con = wh.session.ready()
+    con.execute("CREATE OR REPLACE TEMP VIEW verdict_settings AS SELECT 0.05 AS min_effect")
+    assert con.sql(query).fetchall() == [("slower",)]
+    bad = subprocess.run([str(KIDATA), "sql", query], capture_output=True, text=True,
+                         env={**env, "KIDATA_MIN_EFFECT": "five"})
+    assert bad.returncode == 2 and "KIDATA_MIN_EFFECT" in bad.stderr
+
+
+def test_compare_judges_as_speedups_does(wh):
+    # The pairing of compare (and gate) repeats speedups' noise model in Python-built SQL:
+    # on the same latest runs they must give the same verdict, basis and interval.
+    compared = wh.compare("implementation=eager", "implementation=inductor")
+    got = {r[0]: r[1:] for r in compared.rows.select(
+        "kernel, verdict, noise_basis, speedup_low, speedup_high").fetchall()}
+    assert set(got) == {"level1_1_w1", "level1_2_kb"}
+    for workload in ("1_w1", "2_kb"):
+        row = pair(wh, workload, "inductor")
+        assert got[f"level1_{workload}"] == (row["verdict"], row["noise_basis"],
+                                             pytest.approx(row["speedup_low"]),
+                                             pytest.approx(row["speedup_high"]))
+    rr = wh.compare("implementation=x", "implementation=y")
+    by = {r[0]: r[1:] for r in rr.rows.select("workload, verdict, noise_basis").fetchall()}
+    assert by == {"cmp": ("slower", "run-to-run"), "cmp2": ("within noise", "run-to-run")}
+    assert (rr.slower, rr.unchanged, rr.threshold) == (1, 1, 0.10)
+
+
+def test_kernelbench_h100_every_pair_rests_on_welch(tmp_path):
+    # KernelBench's H100 eager and inductor files (mean, std, 100 trials, 3 digits). 0.2.9
+    # gave 58 of them 'below resolution' and no verdict, and called pairs 'within noise'
+    # that Welch's test separates. Now every pair rests on Welch.
+    wh = Warehouse(tmp_path / "wh")
+    wh.load(shared("external/kernelbench/H100_Modal__baseline_time_torch.json"))
+    wh.load(shared("external/kernelbench/"
+                   "H100_Modal__baseline_time_torch_compile_inductor_default.json"))
+    bases = wh.sql("SELECT DISTINCT noise_basis FROM speedups").fetchall()
+    assert bases == [("welch",)]
+    # level1_59 conv_standard_3D: inductor 2.89 ms (std 0.0129), eager 2.84 ms (std 0.00974),
+    # steps 0.01 ms. Var: inductor (0.0129/2.89)^2/100 + (0.01/2.89)^2/12 = 1.1970e-6, eager
+    # (0.00974/2.84)^2/100 + (0.01/2.84)^2/12 = 1.1508e-6; se 0.0015323, df 197 -> t 1.980.
+    # LN(2.89/2.84) = 0.017452 +/- 0.003034: above 1, beyond noise, but +1.8% is under the
+    # 10% minimum effect: 'negligible' (0.2.9: 'within noise').
+    row = wh.sql("SELECT speedup, speedup_low, speedup_high, noise_df, verdict FROM speedups "
+                 "WHERE kernel LIKE 'level1_59_conv%' AND candidate = 'inductor'").fetchall()
+    assert row == [(pytest.approx(2.84 / 2.89), pytest.approx(0.979722, rel=1e-5),
+                    pytest.approx(0.985685, rel=1e-5), 197, "negligible")]
+
+
+def test_the_report_shows_the_calibration(wh, tmp_path):
+    # Through the installed script, with another minimum effect: the report's noise section
+    # lists the one calibrated pool (views-fixture, A100, 10-100 µs, 11 re-runs) and says
+    # which minimum effect its verdicts use.
+    out = tmp_path / "report.html"
+    done = subprocess.run([str(KIDATA), "-w", str(wh.path), "report", "-o", str(out),
+                           "--min-effect", "0.05"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    section = page.split('<section id="noise">', 1)[1].split("</section>", 1)[0]
+    assert "<h2>Run-to-run noise</h2>" in section
+    assert "minimum effect (5%)" in section
+    assert "<td>views-fixture</td><td>a100-sxm4-80gb</td><td>10-100 µs</td>" in section
+    assert '<td class="n">11</td>' in section
