@@ -1,7 +1,7 @@
 -- view: kernel_speedups
 -- purpose: How much faster a candidate is than a baseline per kernel, on one GPU and pass: the geometric mean of the speedups over the kernel's workloads, with a 95% interval and the counts behind it.
 -- grain: one row per candidate, candidate_variant, baseline, baseline_variant, GPU, pass and kernel; baseline is an implementation, or 'role:<role>' (e.g. 'role:reference') for whichever implementation plays that role in each key.
--- sources: speedups, student_t
+-- sources: speedups, student_t, kernel_families
 -- columns:
 --   candidate: candidate implementation.
 --   candidate_variant: candidate's variant, null for none.
@@ -33,7 +33,12 @@
 --     (speedups.center_statistic 'mixed').
 --   negligible: workloads whose verdict is 'negligible' (beyond noise, under the minimum
 --     effect).
--- notes: A kernel's workloads are the sizes its benchmark sweeps, not a random sample: the
+--   kernel_family: the kernel's family (kernel_families.family: variants of one kernel that
+--     speedup_summary counts once), the kernel itself when it has none.
+-- notes: Only fresh pairs count (speedups.stale is false): a key its source stopped measuring
+--   more than 30 days before its newest result on that GPU is left out, so a headline
+--   follows what the source measures now (speedups lists the stale pairs, flagged). A
+--   kernel's workloads are the sizes its benchmark sweeps, not a random sample: the
 --   interval says how far the speedup moves across the sweep around its geometric mean, not
 --   how precisely each workload was measured (the verdict counts say that). With 2 workloads
 --   t is 12.7 and the interval says nothing, so it starts at 3. speedup_summary summarises
@@ -48,7 +53,7 @@ WITH compared AS (
         s.gpu, s.gpu_family, s.pass, s.kernel, s.speedup, s.verdict, s.center_statistic
     FROM speedups s
     CROSS JOIN (VALUES ('implementation'), ('role')) AS k(kind)
-    WHERE k.kind = 'implementation' OR s.baseline_role IS NOT NULL
+    WHERE (k.kind = 'implementation' OR s.baseline_role IS NOT NULL) AND NOT s.stale
 ),
 per_kernel AS (
     SELECT candidate, candidate_variant, baseline, baseline_variant, gpu, gpu_family, pass,
@@ -95,7 +100,10 @@ SELECT
     k.within_noise,
     k.workloads - k.faster - k.slower - k.within_noise - k.negligible AS no_verdict,
     k.mixed_centers,
-    k.negligible
+    k.negligible,
+    COALESCE(f.family, k.kernel) AS kernel_family
 FROM per_kernel k
+LEFT JOIN kernel_families f
+    ON f.kernel = k.kernel
 LEFT JOIN student_t q
     ON k.workloads - 1 BETWEEN q.df_from AND q.df_to

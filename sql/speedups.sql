@@ -72,6 +72,12 @@
 --     rests on (the fewer of the two sides'); null otherwise.
 --   noise_df: for noise_basis 'welch', the Welch-Satterthwaite degrees of freedom (rounded
 --     down) of the t quantile used; null otherwise.
+--   stale: true when either side's latest run was measured more than 30 days before the
+--     newest result its source has of the same kernel on the same GPU: a key the source
+--     stopped measuring when it measured the kernel again (a workload no longer swept, an
+--     implementation or variant dropped), so the pair describes an older software stack than
+--     the kernel's other pairs. kernel_speedups and speedup_summary leave stale pairs
+--     out; false when the times are unknown.
 -- notes: Only runs with status 'passed' are compared, the latest per implementation and
 --   variant (latest_latencies). Runs are never paired across GPUs, passes, workloads or
 --   protocol families, and two variants of one implementation are not paired with each other.
@@ -84,6 +90,12 @@
 --   interval; they no longer veto a verdict.
 WITH settings AS (
     SELECT min_effect FROM verdict_settings
+),
+newest AS (
+    -- When each source last measured each kernel on each GPU: its newest latest run.
+    SELECT source, gpu, kernel, MAX(observed_at) AS newest_at
+    FROM latest_latencies
+    GROUP BY source, gpu, kernel
 ),
 latest AS (
     -- Named once so that engines may compute it once for both sides of the pair. Each side's
@@ -100,8 +112,11 @@ latest AS (
         l.high_us + COALESCE(l.resolution_us, 0) / 2 AS wide_high_us,
         l.evidence IN ('measured', 'below resolution') AS has_spread,
         n.log_envelope,
-        n.changes AS envelope_changes
+        n.changes AS envelope_changes,
+        COALESCE(l.observed_at < w.newest_at - INTERVAL 30 DAYS, FALSE) AS stale
     FROM latest_latencies l
+    LEFT JOIN newest w
+        ON w.source IS NOT DISTINCT FROM l.source AND w.gpu = l.gpu AND w.kernel = l.kernel
     LEFT JOIN noise_envelopes n
         ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
         AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)
@@ -141,6 +156,7 @@ paired AS (
         b.center_statistic AS baseline_center_statistic,
         c.observed_at AS candidate_observed_at,
         b.observed_at AS baseline_observed_at,
+        c.stale OR b.stale AS stale,
         LN(c.center_us / b.center_us) AS log_ratio,
         c.log_variance + b.log_variance AS log_variance,
         FLOOR(POWER(c.log_variance + b.log_variance, 2)
@@ -237,7 +253,8 @@ SELECT
         OR p.baseline_observed_at > p.candidate_observed_at + INTERVAL 30 DAYS AS measured_apart,
     s.min_effect,
     CASE WHEN p.basis = 'run-to-run' THEN p.envelope_changes END AS noise_changes,
-    CASE WHEN p.basis = 'welch' THEN CAST(GREATEST(p.welch_df, 1) AS BIGINT) END AS noise_df
+    CASE WHEN p.basis = 'welch' THEN CAST(GREATEST(p.welch_df, 1) AS BIGINT) END AS noise_df,
+    p.stale
 FROM bounded p
 CROSS JOIN settings s
 JOIN verdict_rule v

@@ -77,8 +77,8 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     names, tables first, then views in dependency order.
 
     ``min_effect`` sets the verdict rule's minimum effect (the ``verdict_settings`` view; None:
-    its own 0.10); ``CREATE OR REPLACE TEMP VIEW verdict_settings AS SELECT 0.05 AS min_effect``
-    sets it later, as in DuckDB.
+    its own 0.10). Register again to change it: a Spark temp view may keep the plan of the
+    views it read when it was defined.
 
     Timestamps are UTC instants; set ``spark.sql.session.timeZone=UTC`` so that Spark shows
     them, and any date arithmetic in the views, in UTC as DuckDB does.

@@ -3,7 +3,8 @@
 The ``gpus`` table comes from ``kidata/data/gpus.toml`` (the GPU catalog),
 ``implementation_roles`` from ``kidata/data/roles.toml`` (or the file named by ``$KIDATA_ROLES``,
 see :func:`roles`), ``dtypes`` and ``byte_models`` from ``kidata/data/byte_models.toml``,
-``flop_models`` from ``kidata/data/flop_models.toml``.
+``flop_models`` from ``kidata/data/flop_models.toml``, ``kernel_families`` from
+``kidata/data/families.toml``.
 They live in the warehouse beside the loaded tables (``<warehouse>/<table>/reference.parquet``)
 so the views that use them (e.g. ``efficiency``) run unchanged in any engine over the same folder.
 
@@ -236,6 +237,42 @@ def flop_models() -> list[dict[str, Any]]:
     return parse_flop_models(tomllib.loads(text))
 
 
+FAMILIES_FILE = "kidata/data/families.toml"
+
+
+def parse_families(data: dict, file: str = FAMILIES_FILE) -> list[dict[str, Any]]:
+    """Check the kernel-family data and return the ``kernel_families`` rows (one per member
+    kernel); errors name the file and the field."""
+    def fail(field: str, message: str) -> KidataError:
+        return KidataError(f"{file}, field {field}: {message}")
+
+    unknown = sorted(set(data) - {"families"})
+    if unknown:
+        raise fail(unknown[0], "unknown key; expected [families]")
+    families = data.get("families", {})
+    if not isinstance(families, dict):
+        raise fail("families", "expected a table of family = [kernels]")
+    out: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for family, kernels in sorted(families.items()):
+        where = f"families.{family}"
+        if not isinstance(kernels, list) or len(kernels) < 2 or not all(
+                isinstance(k, str) and k for k in kernels):
+            raise fail(where, f"expected a list of 2 or more kernel names, got {kernels!r}")
+        for kernel in kernels:
+            if kernel in seen:
+                raise fail(where, f"kernel {kernel!r} is already in family {seen[kernel]!r}")
+            seen[kernel] = family
+            out.append({"kernel": kernel, "family": family})
+    return out
+
+
+@cache
+def kernel_families() -> list[dict[str, Any]]:
+    text = resources.files("kidata.data").joinpath("families.toml").read_text("utf-8")
+    return parse_families(tomllib.loads(text))
+
+
 def _user_files() -> tuple[str | None, Path | None]:
     """The user's files the reference tables are built with: ``$KIDATA_GPUS``,
     ``$KIDATA_ROLES`` (the tables, and their fingerprints, are kept per pair)."""
@@ -270,7 +307,8 @@ def _rows(files: tuple[str | None, Path | None]) -> dict[str, list[dict[str, Any
         for (kernel, role), names in sorted(roles().items())
         for i, name in enumerate(names, start=1)]
     return {"gpus": gpus, "implementation_roles": implementation_roles, "dtypes": dtypes,
-            "byte_models": terms, "flop_models": flop_models()}
+            "byte_models": terms, "flop_models": flop_models(),
+            "kernel_families": kernel_families()}
 
 
 def fingerprint(name: str) -> str:

@@ -201,6 +201,13 @@ FLOP_MODELS = (
     _f("factor_4", STRING, "Fourth workload parameter multiplied in; null for none."),
 )
 
+KERNEL_FAMILIES = (
+    _f("kernel", STRING, "A kernel, as in `runs.kernel`.", False),
+    _f("family", STRING, "The family it belongs to: variants of one kernel that a summary "
+       "over kernels counts once (`kidata/data/families.toml`). A kernel not listed is its "
+       "own family.", False),
+)
+
 PUBLISHED = (
     _f("run_id", STRING, "The candidate run the published number is about.", False),
     _f("baseline_run_id", STRING, "The baseline run, for ratios."),
@@ -332,6 +339,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "dtypes": DTYPES,
     "byte_models": BYTE_MODELS,
     "flop_models": FLOP_MODELS,
+    "kernel_families": KERNEL_FAMILIES,
     "acknowledgements": ACKNOWLEDGEMENTS,
 }
 
@@ -354,11 +362,13 @@ KEYS: dict[str, tuple[str, ...]] = {
     "dtypes": ("name",),
     "byte_models": ("kernel", "pass", "term"),
     "flop_models": ("kernel", "pass", "term"),
+    "kernel_families": ("kernel",),
     "acknowledgements": ("run_id", "acknowledged_at"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
-REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models")
+REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models",
+             "kernel_families")
 # Tables written by a command of their own (kidata ack: kidata/store/acks.py), not by loads.
 APART = ("acknowledgements",)
 

@@ -232,3 +232,67 @@ def test_the_report_shows_the_calibration(wh, tmp_path):
     assert "minimum effect (5%)" in section
     assert "<td>views-fixture</td><td>a100-sxm4-80gb</td><td>10-100 µs</td>" in section
     assert '<td class="n">11</td>' in section
+
+
+def test_keys_the_source_stopped_measuring_are_stale(tmp_path):
+    """softmax forward on the A100, one source: workloads old (measured 2024-01-01) and new
+    (2024-03-01, 60 days later), liger against torch at each. The newest softmax result is
+    2024-03-01, so the old workload's pair is stale: listed, flagged, and left out of the
+    summaries. liger 10 vs torch 20 at old (speedup 2), 10 vs 40 at new (speedup 4): with the
+    stale pair the kernel's geometric mean would be sqrt(2 x 4) = 2.828; without it, 4."""
+    import json
+
+    from make_view_fixtures import A100, bundle, workload
+
+    rows = []
+    for wl, at, torch in (("old", "2024-01-01T00:00:00Z", 20_000),
+                          ("new", "2024-03-01T00:00:00Z", 40_000)):
+        work = workload(wl, "softmax")
+        rows += [bundle(f"{wl}-liger", "softmax/forward", "liger", A100, 10_000, work, "f",
+                        at=at, version="1"),
+                 bundle(f"{wl}-torch", "softmax/forward", "torch", A100, torch, work, "f",
+                        at=at, version="1")]
+    path = tmp_path / "fresh.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    assert dict(wh.sql("SELECT workload, stale FROM speedups WHERE candidate = 'liger'"
+                       ).fetchall()) == {"old": True, "new": False}
+    assert wh.sql("SELECT workloads, geomean_speedup FROM kernel_speedups "
+                  "WHERE candidate = 'liger' AND baseline = 'torch'").fetchall() == [
+        (1, pytest.approx(4.0))]
+    assert wh.sql("SELECT workloads, geomean_speedup FROM speedup_summary "
+                  "WHERE candidate = 'liger' AND baseline = 'torch'").fetchall() == [
+        (1, pytest.approx(4.0))]
+
+
+def test_a_kernel_family_counts_once(tmp_path):
+    """kidata/data/families.toml puts fused_linear_grpo_loss_sequence and _token in one
+    family. A100 forward, one workload each, liger against torch: sequence speedup 4, token 16,
+    rms_norm 2. Family geomean of grpo sqrt(4 x 16) = 8; over the two families sqrt(8 x 2) =
+    4 (counting kernels, (4 x 16 x 2)^(1/3) = 5.04 would let one operation weigh twice). Two
+    families: no interval."""
+    import json
+
+    from make_view_fixtures import A100, bundle, workload
+
+    rows = []
+    for kernel, torch in (("fused_linear_grpo_loss_sequence", 4_000),
+                          ("fused_linear_grpo_loss_token", 16_000), ("rms_norm", 2_000)):
+        work = workload(f"w-{kernel}", kernel)
+        rows += [bundle(f"{kernel}-liger", f"{kernel}/forward", "liger", A100, 1_000, work, "f",
+                        at="2024-01-01T00:00:00Z"),
+                 bundle(f"{kernel}-torch", f"{kernel}/forward", "torch", A100, torch, work, "f",
+                        at="2024-01-01T00:00:00Z")]
+    path = tmp_path / "families.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    assert dict(wh.sql("SELECT kernel, kernel_family FROM kernel_speedups WHERE "
+                       "candidate = 'liger' AND baseline = 'torch'").fetchall()) == {
+        "fused_linear_grpo_loss_sequence": "fused_linear_grpo_loss",
+        "fused_linear_grpo_loss_token": "fused_linear_grpo_loss", "rms_norm": "rms_norm"}
+    got = wh.sql("SELECT kernels, families, geomean_speedup, interval_low, min_kernel_speedup, "
+                 "max_kernel_speedup FROM speedup_summary WHERE candidate = 'liger' "
+                 "AND baseline = 'torch'").fetchall()
+    assert got == [(3, 2, pytest.approx(4.0), None, pytest.approx(2.0), pytest.approx(16.0))]
