@@ -478,6 +478,29 @@ def regressions(
 
 
 @app.command()
+def changes(
+    min_effect: MinEffectOpt = None,
+    min_points: Annotated[int, typer.Option(
+        "--min-points", help="Search only series with at least this many timed results.")] = 6,
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Show where each latency series' level moved over its whole history (change points:
+    asv's step objective solved by PELT; docs/statistics.md), beyond the minimum effect. The
+    one-step `regressions` stays the CI rule; this finds steps made of several results.
+    Needs pip install 'kidata[changes]'."""
+    check_format(format)
+    result = _wh(warehouse, since, until, min_effect).changes(min_points=min_points)
+    if result.found:
+        out.rows(result.rows, format, max_rows=1_000_000)
+    out.note(f"{result.found:,} change points in {result.series:,} series "
+             f"({result.slower:,} slower) beyond the {result.min_effect:.1%} minimum effect")
+
+
+@app.command()
 def compare(
     baseline: Annotated[str, typer.Argument(
         help="The baseline side: an implementation ('torch'), or fields such as "

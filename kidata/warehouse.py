@@ -499,6 +499,15 @@ class Warehouse:
 
         return analysis.regressions(self.session, threshold)
 
+    def changes(self, min_effect: float | None = None, min_points: int = 6):
+        """Change points over the whole history of every latency series with at least
+        ``min_points`` timed results, beyond ``min_effect`` (None: this warehouse's minimum
+        effect): a :class:`~kidata.query.changes.Changes` (:mod:`kidata.query.changes` says
+        the method). Needs ``pip install 'kidata[changes]'``."""
+        from kidata.query import changes
+
+        return changes.changes(self.session, min_effect, min_points)
+
     def acknowledged_regressions(self, threshold: float | None = None) -> int:
         """The regressions :meth:`regressions` leaves out because they were acknowledged."""
         from kidata.query import analysis

@@ -65,6 +65,7 @@ SELECT
     previous_center_mb,
     center_statistic
 FROM memory_trends
-WHERE verdict = 'slower' AND same_version IS NOT TRUE AND attribution <> 'shared'
+WHERE verdict = 'slower' AND same_version IS NOT TRUE
+    AND attribution NOT IN ('shared', 'session')
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))

@@ -47,7 +47,9 @@
 --   together_change: how those moved over the same step (geometric mean), null when none.
 --   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
 --   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
---     least half as much), 'own', 'alone' (nothing measured together); null at step 1.
+--     least half as much), 'session' (the whole series moved uniformly over the same two
+--     sessions, echoed by another implementation), 'own', 'alone' (nothing measured
+--     together); null at step 1 (series_steps.attribution).
 --   center_mb: this result's central memory (MB): the median, else the mean
 --     (series_steps.center).
 --   previous_center_mb: the previous result's central memory (MB).
@@ -58,6 +60,9 @@
 --   change_high: high end of that interval.
 --   min_effect: the minimum effect the verdict used (verdict_settings.min_effect).
 --   noise_df: Welch degrees of freedom for noise_basis 'welch', else null.
+--   session_workloads: other workloads of the implementation measured over the same two
+--     sessions (series_steps.session_workloads); null when none.
+--   session_change: their geometric-mean change; null when none.
 -- notes: series_steps for metric 'memory', in MB; every rule (time order, run-to-run noise,
 --   attribution, what is left out) is written in series_steps' header. The memory_regressions
 --   view keeps the steps that use more memory beyond a threshold and are not shared shifts.
@@ -105,6 +110,8 @@ SELECT
     change_low,
     change_high,
     min_effect,
-    noise_df
+    noise_df,
+    session_workloads,
+    session_change
 FROM series_steps
 WHERE metric = 'memory'

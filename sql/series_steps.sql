@@ -60,10 +60,15 @@
 --   relative_change: (1 + change) / (1 + together_change) - 1, the step against the
 --     implementations measured with it (the change of the candidate/baseline ratio); null
 --     when none.
---   attribution: who moved: 'shared' when the implementations measured together moved the
---     same way by at least half as much (LN(1 + together_change) has the sign of LN(1 + change)
---     and at least half its size): an environment or harness shift, not this implementation;
---     'own' when they did not; 'alone' when nothing was measured together; null at step 1.
+--   attribution: who moved, the first that applies: 'shared' when the implementations
+--     measured together moved the same way by at least half as much (LN(1 + together_change)
+--     has the sign of LN(1 + change) and at least half its size): an environment or harness
+--     shift, not this implementation; 'session' when the whole series moved with it over the
+--     same two sessions (3 or more other workloads of the implementation, each with a log
+--     change within half of this step's of it) and another implementation measured over
+--     those sessions moved the same way by at least half as much at some workload: a shift
+--     of the session, not of the code; 'alone' when nothing was measured together; 'own'
+--     otherwise; null at step 1.
 --   center: this result's central value, in unit: the median, else the mean
 --     (run_statistics.center).
 --   previous_center: the previous result's center.
@@ -74,6 +79,9 @@
 --   change_high: the high end of that interval.
 --   min_effect: the minimum effect the verdict used (verdict_settings.min_effect).
 --   noise_df: for noise_basis 'welch', the Welch-Satterthwaite degrees of freedom used.
+--   session_workloads: other workloads of the implementation measured over the same two
+--     sessions (each result within one hour of this step's); null when none.
+--   session_change: their geometric-mean change; null when none.
 -- notes: Time order is observed_at, then run_id for results with the same timestamp (a tie is
 --   ordered, never merged). Runs without a timestamp cannot be placed in time and are left
 --   out, as are runs whose status is not 'passed'. Series never cross GPUs, passes, variants,
@@ -212,14 +220,60 @@ together AS (
                                        AND s.previous_observed_at + INTERVAL '1' HOUR
     GROUP BY s.run_id, s.metric
 ),
+session AS (
+    -- The same implementation's other workloads over the same two sessions (each result
+    -- within one hour of this step's): how many, and whether every one of them moved as this
+    -- step did (within half of its log change): a uniform shift of the whole series.
+    SELECT
+        s.run_id,
+        s.metric,
+        CAST(COUNT(*) AS BIGINT) AS session_workloads,
+        AVG(o.log_change) AS session_log_change,
+        MIN(CASE WHEN ABS(o.log_change - s.log_change) <= ABS(s.log_change) / 2 THEN 1 ELSE 0
+            END) AS session_uniform
+    FROM steps s
+    JOIN steps o
+        ON o.kernel = s.kernel AND o.pass = s.pass AND o.implementation = s.implementation
+        AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
+        AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
+        AND o.workload <> s.workload AND o.same_center AND s.same_center
+        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
+                              AND s.observed_at + INTERVAL '1' HOUR
+        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
+                                       AND s.previous_observed_at + INTERVAL '1' HOUR
+    GROUP BY s.run_id, s.metric
+),
+echo AS (
+    -- Another implementation of the kernel measured over the same two sessions that moved the
+    -- same way by at least half as much at one of its workloads, at least.
+    SELECT DISTINCT s.run_id, s.metric
+    FROM steps s
+    JOIN steps o
+        ON o.kernel = s.kernel AND o.pass = s.pass AND o.gpu = s.gpu AND o.family = s.family
+        AND o.metric = s.metric AND o.implementation <> s.implementation AND o.same_center
+        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
+                              AND s.observed_at + INTERVAL '1' HOUR
+        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
+                                       AND s.previous_observed_at + INTERVAL '1' HOUR
+    WHERE s.log_change <> 0 AND SIGN(o.log_change) = SIGN(s.log_change)
+        AND ABS(o.log_change) >= ABS(s.log_change) / 2
+),
 judged AS (
     SELECT
         b.*,
         t.together_implementations,
-        t.together_log_change
+        t.together_log_change,
+        se.session_workloads,
+        se.session_log_change,
+        COALESCE(se.session_workloads >= 3 AND se.session_uniform = 1, FALSE)
+            AND e.run_id IS NOT NULL AS session_shift
     FROM bounded b
     LEFT JOIN together t
         ON t.run_id = b.run_id AND t.metric = b.metric
+    LEFT JOIN session se
+        ON se.run_id = b.run_id AND se.metric = b.metric
+    LEFT JOIN echo e
+        ON e.run_id = b.run_id AND e.metric = b.metric
 )
 SELECT
     j.kernel,
@@ -267,9 +321,11 @@ SELECT
     EXP(j.log_change - j.together_log_change) - 1 AS relative_change,
     CASE
         WHEN j.previous_run_id IS NULL THEN NULL
-        WHEN j.together_log_change IS NULL THEN 'alone'
-        WHEN j.log_change <> 0 AND SIGN(j.together_log_change) = SIGN(j.log_change)
+        WHEN j.together_log_change IS NOT NULL AND j.log_change <> 0
+            AND SIGN(j.together_log_change) = SIGN(j.log_change)
             AND ABS(j.together_log_change) >= ABS(j.log_change) / 2 THEN 'shared'
+        WHEN j.session_shift THEN 'session'
+        WHEN j.together_log_change IS NULL THEN 'alone'
         ELSE 'own'
     END AS attribution,
     j.center,
@@ -279,7 +335,9 @@ SELECT
     EXP(j.log_low) - 1 AS change_low,
     EXP(j.log_high) - 1 AS change_high,
     st.min_effect,
-    CASE WHEN j.basis = 'welch' THEN CAST(GREATEST(j.welch_df, 1) AS BIGINT) END AS noise_df
+    CASE WHEN j.basis = 'welch' THEN CAST(GREATEST(j.welch_df, 1) AS BIGINT) END AS noise_df,
+    j.session_workloads,
+    EXP(j.session_log_change) - 1 AS session_change
 FROM judged j
 CROSS JOIN settings st
 LEFT JOIN verdict_rule v

@@ -94,7 +94,7 @@ def regressions(db: Queryable, threshold: float | None = None,
 # null without a noise estimate) and the change exceeds it; verdict 'slower' is this rule at
 # the session's minimum effect.
 _SLOWER = ("change_low > 0 AND change > $threshold AND same_version IS NOT TRUE "
-           "AND attribution <> 'shared' "
+           "AND attribution NOT IN ('shared', 'session') "
            "AND (relative_change IS NULL OR relative_change > $threshold)")
 
 

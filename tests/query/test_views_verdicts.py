@@ -296,3 +296,50 @@ def test_a_kernel_family_counts_once(tmp_path):
                  "max_kernel_speedup FROM speedup_summary WHERE candidate = 'liger' "
                  "AND baseline = 'torch'").fetchall()
     assert got == [(3, 2, pytest.approx(4.0), None, pytest.approx(2.0), pytest.approx(16.0))]
+
+
+def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
+    """jsd forward on the H100 PCIe, two sessions a month apart (releases v1 and v2, as Liger
+    labels every provider). torch moved +12% at all four workloads (100 -> 112, 200 -> 224,
+    300 -> 336, 400 -> 448 µs, p20/p80 at +-1%); liger, timed a minute before torch each
+    time, moved +1% at w1 and w2 and +11% at w3 and w4 (it moved with torch at large sizes).
+
+    torch w1: liger beside it moved +1%, under half of +12%: not 'shared'; but torch's three
+    other workloads moved by +12% too (within half of it) and liger moved with it at w3 (+11%
+    >= 6%): 'session'. torch w3: liger beside it +11%: 'shared'. No regression; shifts lists
+    the four torch steps and liger's two +11% steps (slower: +11% > 10%, ranges apart)."""
+    import json
+
+    from make_view_fixtures import bundle, workload
+
+    h100 = "NVIDIA H100 PCIe"
+    rows = []
+    for day, version in ((1, "v1"), (2, "v2")):
+        for i, (base, liger_move) in enumerate(((100, 1.01), (200, 1.01), (300, 1.11),
+                                                (400, 1.11)), start=1):
+            work = workload(f"w{i}", "jsd")
+            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
+                                     ("torch", base * (1.12 if day == 2 else 1), 1)):
+                ns = us * 1000
+                rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl, h100,
+                                   round(ns, 3), work, "f", p20=round(ns * 0.99, 3),
+                                   p80=round(ns * 1.01, 3), version=version,
+                                   at=f"2024-0{day}-01T10:{i:02d}:{minute:02d}Z"))
+    path = tmp_path / "shift.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    got = {(r[0], r[1]): r[2:] for r in wh.sql(
+        "SELECT implementation, workload, verdict, attribution, session_workloads "
+        "FROM trends WHERE step = 2").fetchall()}
+    assert got == {
+        ("torch", "w1"): ("slower", "session", 3), ("torch", "w2"): ("slower", "session", 3),
+        ("torch", "w3"): ("slower", "shared", 3), ("torch", "w4"): ("slower", "shared", 3),
+        # liger's +1% at w1 and w2: torch beside it moved the same way, by more: 'shared'.
+        ("liger", "w1"): ("within noise", "shared", 3),
+        ("liger", "w2"): ("within noise", "shared", 3),
+        ("liger", "w3"): ("slower", "shared", 3), ("liger", "w4"): ("slower", "shared", 3)}
+    assert wh.sql("SELECT count(*) FROM regressions").fetchall() == [(0,)]
+    assert sorted(wh.sql("SELECT implementation, workload, cause FROM shifts").fetchall()) == [
+        ("liger", "w3", "shared"), ("liger", "w4", "shared"), ("torch", "w1", "session"),
+        ("torch", "w2", "session"), ("torch", "w3", "shared"), ("torch", "w4", "shared")]

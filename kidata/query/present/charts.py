@@ -353,7 +353,8 @@ def pairs(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[tuple[str, st
 
 def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], list[str]]:
     """Per pair and pass, a kernel × GPU grid of the geometric-mean speedup over workloads,
-    with a last row weighting every kernel the same (as speedup_summary's geomean_speedup),
+    with a last row weighting every kernel family the same (as speedup_summary's
+    geomean_speedup),
     coloured on a log scale centred on 1 (one scale for all passes of a pair), each cell
     naming its noise-aware verdicts. Passes are never pooled: 'full' times forward and
     backward again. Returns the charts and the pairs left out."""
@@ -370,10 +371,16 @@ def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], li
             continue
         cells = rows.group_by(["pass", "kernel", "gpu"]).agg(
             geomean=pl.col("speedup").log().mean().exp(), n=pl.len(),
-            references=pl.col("baseline").unique().sort().str.join("/"), **counts)
-        # Each kernel weighs the same: the geometric mean of the kernels' geometric means.
-        overall = cells.group_by(["pass", "gpu"]).agg(
+            references=pl.col("baseline").unique().sort().str.join("/"),
+            kernel_family=pl.col("kernel_family").first(), **counts)
+        # Each kernel family weighs the same (speedup_summary): the geometric mean of its
+        # kernels' geometric means, then of the families'.
+        families = cells.group_by(["pass", "gpu", "kernel_family"]).agg(
             geomean=pl.col("geomean").log().mean().exp(), kernels=pl.len(),
+            n=pl.col("n").sum(), faster=pl.col("faster").sum(),
+            slower=pl.col("slower").sum(), noise=pl.col("noise").sum())
+        overall = families.group_by(["pass", "gpu"]).agg(
+            geomean=pl.col("geomean").log().mean().exp(), kernels=pl.col("kernels").sum(),
             n=pl.col("n").sum(), faster=pl.col("faster").sum(),
             slower=pl.col("slower").sum(), noise=pl.col("noise").sum())
         values = cells["geomean"].to_list() + overall["geomean"].to_list()
@@ -412,7 +419,7 @@ def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
         notes[last, j] = (f"{c['geomean']:.2f}× · {c['kernels']} kernel"
                           f"{'s' if c['kernels'] != 1 else ''}\n" + _verdicts(c))
     labels = [f"{k} (vs {'/'.join(sorted(references[k]))})" if role else k for k in kernels]
-    labels.append("all kernels, each weighing 1")
+    labels.append("all kernel families, each weighing 1")
     norm = LogNorm(vmin=math.exp(-extreme), vmax=math.exp(extreme))
     name = "reference (per kernel)" if role else versus
     with style():
@@ -446,11 +453,13 @@ def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
                  f"{pass_} pass only (passes are never pooled). Blue: {candidate} faster than "
                  f"{against_text} (speedup > 1); red: slower. Each cell: geometric mean of "
                  "baseline/candidate median latency over the cell's workloads, then the "
-                 "verdicts from the p20–p80 ranges — ▲ faster, ▼ slower, ≈ within noise — of "
-                 "its comparisons (the rest lack a firm verdict: no spread, a single sample). "
-                 "The last row weighs every kernel the same: the geometric mean of the "
-                 "kernels' geometric means (speedup_summary's geomean_speedup), so a kernel "
-                 "that sweeps many workloads does not dominate it.", fig)
+                 "verdicts of the one rule (docs/statistics.md) — ▲ faster, ▼ slower, ≈ within "
+                 "noise — of its comparisons (the rest are negligible, under the minimum "
+                 "effect, or lack a noise estimate: no spread, a single sample). Keys the "
+                 "source stopped measuring (stale) are left out. The last row weighs every "
+                 "kernel family the same: the geometric mean of the families' geometric "
+                 "means (speedup_summary's geomean_speedup), so a kernel that sweeps many "
+                 "workloads, or one measured as several variants, does not dominate it.", fig)
 
 
 def _verdicts(cell: dict[str, Any]) -> str:

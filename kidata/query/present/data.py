@@ -130,11 +130,13 @@ def _with_others(db: Queryable, frame: pl.DataFrame) -> pl.DataFrame:
 
 def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
     """Comparisons of the ``speedups`` view (in a windowed session, of the latest runs
-    measured in the window)."""
+    measured in the window), stale pairs left out, with each kernel's family."""
     frame = _frame(db, """
-        SELECT kernel, pass, workload, gpu, family, candidate, candidate_variant, baseline,
-               baseline_variant, speedup, verdict, candidate_role, baseline_role
-        FROM speedups""")
+        SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
+               s.baseline, s.baseline_variant, s.speedup, s.verdict, s.candidate_role,
+               s.baseline_role, COALESCE(f.family, s.kernel) AS kernel_family
+        FROM speedups s LEFT JOIN kernel_families f ON f.kernel = s.kernel
+        WHERE NOT s.stale  -- as kernel_speedups and speedup_summary""")
     return filters.apply(frame, ("candidate", "baseline"))
 
 

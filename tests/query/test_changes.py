@@ -1,0 +1,108 @@
+"""Change points over the whole history (issue 26, item 4): ``kidata changes`` finds where a
+series' level moved from all its results at once (asv's L1 step objective, solved by PELT in
+ruptures; docs/statistics.md section 4), on hand-built series whose answers are plain.
+
+rms_norm forward on the A100, implementation x, one result a day (µs):
+
+    a  100, 100.5, 99.5, 100.2, 99.8, 100.3, 99.7, 100 (v1), then the same x 1.25 (v2):
+       one change, +25%, from level 100 (the median of the first eight) to 125
+    b  200 x 12 with +-0.5% wiggle, and one 260 at day 6 (v1 throughout): an outlier, no change
+    c  100, 101, 102, ... 109 (+1 µs a day): a slow drift; no single step is a change beyond
+       the 10% minimum effect
+    d  100 x 6, 105 x 6 (v1, v2): +5%, under the 10% minimum effect; listed at 3%
+    e  100 x 6, 130 x 6, 100 x 6 (v1, v2, v3): a regression and its fix, +30% then -23.08%
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kidata import Warehouse
+
+KIDATA = Path(sys.executable).parent / "kidata"
+WIGGLE = (1.0, 1.005, 0.995, 1.002, 0.998, 1.003, 0.997, 1.0, 1.004, 0.996, 1.001, 0.999)
+
+
+def series() -> dict[str, list[tuple[float, str]]]:
+    """workload -> [(latency µs, version)] in time order."""
+    return {
+        "a": [(100 * w, "v1") for w in WIGGLE[:8]] + [(125 * w, "v2") for w in WIGGLE[:8]],
+        "b": [(260.0 if i == 6 else 200 * w, "v1") for i, w in enumerate(WIGGLE)],
+        "c": [(100.0 + i, "v1") for i in range(10)],
+        "d": [(100 * w, "v1") for w in WIGGLE[:6]] + [(105 * w, "v2") for w in WIGGLE[:6]],
+        "e": [(100 * w, "v1") for w in WIGGLE[:6]] + [(130 * w, "v2") for w in WIGGLE[:6]]
+        + [(100 * w, "v3") for w in WIGGLE[6:12]],
+    }
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory) -> Warehouse:
+    from make_view_fixtures import A100, bundle, workload
+
+    rows = []
+    for name, points in series().items():
+        work = workload(name, "rms_norm")
+        for day, (us, version) in enumerate(points):
+            rows.append(bundle(f"cp-{name}-{day:02d}", "rms_norm/forward", "x", A100,
+                               round(us * 1000, 3), work, "cp", version=version,
+                               at=f"2026-01-{day + 1:02d}T00:00:00Z"))
+    folder = tmp_path_factory.mktemp("changes")
+    path = folder / "series.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w = Warehouse(folder / "wh")
+    assert w.load([str(path)]).ok
+    return w
+
+
+def found(result) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for workload, before, after, points_before, points_after, change, direction, same in \
+            result.rows.select("workload, previous_version, version, points_before, "
+                               "points_after, change, direction, same_version").fetchall():
+        out.setdefault(workload, []).append(
+            (before, after, points_before, points_after, pytest.approx(change, abs=1e-9),
+             direction, same))
+    return out
+
+
+def test_levels_moved_beyond_the_minimum_effect(wh):
+    result = wh.changes()
+    assert (result.series, result.min_effect) == (5, 0.10)
+    assert found(result) == {
+        # a: medians 100 and 125 (the wiggle's median is 1.0): +25%
+        "a": [("v1", "v2", 8, 8, 0.25, "slower", False)],
+        # e: 100 -> 130 -> 100. A level is the median of the log latencies: with six results,
+        # the geometric mean of the two middle ones. WIGGLE[:6]'s middle two are 1.0 and 1.002,
+        # so the first two levels are sqrt(100 x 100.2) and sqrt(130 x 130.26): +30%;
+        # WIGGLE[6:12]'s are 0.999 and 1.0: sqrt(99.9 x 100) / sqrt(130 x 130.26) - 1 =
+        # -0.231922.
+        "e": [("v1", "v2", 6, 6, 0.30, "slower", False),
+              ("v2", "v3", 6, 6, math.sqrt(99.9 * 100) / math.sqrt(130 * 130.26) - 1,
+               "faster", False)],
+    }
+    assert (result.found, result.slower) == (3, 2)
+
+
+def test_a_smaller_minimum_effect_lists_the_small_step(wh):
+    # d: 105 / 100 - 1 = +5% (both segments' wiggle is WIGGLE[:6]: the same middle two).
+    assert found(wh.changes(min_effect=0.03))["d"] == [("v1", "v2", 6, 6, 0.05, "slower",
+                                                         False)]
+
+
+def test_the_cli_prints_the_changes(wh):
+    done = subprocess.run([str(KIDATA), "-w", str(wh.path), "changes", "-f", "csv"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("kernel,pass,implementation,variant,workload,gpu,family,run_id,")
+    assert [line.split(",")[4] for line in lines[1:]] == ["a", "e", "e"]
+    assert "3 change points in 5 series (2 slower) beyond the 10.0% minimum effect" in done.stderr
+    bad = subprocess.run([str(KIDATA), "-w", str(wh.path), "changes", "--min-points", "2"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--min-points must be a whole number >= 4" in bad.stderr
