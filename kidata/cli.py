@@ -40,6 +40,9 @@ SinceOpt = Annotated[str | None, typer.Option(
     "(2026-03-01, 2026-03-01T12:00Z; UTC) or a span back from now (30d, 12h, 2w).")]
 UntilOpt = Annotated[str | None, typer.Option(
     "--until", metavar="WHEN", help="Only results measured before then (as --since).")]
+# The --format of the commands that print rows (regressions, compare, changes, ...).
+RowsFormatOpt = Annotated[str, typer.Option(
+    "--format", "-f", help="table, csv, json, ndjson or markdown.")]
 MinEffectOpt = Annotated[float | None, typer.Option(
     "--min-effect", metavar="FRACTION", help="The verdict rule's minimum effect: a change "
     "smaller than this is never 'faster' or 'slower' (0.05 = 5%; default 0.10 or "
@@ -426,8 +429,7 @@ def info(
 def audit(
     all_claims: Annotated[bool, typer.Option(
         "--all", help="Show every published number, not only the flagged ones.")] = False,
-    format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    format: RowsFormatOpt = "table",
     since: SinceOpt = None,
     until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
@@ -452,8 +454,7 @@ def regressions(
         "--threshold", "-t", help="Smallest slowdown reported, as a fraction of the previous "
         "result (0.05 = 5%): the verdict rule's minimum effect (default 0.10 or "
         "$KIDATA_MIN_EFFECT).")] = None,
-    format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    format: RowsFormatOpt = "table",
     since: SinceOpt = None,
     until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
@@ -482,8 +483,7 @@ def changes(
     min_effect: MinEffectOpt = None,
     min_points: Annotated[int, typer.Option(
         "--min-points", help="Search only series with at least this many timed results.")] = 6,
-    format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    format: RowsFormatOpt = "table",
     since: SinceOpt = None,
     until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
@@ -511,8 +511,7 @@ def compare(
         "--threshold", "-t", help="Smallest change counted, as a fraction of the baseline "
         "(0.05 = 5%): the verdict rule's minimum effect (default 0.10 or "
         "$KIDATA_MIN_EFFECT).")] = None,
-    format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    format: RowsFormatOpt = "table",
     only_changed: Annotated[bool, typer.Option(
         "--only-changed", help="List only keys slower or faster beyond noise and threshold."
     )] = False,
@@ -666,8 +665,7 @@ def rejects(
     everything: Annotated[bool, typer.Option(
         "--all", help="Also the rejects of files a later load read again (resolved or "
         "superseded by that read).")] = False,
-    format: Annotated[str, typer.Option(
-        "--format", "-f", help="table, csv, json, ndjson or markdown.")] = "table",
+    format: RowsFormatOpt = "table",
     limit: Annotated[int, typer.Option(
         "--max-rows", help="Rows shown in table format (other formats print all).")] = 100,
     since: SinceOpt = None,

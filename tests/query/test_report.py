@@ -271,6 +271,29 @@ def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path
         assert f">{geomean:.2f}× · {kernels} kernel{'s' if kernels > 1 else ''}</text>" in svg
 
 
+def test_forest_plot_rows_are_kernel_speedups(liger: Warehouse):
+    """The per-kernel forest plot (issue 26, item 5): one row per kernel and GPU of
+    kernel_speedups for the pair, labelled with its workloads, the interval drawn as a bar."""
+    from kidata.query.present import charts as charts_mod
+    from kidata.query.present import data
+
+    frame = data.speedups(liger, data.Filters())
+    chosen, _ = charts_mod.pairs(charts_mod.against(frame, []), [])
+    made, left = charts_mod.forest_charts(data.kernel_speedups(liger, data.Filters()), chosen)
+    forward = next(c for c in made if c.name == "forest-liger-vs-reference-forward")
+    svg = forward.svg()
+    for chart in made:
+        chart.figure.clear()
+    rows = liger.sql("SELECT kernel, gpu, workloads FROM kernel_speedups WHERE candidate = "
+                     "'liger' AND baseline = 'role:reference' AND pass = 'forward' AND "
+                     "candidate_variant IS NULL").fetchall()
+    assert 0 < len(rows) <= charts_mod.MAX_FOREST_ROWS
+    for kernel, gpu, workloads in rows:
+        label = f"{charts_mod._shorten(kernel, 36)} · {gpu} ({workloads})"
+        assert f">{label}</text>" in svg, label
+    assert not [o for o in left if "liger vs reference · forward" in o]
+
+
 @pytest.mark.shared
 def test_efficiency_marks_overhead_bound_points(rms_norm_a100):
     code, page = rms_norm_a100

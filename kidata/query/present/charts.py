@@ -462,6 +462,80 @@ def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
                  "workloads, or one measured as several variants, does not dominate it.", fig)
 
 
+MAX_FOREST_ROWS = 40  # kernels x GPUs in one forest plot; the rest are named as left out
+
+
+def forest_charts(kernels: pl.DataFrame, chosen_pairs: list[tuple[str, str]]
+                  ) -> tuple[list[Chart], list[str]]:
+    """Per heatmap pair and pass, a forest plot of ``kernel_speedups``: one row per kernel and
+    GPU, its geometric-mean speedup over the kernel's workloads (a point), the 95% interval
+    over them as a bar (from 3 workloads), else the range of its workloads' speedups dotted;
+    the line at 1 is "as fast". Returns the charts and what was left out."""
+    import polars as pl
+
+    charts, omitted = [], []
+    for candidate, versus in chosen_pairs:
+        baseline = f"role:{ROLE}" if versus == ROLE else versus
+        rows = kernels.filter((pl.col("candidate") == candidate)
+                              & (pl.col("baseline") == baseline))
+        present = rows["pass"].unique().to_list()
+        for pass_ in [p for p in PASS_ORDER if p in present] + sorted(
+                p for p in present if p not in PASS_ORDER):
+            panel = rows.filter(pl.col("pass") == pass_).sort(
+                ["geomean_speedup", "kernel", "gpu"])
+            if panel.height > MAX_FOREST_ROWS:
+                omitted.append(f"forest plot {candidate} vs {versus} · {pass_}: "
+                               f"{panel.height - MAX_FOREST_ROWS} of {panel.height} kernel "
+                               "rows left out (the middle of the ranking; kidata sql "
+                               "'select * from kernel_speedups' lists them all)")
+                half = MAX_FOREST_ROWS // 2
+                panel = pl.concat([panel.head(half), panel.tail(half)])
+            charts.append(_forest(candidate, versus, pass_, panel))
+    return charts, omitted
+
+
+def _forest(candidate: str, versus: str, pass_: str, panel: pl.DataFrame) -> Chart:
+    from matplotlib.figure import Figure
+
+    name = "reference (per kernel)" if versus == ROLE else versus
+    labels, points = [], []
+    for r in panel.iter_rows(named=True):
+        labels.append(f"{_shorten(r['kernel'], 36)} · {r['gpu']} ({r['workloads']})")
+        points.append(r)
+    with style():
+        width, height = 8.0, 1.3 + 0.28 * len(labels)
+        fig = Figure(figsize=(width, height))
+        fig.subplots_adjust(left=3.6 / width, right=1 - 0.3 / width, top=1 - 0.45 / height,
+                            bottom=0.7 / height)
+        ax = fig.add_subplot()
+        for i, r in enumerate(points):
+            if r["interval_low"] is not None:
+                ax.plot([r["interval_low"], r["interval_high"]], [i, i], color="#1f4e79",
+                        linewidth=2)
+            else:
+                ax.plot([r["min_speedup"], r["max_speedup"]], [i, i], color="#7f7f7f",
+                        linewidth=1, linestyle=":")
+            ax.plot([r["geomean_speedup"]], [i], marker="o", color="#1f4e79", markersize=4)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log")
+        _log(ax.xaxis, values=[v for r in points for v in (
+            r["geomean_speedup"], r["interval_low"] or r["min_speedup"],
+            r["interval_high"] or r["max_speedup"]) if v])
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set_ylim(-0.7, len(labels) - 0.3)
+        ax.set_xlabel("speedup (log scale; right of 1: the candidate is faster)")
+        ax.set_title(f"{candidate} vs {name} · {pass_} pass, per kernel", loc="left")
+    return Chart(slug("forest", candidate, "vs", versus, pass_), "speedups",
+                 f"{candidate} vs {name} · {pass_}, per kernel",
+                 f"Each row: one kernel on one GPU (its workloads in brackets), the geometric "
+                 f"mean of its workloads' speedups (kernel_speedups) as a point and the 95% "
+                 f"t-interval over its workloads as a bar, from 3 workloads; with fewer, the "
+                 f"dotted line is the range of its workloads' speedups. A kernel's workloads "
+                 f"are the sizes its benchmark sweeps: the bar says how far the speedup moves "
+                 f"across the sweep, not how precisely each was measured. Stale keys are left "
+                 f"out, as in the summaries.", fig)
+
+
 def _verdicts(cell: dict[str, Any]) -> str:
     """A heatmap cell's verdict line: "3▲ 1≈ of 4", or "4 without spread"."""
     parts = [f"{cell[k]}{mark}" for k, mark in (("faster", "▲"), ("slower", "▼"),

@@ -186,6 +186,16 @@ def regressions(db: Queryable, filters: Filters) -> pl.DataFrame:
     return filters.apply(frame)
 
 
+def kernel_speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
+    """The per-kernel geometric means with their intervals (``kernel_speedups``)."""
+    frame = _frame(db, """
+        SELECT candidate, baseline, gpu, pass, kernel, workloads, geomean_speedup,
+               interval_low, interval_high, min_speedup, max_speedup
+        FROM kernel_speedups
+        WHERE candidate_variant IS NULL AND baseline_variant IS NULL""")
+    return filters.apply(frame, ("candidate", "baseline"))
+
+
 def noise_envelopes(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The run-to-run noise calibration (``noise_envelopes``), per source, GPU and size."""
     frame = _frame(db, """

@@ -96,6 +96,10 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     latency, omitted = charts_mod.latency_charts(points, palette)
     heat, left = charts_mod.heatmaps(speedups, filters.implementations)
     omitted += left
+    chosen, _ = charts_mod.pairs(charts_mod.against(speedups, filters.implementations),
+                                 filters.implementations)
+    forest, left = charts_mod.forest_charts(data.kernel_speedups(db, filters), chosen)
+    omitted += left
     history, left = charts_mod.history_chart(trends, regressions, palette)
     omitted += left
     eff = charts_mod.efficiency_chart(efficiency, palette)
@@ -104,7 +108,8 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     sections = [
         ("summary", "What is loaded", _summary_html(summary, filters)),
         ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
-                                              "same kernel, pass, workload and GPU.")),
+                                              "same kernel, pass, workload and GPU.")
+         + (_charts_html(forest, "") if forest else "")),
         ("latency", "Latency against workload size",
          _charts_html(latency, "No passed latency results.")),
         ("history", "History and regressions",
@@ -125,7 +130,7 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     with outfile.writing(path, parents=True) as tmp:
         tmp.write_text(page, "utf-8")
 
-    every = [*heat, *latency, *([history] if history else []), *([eff] if eff else []),
+    every = [*heat, *forest, *latency, *([history] if history else []), *([eff] if eff else []),
              *([roof] if roof else [])]
     result = ReportResult(path, [c.name for c in every], omitted=omitted)
     for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
