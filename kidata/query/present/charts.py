@@ -527,13 +527,13 @@ def _forest(candidate: str, versus: str, pass_: str, panel: pl.DataFrame) -> Cha
         ax.set_title(f"{candidate} vs {name} · {pass_} pass, per kernel", loc="left")
     return Chart(slug("forest", candidate, "vs", versus, pass_), "speedups",
                  f"{candidate} vs {name} · {pass_}, per kernel",
-                 f"Each row: one kernel on one GPU (its workloads in brackets), the geometric "
-                 f"mean of its workloads' speedups (kernel_speedups) as a point and the 95% "
-                 f"t-interval over its workloads as a bar, from 3 workloads; with fewer, the "
-                 f"dotted line is the range of its workloads' speedups. A kernel's workloads "
-                 f"are the sizes its benchmark sweeps: the bar says how far the speedup moves "
-                 f"across the sweep, not how precisely each was measured. Stale keys are left "
-                 f"out, as in the summaries.", fig)
+                 "Each row: one kernel on one GPU (its workloads in brackets), the geometric "
+                 "mean of its workloads' speedups (kernel_speedups) as a point and the 95% "
+                 "t-interval over its workloads as a bar, from 3 workloads; with fewer, the "
+                 "dotted line is the range of its workloads' speedups. A kernel's workloads "
+                 "are the sizes its benchmark sweeps: the bar says how far the speedup moves "
+                 "across the sweep, not how precisely each was measured. Stale keys are left "
+                 "out, as in the summaries.", fig)
 
 
 def _verdicts(cell: dict[str, Any]) -> str:
