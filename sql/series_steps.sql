@@ -99,7 +99,7 @@ points AS (
         r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
         COALESCE(p.family, r.protocol_id) AS family,
         COALESCE(g.family, r.gpu) AS gpu_family,
-        r.observed_at, r.version,
+        r.observed_at, r.version, r.source,
         s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.low, s.high, s.evidence,
         s.center, s.center_statistic, s.samples,
         -- The noise inputs, as speedups works them out (there in µs, here in unit).
@@ -111,17 +111,14 @@ points AS (
         s.low - COALESCE(s.resolution, 0) / 2 AS wide_low,
         s.high + COALESCE(s.resolution, 0) / 2 AS wide_high,
         s.evidence IN ('measured', 'below resolution') AS has_spread,
-        n.log_envelope,
-        n.changes AS envelope_changes
+        -- The latency size class a run-to-run envelope is looked up by (noise_envelopes).
+        CASE WHEN s.metric = 'latency' AND s.center > 0
+             THEN CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5) AS BIGINT)
+        END AS size_decade
     FROM runs r
     JOIN run_statistics s ON s.run_id = r.run_id
     LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
     LEFT JOIN gpus g ON g.gpu = r.gpu
-    LEFT JOIN noise_envelopes n
-        ON n.calibrated AND s.metric = 'latency' AND n.source = r.source AND n.gpu = r.gpu
-        AND s.center > 0
-        AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5)
-                                 AS BIGINT)
     WHERE r.status = 'passed' AND r.observed_at IS NOT NULL
 ),
 ordered AS (
@@ -132,6 +129,7 @@ ordered AS (
         LAG(run_id) OVER series_in_time AS previous_run_id,
         LAG(observed_at) OVER series_in_time AS previous_observed_at,
         LAG(version) OVER series_in_time AS previous_version,
+        LAG(source) OVER series_in_time AS previous_source,
         LAG(median) OVER series_in_time AS previous_median,
         LAG(p20) OVER series_in_time AS previous_p20,
         LAG(p80) OVER series_in_time AS previous_p80,
@@ -144,8 +142,7 @@ ordered AS (
         LAG(wide_low) OVER series_in_time AS previous_wide_low,
         LAG(wide_high) OVER series_in_time AS previous_wide_high,
         LAG(has_spread) OVER series_in_time AS previous_has_spread,
-        LAG(log_envelope) OVER series_in_time AS previous_log_envelope,
-        LAG(envelope_changes) OVER series_in_time AS previous_envelope_changes
+        LAG(size_decade) OVER series_in_time AS previous_size_decade
     FROM points
     WINDOW
         series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family,
@@ -161,47 +158,8 @@ steps AS (
         LN(center / previous_center) AS log_change,
         center_statistic = previous_center_statistic AS same_center,
         CASE WHEN previous_run_id IS NULL THEN NULL
-             ELSE version = previous_version END AS same_version,
-        log_variance + previous_log_variance AS pair_log_variance,
-        FLOOR(POWER(log_variance + previous_log_variance, 2)
-              / NULLIF(POWER(log_variance, 2) / (samples - 1)
-                 + POWER(previous_log_variance, 2) / (previous_samples - 1), 0)) AS welch_df,
-        GREATEST(log_envelope, previous_log_envelope) AS pair_log_envelope,
-        LEAST(envelope_changes, previous_envelope_changes) AS pair_envelope_changes,
-        CASE WHEN wide_low > 0 AND previous_wide_high > 0
-             THEN LN(wide_low / previous_wide_high) END AS range_log_low,
-        CASE WHEN previous_wide_low > 0 AND wide_high > 0
-             THEN LN(wide_high / previous_wide_low) END AS range_log_high,
-        CASE
-            WHEN previous_run_id IS NULL THEN NULL
-            WHEN center_statistic <> previous_center_statistic THEN 'different centers'
-            WHEN log_variance + previous_log_variance > 0 THEN 'welch'
-            WHEN log_envelope IS NOT NULL AND previous_log_envelope IS NOT NULL
-                THEN 'run-to-run'
-            WHEN has_spread AND previous_has_spread AND spread = previous_spread
-                THEN 'within-run'
-            WHEN has_spread AND previous_has_spread THEN 'different spreads'
-            WHEN NOT has_spread THEN evidence
-            ELSE previous_evidence
-        END AS basis
+             ELSE version = previous_version END AS same_version
     FROM ordered o
-),
-bounded AS (
-    SELECT
-        s.*,
-        CASE s.basis
-            WHEN 'welch' THEN s.log_change - t.t * SQRT(s.pair_log_variance)
-            WHEN 'run-to-run' THEN s.log_change - s.pair_log_envelope
-            WHEN 'within-run' THEN s.range_log_low
-        END AS log_low,
-        CASE s.basis
-            WHEN 'welch' THEN s.log_change + t.t * SQRT(s.pair_log_variance)
-            WHEN 'run-to-run' THEN s.log_change + s.pair_log_envelope
-            WHEN 'within-run' THEN s.range_log_high
-        END AS log_high
-    FROM steps s
-    LEFT JOIN student_t t
-        ON s.basis = 'welch' AND GREATEST(s.welch_df, 1) BETWEEN t.df_from AND t.df_to
 ),
 together AS (
     SELECT
@@ -258,22 +216,70 @@ echo AS (
     WHERE s.log_change <> 0 AND SIGN(o.log_change) = SIGN(s.log_change)
         AND ABS(o.log_change) >= ABS(s.log_change) / 2
 ),
-judged AS (
+paired AS (
+    -- The pair's noise, as speedups works it out: joined after the self-joins above, so that
+    -- the envelopes (which read every run) enter the plan once.
     SELECT
-        b.*,
+        s.*,
         t.together_implementations,
         t.together_log_change,
         se.session_workloads,
         se.session_log_change,
         COALESCE(se.session_workloads >= 3 AND se.session_uniform = 1, FALSE)
-            AND e.run_id IS NOT NULL AS session_shift
-    FROM bounded b
+            AND e.run_id IS NOT NULL AS session_shift,
+        s.log_variance + s.previous_log_variance AS pair_log_variance,
+        FLOOR(POWER(s.log_variance + s.previous_log_variance, 2)
+              / NULLIF(POWER(s.log_variance, 2) / (s.samples - 1)
+                 + POWER(s.previous_log_variance, 2) / (s.previous_samples - 1), 0))
+            AS welch_df,
+        GREATEST(nc.log_envelope, np.log_envelope) AS pair_log_envelope,
+        LEAST(nc.changes, np.changes) AS pair_envelope_changes,
+        CASE WHEN s.wide_low > 0 AND s.previous_wide_high > 0
+             THEN LN(s.wide_low / s.previous_wide_high) END AS range_log_low,
+        CASE WHEN s.previous_wide_low > 0 AND s.wide_high > 0
+             THEN LN(s.wide_high / s.previous_wide_low) END AS range_log_high,
+        CASE
+            WHEN s.previous_run_id IS NULL THEN NULL
+            WHEN s.center_statistic <> s.previous_center_statistic THEN 'different centers'
+            WHEN s.log_variance + s.previous_log_variance > 0 THEN 'welch'
+            WHEN nc.log_envelope IS NOT NULL AND np.log_envelope IS NOT NULL
+                THEN 'run-to-run'
+            WHEN s.has_spread AND s.previous_has_spread AND s.spread = s.previous_spread
+                THEN 'within-run'
+            WHEN s.has_spread AND s.previous_has_spread THEN 'different spreads'
+            WHEN NOT s.has_spread THEN s.evidence
+            ELSE s.previous_evidence
+        END AS basis
+    FROM steps s
     LEFT JOIN together t
-        ON t.run_id = b.run_id AND t.metric = b.metric
+        ON t.run_id = s.run_id AND t.metric = s.metric
     LEFT JOIN session se
-        ON se.run_id = b.run_id AND se.metric = b.metric
+        ON se.run_id = s.run_id AND se.metric = s.metric
     LEFT JOIN echo e
-        ON e.run_id = b.run_id AND e.metric = b.metric
+        ON e.run_id = s.run_id AND e.metric = s.metric
+    LEFT JOIN noise_envelopes nc
+        ON nc.calibrated AND nc.source = s.source AND nc.gpu = s.gpu
+        AND nc.size_decade = s.size_decade
+    LEFT JOIN noise_envelopes np
+        ON np.calibrated AND np.source = s.previous_source AND np.gpu = s.gpu
+        AND np.size_decade = s.previous_size_decade
+),
+judged AS (
+    SELECT
+        p.*,
+        CASE p.basis
+            WHEN 'welch' THEN p.log_change - t.t * SQRT(p.pair_log_variance)
+            WHEN 'run-to-run' THEN p.log_change - p.pair_log_envelope
+            WHEN 'within-run' THEN p.range_log_low
+        END AS log_low,
+        CASE p.basis
+            WHEN 'welch' THEN p.log_change + t.t * SQRT(p.pair_log_variance)
+            WHEN 'run-to-run' THEN p.log_change + p.pair_log_envelope
+            WHEN 'within-run' THEN p.range_log_high
+        END AS log_high
+    FROM paired p
+    LEFT JOIN student_t t
+        ON p.basis = 'welch' AND GREATEST(p.welch_df, 1) BETWEEN t.df_from AND t.df_to
 )
 SELECT
     j.kernel,
