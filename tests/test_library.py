@@ -263,7 +263,8 @@ def test_audit_regressions_and_compare(seeded: kidata.Warehouse):
 @pytest.mark.slow
 def test_report(seeded: kidata.Warehouse, tmp_path: Path):
     result = seeded.report(tmp_path / "r.html", kernels=["train_step"])
-    assert result.charts == ["speedup-trainkernel-vs-inductor-step", "latency-train_step"]
+    assert result.charts == ["speedup-trainkernel-vs-inductor-step",
+                             "forest-trainkernel-vs-inductor-step", "latency-train_step"]
     page = (tmp_path / "r.html").read_text("utf-8")
     assert "3 of 8 published numbers disagree" in page and "kernels: train_step" in page
 

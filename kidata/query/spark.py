@@ -63,6 +63,11 @@ class SparkViewError(QueryError):
         self.registered = registered
 
 
+# Views computed when registered (DataFrame.localCheckpoint) instead of planned in every view
+# that reads them: small results of large plans. Their rows are the SQL body's, computed once.
+MATERIALIZED = ("noise_envelopes",)
+
+
 def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
              min_effect: float | None = None) -> list[str]:
     """Register every table of the warehouse and every kidata view as Spark temp views.
@@ -75,6 +80,10 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     read first and every table loads write is filtered to its load ids (the rule of
     :mod:`kidata.store.snapshot`). Then each view's SQL body runs unchanged. Returns the registered
     names, tables first, then views in dependency order.
+
+    Views in :data:`MATERIALIZED` (``noise_envelopes``: a few rows computed from every run)
+    are computed once at registration, and so are the ``latest_runs`` rows of loads written
+    before 0.3.0, so that the views reading them stay small plans.
 
     ``min_effect`` sets the verdict rule's minimum effect (the ``verdict_settings`` view; None:
     its own 0.10). Register again to change it: a Spark temp view may keep the plan of the
@@ -143,6 +152,11 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
             body = f"SELECT CAST({float(min_effect)!r} AS DOUBLE) AS min_effect"
         try:
             spark.sql(f"CREATE OR REPLACE TEMP VIEW {spark_identifier(view.name)} AS {body}")
+            if view.name in MATERIALIZED:
+                # Computed once here: a small table whose plan (every run's statistics) the
+                # views that read it would otherwise each carry, several times over.
+                spark.table(spark_identifier(view.name)).localCheckpoint(eager=True) \
+                    .createOrReplaceTempView(spark_identifier(view.name))
         except exceptions as exc:
             failures[view.name] = f"{view.path.name}: {_message(exc)}"
             continue
@@ -164,7 +178,10 @@ def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame]) -> None
     computed = spark.sql(derived.latest_runs_of("_kidata_underived_loads"))
     stored = frames["latest_runs"].join(ids, "load_id", "left_anti")
     names = TABLES["latest_runs"].names
-    frame = stored.select(*names).unionByName(computed.select(*names))
+    # Computed once (a few rows per key and load): the views that read latest_runs then plan
+    # over a table, not over every run's statistics.
+    frame = stored.select(*names).unionByName(computed.select(*names)).localCheckpoint(
+        eager=True)
     frames["latest_runs"] = frame
     frame.createOrReplaceTempView("latest_runs")
 

@@ -78,11 +78,13 @@ def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
     done = kidata("report", "-o", out, "--parents", "--png", tmp_path / "png", "--svg",
                   tmp_path / "svg", warehouse=seeded)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"wrote {out} (4 charts and 8 chart files) in ")
+    assert done.stdout.startswith(f"wrote {out} (5 charts and 10 chart files) in ")
     page = out.read_text("utf-8")
     # Seeds: trainkernel vs inductor (train_step, two GPUs); rms_norm (seed 000, A100) and
-    # relu_squared (seed 001, H100) have one implementation each, so no pair.
-    assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-relu_squared",
+    # relu_squared (seed 001, H100) have one implementation each, so no pair. The heatmap is
+    # followed by its pair's per-kernel forest plot.
+    assert charts(page) == ["speedup-trainkernel-vs-inductor-step",
+                            "forest-trainkernel-vs-inductor-step", "latency-relu_squared",
                             "latency-rms_norm", "latency-train_step"]
     # A100 cell: inductor / trainkernel medians (seed 003): tiny-online 22.85/15.28 = 1.4954,
     # online 24.24/20.32 = 1.1929, small 22.92/66.04 = 0.34706, medium 42.19/255.32 = 0.16524;
@@ -96,9 +98,10 @@ def test_report_on_the_seeds(seeded: Path, tmp_path: Path):
     # The audit table: 3 of the 8 trainkernel ratios disagree (tests/query/test_views_audit.py).
     assert "3 of 8 published numbers disagree" in page
     pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
-    assert pngs == ["latency-relu_squared.png", "latency-rms_norm.png",
-                    "latency-train_step.png", "speedup-trainkernel-vs-inductor-step.png"]
-    assert (tmp_path / "png" / pngs[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pngs == ["forest-trainkernel-vs-inductor-step.png", "latency-relu_squared.png",
+                    "latency-rms_norm.png", "latency-train_step.png",
+                    "speedup-trainkernel-vs-inductor-step.png"]
+    assert (tmp_path / "png" / pngs[1]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "svg" / "latency-rms_norm.svg").read_text("utf-8").count("<svg") == 1
 
 
@@ -109,7 +112,8 @@ def test_report_restricted(seeded: Path, tmp_path: Path, run):
                warehouse=seeded)
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
-    assert charts(page) == ["speedup-trainkernel-vs-inductor-step", "latency-train_step"]
+    assert charts(page) == ["speedup-trainkernel-vs-inductor-step",
+                            "forest-trainkernel-vs-inductor-step", "latency-train_step"]
     assert "a100-sxm4-80gb</text>" not in page
     assert "kernels: train_step; GPUs: h100-sxm5-80gb" in page
     # Seed 003's train_step runs have no timestamp: a time window leaves nothing to draw.
@@ -172,6 +176,9 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path, run):
     assert charts(page) == ["speedup-liger-vs-reference-forward",
                             "speedup-liger-vs-reference-backward",
                             "speedup-liger-vs-reference-full",
+                            "forest-liger-vs-reference-forward",
+                            "forest-liger-vs-reference-backward",
+                            "forest-liger-vs-reference-full",
                             "latency-fused_linear_cross_entropy", "latency-rms_norm", "history",
                             "efficiency"]
     # The 2024-09-03 file (Liger 0.2.1) and the current one (0.4.2) give

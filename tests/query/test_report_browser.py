@@ -43,7 +43,7 @@ def test_report_opens_cleanly_with_every_chart(report, tmp_path: Path):
     seen = check_page(path, screenshot=shot)
     assert seen.errors == []
     assert seen.remote_requests == []
-    assert list(seen.charts) == charts and len(charts) == 4
+    assert list(seen.charts) == charts and len(charts) == 5
     for name, (width, height) in seen.charts.items():
         assert width > 200 and height > 100, f"chart {name} drawn {width}x{height} px"
     # The screenshot covers the whole page (1400 px wide, as high as the page).
