@@ -343,3 +343,48 @@ def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
     assert sorted(wh.sql("SELECT implementation, workload, cause FROM shifts").fetchall()) == [
         ("liger", "w3", "shared"), ("liger", "w4", "shared"), ("torch", "w1", "session"),
         ("torch", "w2", "session"), ("torch", "w3", "shared"), ("torch", "w4", "shared")]
+
+
+def test_rates_compare_higher_is_better(tmp_path):
+    """rate_speedups (issue 26, item 7): gemm forward on the A100 in TFLOP/s. triton 200
+    (p20 195, p80 205), cublas 160 (158-162): triton's speedup is 200 / 160 = 1.25, its
+    interval 195 / 162 = 1.203704 .. 205 / 158 = 1.297468, above 1 and beyond 10%: faster.
+    As latencies the same pair would read cublas / triton; a rate reads the other way up."""
+    import json
+
+    from make_view_fixtures import A100, bundle, workload
+
+    rows = []
+    for impl, rate, low, high in (("triton", 200, 195, 205), ("cublas", 160, 158, 162)):
+        b = bundle(f"gemm-{impl}", "gemm/forward", impl, A100, 1_000_000, workload("w", "gemm"),
+                   "f", at="2024-01-01T00:00:00Z")
+        b["run"]["spec"]["measurements"] += [
+            {"metric": "throughput", "statistic": s, "unit": "TFLOP/s", "value": v}
+            for s, v in (("median", rate), ("p20", low), ("p80", high))]
+        rows.append(b)
+    path = tmp_path / "rates.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    got = wh.sql("SELECT candidate, unit, speedup, speedup_low, speedup_high, verdict, "
+                 "noise_basis FROM rate_speedups ORDER BY candidate").fetchall()
+    assert got == [
+        ("cublas", "TFLOP/s", pytest.approx(0.8), pytest.approx(158 / 205),
+         pytest.approx(162 / 195), "slower", "within-run p20-p80"),
+        ("triton", "TFLOP/s", pytest.approx(1.25), pytest.approx(195 / 162),
+         pytest.approx(205 / 158), "faster", "within-run p20-p80")]
+
+
+def test_a_triton_bandwidth_report_compares_higher_is_better(tmp_path):
+    # JongseoKang's layer-norm-backward perf_report (GB/s): at N = 1024, Triton 446.836360
+    # and Torch 384.000001: Triton's speedup 446.836360 / 384.000001 = 1.163636; medians only,
+    # so no verdict.
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load(shared("external/triton-perf-report/JongseoKang_layer-norm-backward.csv"),
+                     settings={"gpu": "a100-sxm4-80gb", "unit": "GB/s", "kernel": "layer_norm",
+                               "pass": "backward"})
+    assert report.ok
+    got = wh.sql("SELECT metric, speedup, verdict FROM rate_speedups WHERE candidate = "
+                 "'Triton' AND workload = 'n1024'").fetchall()
+    assert got == [("bandwidth", pytest.approx(446.836360 / 384.000001), "no spread")]
+    assert wh.sql("SELECT count(*) FROM speedups").fetchall() == [(0,)]  # no latencies
