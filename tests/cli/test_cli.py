@@ -109,7 +109,7 @@ def test_export_format_option_and_unknown_name(loaded, tmp_path: Path):
     result = loaded("export", "speedup", "-o", tmp_path / "x.csv")
     assert result.code == 2
     assert result.err.startswith("Error: no table or view named 'speedup'; did you mean "
-                                 "'speedups' or 'speedup_summary' or 'kernel_speedups'? known: ")
+                                 "'speedups' or 'rate_speedups' or 'speedup_summary'? known: ")
     assert "environments, " in result.err and "speedups, " in result.err
     result = loaded("export", "runs", "-o", tmp_path / "x.csv", "--format", "xml")
     assert result.code == 2

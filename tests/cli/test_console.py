@@ -360,7 +360,7 @@ def test_a_misspelled_view_is_answered_with_the_closest_of_kidatas_names(seeded)
     done = kidata("-w", seeded, "sql", "select * from speedup")
     assert done.returncode == 1
     assert 'Table with name speedup does not exist! Did you mean "speedups" or ' \
-           '"speedup_summary" or "kernel_speedups"?' in done.stderr
+           '"rate_speedups" or "speedup_summary"?' in done.stderr
     assert "pg_" not in done.stderr and "sqlite_" not in done.stderr
     done = kidata("-w", seeded, "sql", "select * from runz")
     assert 'Did you mean "runs"?' in done.stderr
