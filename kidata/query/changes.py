@@ -23,7 +23,9 @@ ruptures (and its scipy) is an optional dependency: ``pip install 'kidata[change
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,12 +62,10 @@ class Changes:
 
 def robust_sigma(y: list[float]) -> float:
     """1.4826 x the median |y[i+1] - y[i]| / sqrt 2, floored at :data:`MIN_SIGMA`."""
-    diffs = sorted(abs(b - a) for a, b in zip(y, y[1:], strict=False))
+    diffs = [abs(b - a) for a, b in itertools.pairwise(y)]
     if not diffs:
         return MIN_SIGMA
-    mid = len(diffs) // 2
-    median = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
-    return max(1.4826 * median / math.sqrt(2), MIN_SIGMA)
+    return max(1.4826 * statistics.median(diffs) / math.sqrt(2), MIN_SIGMA)
 
 
 def breakpoints(y: list[float]) -> list[int]:
@@ -83,12 +83,6 @@ def breakpoints(y: list[float]) -> list[int]:
     penalty = PENALTY_FACTOR * robust_sigma(y) * math.log(n)
     algo = ruptures.Pelt(model="l1", min_size=MIN_SEGMENT, jump=1).fit(np.asarray(y))
     return [b for b in algo.predict(pen=penalty) if b < n]
-
-
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def changes(db: Queryable, min_effect: float | None = None,
@@ -117,21 +111,15 @@ def changes(db: Queryable, min_effect: float | None = None,
     width = len(SERIES) + 1  # the series and its center statistic
     rows: list[dict[str, Any]] = []
     series = 0
-    start = 0
-    while start < len(data):
-        end = start
-        key = data[start][:width]
-        while end < len(data) and data[end][:width] == key:
-            end += 1
-        # A series holding two center statistics is searched once per statistic.
-        chunk = data[start:end]
-        start = end
+    # A series holding two center statistics is searched once per statistic (the key).
+    for key, group in itertools.groupby(data, key=lambda r: r[:width]):
+        chunk = list(group)
         series += 1
         y = [math.log(r[width + 3]) for r in chunk]
         sigma = robust_sigma(y)
         cuts = [0, *breakpoints(y), len(y)]
         for left, cut, right in zip(cuts, cuts[1:], cuts[2:], strict=False):
-            before, after = _median(y[left:cut]), _median(y[cut:right])
+            before, after = statistics.median(y[left:cut]), statistics.median(y[cut:right])
             change = math.exp(after - before) - 1
             if abs(after - before) <= math.log1p(effect):
                 continue

@@ -166,6 +166,9 @@ def test_the_minimum_effect_is_set_per_query_per_call_and_per_environment(stats)
         return done.stdout.splitlines()[1]
 
     assert cli() == "negligible"
+    # The library's documented default is the view's own value.
+    from kidata.analysis import DEFAULT_THRESHOLD
+    assert Warehouse(stats).verdict_min_effect() == DEFAULT_THRESHOLD
     assert cli("--min-effect", "0.05") == "slower"
     assert cli(KIDATA_MIN_EFFECT="0.05") == "slower"
     assert cli("--min-effect", "0.2", KIDATA_MIN_EFFECT="0.05") == "negligible"
