@@ -66,6 +66,6 @@ SELECT
     center_statistic
 FROM memory_trends
 WHERE verdict = 'slower' AND same_version IS NOT TRUE
-    AND attribution NOT IN ('shared', 'session')
+    AND attribution NOT IN ('shared', 'session', 'environment')
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))

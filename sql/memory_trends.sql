@@ -48,8 +48,9 @@
 --   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
 --   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
 --     least half as much), 'session' (the whole series moved uniformly over the same two
---     sessions, echoed by another implementation), 'own', 'alone' (nothing measured
---     together); null at step 1 (series_steps.attribution).
+--     sessions, echoed by another implementation), 'environment' (a software fact changed
+--     under the same version: changed_facts), 'own', 'alone' (nothing measured together);
+--     null at step 1 (series_steps.attribution).
 --   center_mb: this result's central memory (MB): the median, else the mean
 --     (series_steps.center).
 --   previous_center_mb: the previous result's central memory (MB).
@@ -63,6 +64,8 @@
 --   session_workloads: other workloads of the implementation measured over the same two
 --     sessions (series_steps.session_workloads); null when none.
 --   session_change: their geometric-mean change; null when none.
+--   changed_facts: the software facts that differ between the two results' environments, as
+--     'torch 2.4.0 -> 2.5.1' (series_steps.changed_facts); null when none.
 -- notes: series_steps for metric 'memory', in MB; every rule (time order, run-to-run noise,
 --   attribution, what is left out) is written in series_steps' header. The memory_regressions
 --   view keeps the steps that use more memory beyond a threshold and are not shared shifts.
@@ -112,6 +115,7 @@ SELECT
     min_effect,
     noise_df,
     session_workloads,
-    session_change
+    session_change,
+    changed_facts
 FROM series_steps
 WHERE metric = 'memory'

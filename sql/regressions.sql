@@ -41,7 +41,7 @@
 --   above 1 and the change exceeds verdict_settings.min_effect: the one verdict rule, see
 --   speedups), its two results are not a re-run of one version (same_version: a re-run of the
 --   same code is noise or a shift of its environment, never a change of the code), it is not
---   a 'shared' or 'session' shift (those are in the shifts view), and when other implementations were measured at the same two times,
+--   a 'shared', 'session' or 'environment' shift (those are in the shifts view), and when other implementations were measured at the same two times,
 --   relative_change exceeds the minimum effect too. `kidata regressions --threshold 0.05`
 --   (kidata.analysis.regressions) applies another minimum effect to trends with the same rule
 --   and these columns. A step whose run was acknowledged as intended (kidata ack: the
@@ -76,7 +76,7 @@ SELECT
     center_statistic
 FROM trends
 WHERE verdict = 'slower' AND same_version IS NOT TRUE
-    AND attribution NOT IN ('shared', 'session')
+    AND attribution NOT IN ('shared', 'session', 'environment')
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))
     AND run_id NOT IN (SELECT run_id FROM acknowledgements)

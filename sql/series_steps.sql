@@ -1,7 +1,7 @@
 -- view: series_steps
 -- purpose: Every step of every latency and memory series, in the metric's unit, judged by the one verdict rule (Welch where means and deviations are given, else run-to-run noise calibrated on re-runs, else within-run spreads) and against the implementations measured with it: the one trend rule trends and memory_trends show.
 -- grain: one row per passed run with a timestamp and per metric it has a median or a mean of; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
--- sources: runs, run_statistics, protocols, gpus, noise_envelopes, student_t, verdict_settings, verdict_rule
+-- sources: runs, run_statistics, protocols, gpus, environment_facts, noise_envelopes, student_t, verdict_settings, verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -67,8 +67,10 @@
 --     same two sessions (3 or more other workloads of the implementation, each with a log
 --     change within half of this step's of it) and another implementation measured over
 --     those sessions moved the same way by at least half as much at some workload: a shift
---     of the session, not of the code; 'alone' when nothing was measured together; 'own'
---     otherwise; null at step 1.
+--     of the session, not of the code; 'environment' when a software fact of the environment
+--     changed between the two results (changed_facts) and the implementation's version did
+--     not (same_version true, or unknown): the changed fact is the likely cause; 'alone' when
+--     nothing was measured together; 'own' otherwise; null at step 1.
 --   center: this result's central value, in unit: the median, else the mean
 --     (run_statistics.center).
 --   previous_center: the previous result's center.
@@ -82,6 +84,10 @@
 --   session_workloads: other workloads of the implementation measured over the same two
 --     sessions (each result within one hour of this step's); null when none.
 --   session_change: their geometric-mean change; null when none.
+--   changed_facts: the software facts (environment_facts: torch, cuda, driver, triton) that
+--     differ between the previous result's environment and this one's, as 'torch 2.4.0 ->
+--     2.5.1; cuda 12.4 -> 12.6'; a fact recorded on one side only is not a change; null when
+--     none changed, when neither records any, and at step 1.
 -- notes: Time order is observed_at, then run_id for results with the same timestamp (a tie is
 --   ordered, never merged). Runs without a timestamp cannot be placed in time and are left
 --   out, as are runs whose status is not 'passed'. Series never cross GPUs, passes, variants,
@@ -99,7 +105,7 @@ points AS (
         r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
         COALESCE(p.family, r.protocol_id) AS family,
         COALESCE(g.family, r.gpu) AS gpu_family,
-        r.observed_at, r.version, r.source,
+        r.observed_at, r.version, r.source, r.environment_id,
         s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.low, s.high, s.evidence,
         s.center, s.center_statistic, s.samples,
         -- The noise inputs, as speedups works them out (there in µs, here in unit).
@@ -130,6 +136,7 @@ ordered AS (
         LAG(observed_at) OVER series_in_time AS previous_observed_at,
         LAG(version) OVER series_in_time AS previous_version,
         LAG(source) OVER series_in_time AS previous_source,
+        LAG(environment_id) OVER series_in_time AS previous_environment_id,
         LAG(median) OVER series_in_time AS previous_median,
         LAG(p20) OVER series_in_time AS previous_p20,
         LAG(p80) OVER series_in_time AS previous_p80,
@@ -234,6 +241,14 @@ paired AS (
             AS welch_df,
         GREATEST(nc.log_envelope, np.log_envelope) AS pair_log_envelope,
         LEAST(nc.changes, np.changes) AS pair_envelope_changes,
+        NULLIF(CONCAT_WS('; ',
+            CASE WHEN fc.torch <> fp.torch THEN CONCAT('torch ', fp.torch, ' -> ', fc.torch) END,
+            CASE WHEN fc.cuda <> fp.cuda THEN CONCAT('cuda ', fp.cuda, ' -> ', fc.cuda) END,
+            CASE WHEN fc.driver <> fp.driver
+                 THEN CONCAT('driver ', fp.driver, ' -> ', fc.driver) END,
+            CASE WHEN fc.triton <> fp.triton
+                 THEN CONCAT('triton ', fp.triton, ' -> ', fc.triton) END), '')
+            AS changed_facts,
         CASE WHEN s.wide_low > 0 AND s.previous_wide_high > 0
              THEN LN(s.wide_low / s.previous_wide_high) END AS range_log_low,
         CASE WHEN s.previous_wide_low > 0 AND s.wide_high > 0
@@ -257,6 +272,10 @@ paired AS (
         ON se.run_id = s.run_id AND se.metric = s.metric
     LEFT JOIN echo e
         ON e.run_id = s.run_id AND e.metric = s.metric
+    LEFT JOIN environment_facts fc
+        ON s.previous_run_id IS NOT NULL AND fc.environment_id = s.environment_id
+    LEFT JOIN environment_facts fp
+        ON fp.environment_id = s.previous_environment_id
     LEFT JOIN noise_envelopes nc
         ON nc.calibrated AND nc.source = s.source AND nc.gpu = s.gpu
         AND nc.size_decade = s.size_decade
@@ -331,6 +350,7 @@ SELECT
             AND SIGN(j.together_log_change) = SIGN(j.log_change)
             AND ABS(j.together_log_change) >= ABS(j.log_change) / 2 THEN 'shared'
         WHEN j.session_shift THEN 'session'
+        WHEN j.changed_facts IS NOT NULL AND j.same_version IS NOT FALSE THEN 'environment'
         WHEN j.together_log_change IS NULL THEN 'alone'
         ELSE 'own'
     END AS attribution,
@@ -343,7 +363,8 @@ SELECT
     st.min_effect,
     CASE WHEN j.basis = 'welch' THEN CAST(GREATEST(j.welch_df, 1) AS BIGINT) END AS noise_df,
     j.session_workloads,
-    EXP(j.session_log_change) - 1 AS session_change
+    EXP(j.session_log_change) - 1 AS session_change,
+    j.changed_facts
 FROM judged j
 CROSS JOIN settings st
 LEFT JOIN verdict_rule v

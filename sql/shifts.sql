@@ -1,6 +1,6 @@
 -- view: shifts
 -- purpose: Which steps moved beyond noise and the minimum effect because the session or the environment did, not the code: the steps regressions leaves out for that reason.
--- grain: one row per step of a latency series (see trends) whose verdict is 'slower' or 'faster' and that is a re-run of one version, a shift shared with the implementations measured beside it, or a uniform shift of the whole series in one session.
+-- grain: one row per step of a latency series (see trends) whose verdict is 'slower' or 'faster' and that is a re-run of one version, a shift shared with the implementations measured beside it, a uniform shift of the whole series in one session, or a step over a changed environment under one version.
 -- sources: trends
 -- columns:
 --   kernel: kernel benchmarked.
@@ -22,12 +22,15 @@
 --     of one release moved: the environment, the machine or noise beyond its envelope),
 --     'shared' (the implementations measured beside it moved the same way, trends.attribution),
 --     'session' (the implementation's other workloads moved uniformly over the same two
---     sessions, and another implementation with them).
+--     sessions, and another implementation with them), 'environment' (a software fact of
+--     the environment changed under the same version, trends.changed_facts).
 --   together_change: how the implementations measured beside it moved (trends), null when
 --     none.
 --   session_workloads: the implementation's other workloads over the same two sessions.
 --   session_change: their geometric-mean change.
 --   noise_basis: what the verdict rests on (trends.noise_basis).
+--   changed_facts: the software facts that changed between the two results (trends), null
+--     when none.
 -- notes: regressions lists the code-caused slowdowns; this view lists the rest of the firm
 --   steps, slower and faster, so a shift of a driver, a clock or a harness is seen without
 --   being blamed on the code. A step whose cause is one of these and also a real code change
@@ -53,12 +56,14 @@ SELECT
     CASE
         WHEN same_version THEN 'same version'
         WHEN attribution = 'shared' THEN 'shared'
+        WHEN attribution = 'environment' THEN 'environment'
         ELSE 'session'
     END AS cause,
     together_change,
     session_workloads,
     session_change,
-    noise_basis
+    noise_basis,
+    changed_facts
 FROM trends
 WHERE verdict IN ('slower', 'faster')
-    AND (same_version OR attribution IN ('shared', 'session'))
+    AND (same_version OR attribution IN ('shared', 'session', 'environment'))

@@ -24,11 +24,13 @@ def document(kind: str, name: str, title: str | None, spec: dict[str, Any],
     return {"kind": kind, "spec": spec, "metadata": metadata, "apiVersion": API_VERSION}
 
 
-def environment_document(gpu: Gpu, name: str, title: str) -> dict[str, Any]:
-    """ExecutionEnvironment of a host known only by its GPU (no software versions)."""
+def environment_document(gpu: Gpu, name: str, title: str,
+                         software: dict[str, str] | None = None) -> dict[str, Any]:
+    """ExecutionEnvironment of a host known by its GPU and the software versions given
+    (``--set torch=...``; none by default)."""
     hardware: dict[str, Any] = {"vendor": gpu.vendor or "unknown", "product": gpu.product,
                                 "formFactor": gpu.form_factor}
     if gpu.architecture:
         hardware["architecture"] = gpu.architecture
     return document("ExecutionEnvironment", name, title,
-                    {"hardware": hardware, "software": {}})
+                    {"hardware": hardware, "software": dict(software or {})})

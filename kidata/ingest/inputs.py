@@ -72,10 +72,19 @@ def stage_inputs(root: Path, files: list[str], staging: Path, fmt: str | None, b
             # The manifest describes the bytes this read saw, hashed as they were read:
             # a file replaced meanwhile is not vouched for by the other file's hash.
             got: dict[str, Any] = {}
+            read_as: dict[str, Any] = {}
             for unit in read_file(path, fmt_of, batch_lines=stage.batch_lines,
                                   fingerprint=got, settings=settings_of, mapping=mapping_of,
-                                  batch_rows=stage.batch_rows):
+                                  batch_rows=stage.batch_rows, reader_of=read_as):
                 stage.feed(unit, name)
+            reader = read_as.get("reader")
+            if settings_of and reader is not None and not reader.settings:
+                # kernelindex, Liger CSV and trainkernel files name their own context: a
+                # --set meant for them is said to be unused, never silently dropped.
+                report.add_warning(
+                    f"{name}: --set {', '.join(sorted(settings_of))} not used: {reader.name} "
+                    "files carry their own context (only the field's formats take --set; "
+                    "commit, branch and ci_run apply to every file)")
             read_print = ((got["size"], got["sha256"], got["mtime_ns"], got["hashed_at"])
                           if got else None)
             stage.file_done(name, read_print, label)

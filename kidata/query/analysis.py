@@ -93,7 +93,7 @@ def regressions(db: Queryable, threshold: float | None = None,
 # null without a noise estimate) and the change exceeds it; verdict 'slower' is this rule at
 # the session's minimum effect.
 _SLOWER = ("change_low > 0 AND change > $threshold AND same_version IS NOT TRUE "
-           "AND attribution NOT IN ('shared', 'session') "
+           "AND attribution NOT IN ('shared', 'session', 'environment') "
            "AND (relative_change IS NULL OR relative_change > $threshold)")
 
 

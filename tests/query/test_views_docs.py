@@ -47,6 +47,12 @@ def test_header_documents_exactly_the_columns(wh: Warehouse, name: str):
 @pytest.mark.parametrize("name", VIEWS)
 def test_view_sql_is_portable(name: str):
     body = re.sub(r"--[^\n]*", "", load_views()[name].body)
+    # String literals are text, not SQL (a double quote in a pattern is no identifier), but a
+    # backslash in one is read as an escape by Spark and as itself by DuckDB.
+    literals = re.findall(r"'(?:[^']|'')*'", body)
+    assert not [text for text in literals if "\\" in text], \
+        f"{name}.sql has a backslash in a string literal (Spark and DuckDB read it differently)"
+    body = re.sub(r"'(?:[^']|'')*'", "''", body)
     found = [why for pattern, why in NOT_PORTABLE.items() if re.search(pattern, body, re.I)]
     assert not found, f"{name}.sql uses {', '.join(found)}"
 

@@ -101,7 +101,8 @@ def check_format(fmt: str | None) -> None:
 def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
               fingerprint: dict[str, Any] | None = None,
               settings: dict[str, str] | None = None, mapping: str | None = None,
-              batch_rows: int | None = None) -> Iterator[Item | RecordError | Lines | Rows]:
+              batch_rows: int | None = None, reader_of: dict[str, Any] | None = None
+              ) -> Iterator[Item | RecordError | Lines | Rows]:
     """Yield the records of one file, detecting its format unless ``fmt`` names one.
 
     With ``batch_lines``, the records of a JSON Lines file come as :class:`Lines` of that many
@@ -113,7 +114,9 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
     may find another file by then); it stays empty for standard input and for a file read by
     a mapping (such a file is read again by every load, which adds nothing twice).
     ``settings`` (``--set key=value``) supply what the field's formats lack; ``mapping`` (a
-    TOML mapping file, :mod:`kidata.ingest.mapping`) reads the file by that mapping instead."""
+    TOML mapping file, :mod:`kidata.ingest.mapping`) reads the file by that mapping instead.
+    ``reader_of`` (if given) receives ``reader``: the :class:`Reader` the file was read with
+    (none for a mapping or a file that could not be opened)."""
     from kidata.ingest.readers.field import READERS
 
     if mapping is not None:
@@ -138,6 +141,8 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
             yield RecordError(name, "file", None, f"cannot read: {exc}")
             return
         reader = READERS[fmt or detect(head)]
+        if reader_of is not None:
+            reader_of["reader"] = reader
         try:
             yield from _records(reader, stream, name, settings, batch_lines, batch_rows)
         except (OSError, EOFError) as exc:  # a read error in the middle of the file

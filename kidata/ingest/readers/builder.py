@@ -54,9 +54,18 @@ SETTINGS = {
               "the CI's variable by default)",
     "branch": "the branch of that commit (loads.branch; in CI, the CI's by default)",
     "ci_run": "the CI run that loaded them, a URL or an id (loads.ci_run)",
+    "torch": "the PyTorch version the file was measured with (spec.software.torch of its "
+             "environment; environment_facts)",
+    "cuda": "the CUDA version (spec.software.cuda)",
+    "driver": "the GPU driver version (spec.software.driver)",
+    "triton": "the Triton version (spec.software.triton)",
 }
 # Settings that are facts of the whole load (columns of `loads`), not context of its records.
 LOAD_FACTS = ("commit", "branch", "ci_run")
+# Settings that are software facts of the environment the file was measured in: recorded in the
+# ExecutionEnvironment document kidata builds (spec.software), read by the environment_facts
+# view, and named by series_steps.changed_facts when they change between two results.
+SOFTWARE_FACTS = ("torch", "cuda", "driver", "triton")
 
 # Metric names and units as the warehouse stores them (kidata/ingest/validate.py UNITS), with the
 # spellings sources use. Latency is converted exactly to ns here (Decimal), the rest as given.
@@ -103,7 +112,8 @@ class Settings(dict):
                                  f"{', '.join(SETTINGS)}")
             if not value.strip():
                 raise UsageError(f"--set {key}: expected a value")
-            if key in LOAD_FACTS and (len(value) > 1024 or not value.isprintable()):
+            if key in LOAD_FACTS + SOFTWARE_FACTS \
+                    and (len(value) > 1024 or not value.isprintable()):
                 raise UsageError(f"--set {key}: expected one line of at most 1,024 "
                                  "printable characters")
             out[key] = value.strip()
@@ -359,8 +369,9 @@ class Builder:
         h = self.harness
 
         gpu = lookup_gpu(case.gpu_name)  # an unknown GPU is warned about by ingest.flatten
+        software = {k: self.settings[k] for k in SOFTWARE_FACTS if k in self.settings}
         env, env_digest = self._doc(("env", gpu.key, case.gpu_name), lambda: environment_document(
-            gpu, f"{h.source}-{gpu.key}", f"{h.name} host · {case.gpu_name}"))
+            gpu, f"{h.source}-{gpu.key}", f"{h.name} host · {case.gpu_name}", software))
         protocol, protocol_digest = self.protocol(case.pass_, primary, m.timer)
         workload, workload_digest = self._doc(
             ("workload", case.kernel, slug, repr(sorted(params.items(), key=lambda kv: kv[0]))),
