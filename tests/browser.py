@@ -44,12 +44,76 @@ def chromium() -> str | None:
 @dataclass
 class PageCheck:
     """What the browser saw: errors (console, exceptions, log), requests that left the machine,
-    the charts drawn (id -> rendered width x height in CSS pixels) and the page height."""
+    the charts drawn (id -> rendered width x height in CSS pixels), the page height, and per
+    chart the pairs of its text labels that overlap as drawn (``overlaps``: id -> the texts of
+    each pair and how far they overlap, in px) and its smallest text (``smallest_text``:
+    id -> its font size in CSS pixels as drawn, after the page scaled the chart down to fit,
+    and the text)."""
 
     errors: list[str] = field(default_factory=list)
     remote_requests: list[str] = field(default_factory=list)
     charts: dict[str, tuple[float, float]] = field(default_factory=dict)
     height: int = 0
+    overlaps: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
+    smallest_text: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+
+# Two text labels overlap when their boxes as drawn share any area: the box of the font's line
+# (ascent to descent, so a little taller than the ink), rotated with the label, from getBBox()
+# and the element's transform to the screen. The lines of one multi-line label are <text>
+# elements of one group, whose line boxes meet by design: they count as one label.
+_PROBE = """
+(() => {
+  function corners(t) {
+    const b = t.getBBox(), m = t.getScreenCTM();
+    return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height],
+            [b.x, b.y + b.height]].map(([x, y]) => [m.a * x + m.c * y + m.e,
+                                                    m.b * x + m.d * y + m.f]);
+  }
+  function depth(p, q) {  // separating axes of two rectangles: 0 if apart, else how far in
+    let least = Infinity;
+    for (const quad of [p, q]) {
+      for (let i = 0; i < 2; i++) {
+        const [x0, y0] = quad[i], [x1, y1] = quad[i + 1];
+        let nx = y0 - y1, ny = x1 - x0;
+        const len = Math.hypot(nx, ny) || 1; nx /= len; ny /= len;
+        const pr = p.map(([x, y]) => x * nx + y * ny), qr = q.map(([x, y]) => x * nx + y * ny);
+        least = Math.min(least, Math.min(Math.max(...pr), Math.max(...qr))
+                                - Math.max(Math.min(...pr), Math.min(...qr)));
+        if (least <= 0) return 0;
+      }
+    }
+    return least;
+  }
+  return JSON.stringify({
+    charts: Array.from(document.querySelectorAll('figure.chart')).map(f => {
+      const svg = f.querySelector('svg');
+      const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+      const texts = svg ? Array.from(svg.querySelectorAll('text')).filter(
+        t => t.textContent.trim() !== '') : [];
+      let smallest = [Infinity, ''];
+      const quads = texts.map(t => {
+        const m = t.getScreenCTM();
+        const px = parseFloat(getComputedStyle(t).fontSize) * Math.sqrt(
+          Math.abs(m.a * m.d - m.b * m.c));
+        if (px < smallest[0]) smallest = [px, t.textContent.trim()];
+        return corners(t);
+      });
+      const overlaps = [];
+      for (let i = 0; i < quads.length; i++)
+        for (let j = i + 1; j < quads.length; j++) {
+          const group = texts[i].parentNode;
+          if (group === texts[j].parentNode && group.tagName === 'g') continue;
+          const d = depth(quads[i], quads[j]);
+          if (d > 0) overlaps.push([texts[i].textContent.trim(), texts[j].textContent.trim(),
+                                    Math.round(d * 100) / 100]);
+        }
+      return [f.id, box.width, box.height, overlaps, texts.length ? smallest : null];
+    }),
+    height: document.documentElement.scrollHeight
+  });
+})()
+"""
 
 
 class _DevTools:
@@ -129,18 +193,15 @@ def _drive(process: subprocess.Popen, html_file: Path, screenshot: Path | None,
                    deviceScaleFactor=1, mobile=False)
         tools.send("Page.navigate", session, url=html_file.resolve().as_uri())
         tools.wait_for("Page.loadEventFired", deadline)
-        probe = tools.send("Runtime.evaluate", session, returnByValue=True, expression="""
-            JSON.stringify({
-              charts: Array.from(document.querySelectorAll('figure.chart')).map(f => {
-                const svg = f.querySelector('svg');
-                const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
-                return [f.id, box.width, box.height];
-              }),
-              height: document.documentElement.scrollHeight
-            })""")
+        probe = tools.send("Runtime.evaluate", session, returnByValue=True, expression=_PROBE)
+        if "exceptionDetails" in probe:
+            raise RuntimeError(f"the page probe failed: {probe['exceptionDetails']}")
         seen = json.loads(probe["result"]["value"])
         check = PageCheck(charts={c[0]: (c[1], c[2]) for c in seen["charts"]},
-                          height=int(seen["height"]))
+                          height=int(seen["height"]),
+                          overlaps={c[0]: [tuple(p) for p in c[3]] for c in seen["charts"]
+                                    if c[3]},
+                          smallest_text={c[0]: tuple(c[4]) for c in seen["charts"] if c[4]})
         if screenshot is not None:
             tools.send("Emulation.setDeviceMetricsOverride", session, width=width,
                        height=min(check.height, 16000), deviceScaleFactor=1, mobile=False)
@@ -172,6 +233,11 @@ def main(argv: list[str]) -> int:
     check = check_page(Path(argv[0]), Path(argv[1]))
     print(f"{len(check.charts)} charts drawn, page {check.height:,} px high; screenshot: "
           f"{argv[1]}")
+    for chart, pairs in check.overlaps.items():
+        print(f"{chart}: {len(pairs)} overlapping text labels, e.g. {pairs[0]}")
+    for chart, (px, text) in check.smallest_text.items():
+        if px < 11:
+            print(f"{chart}: text drawn at {px:.1f} px ({text!r})")
     for error in check.errors:
         print(f"error: {error}")
     for request in check.remote_requests:

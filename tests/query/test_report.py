@@ -197,6 +197,9 @@ def test_report_on_liger(liger: Warehouse, tmp_path: Path, run):
     else:
         assert "No regressions beyond noise and the 10% minimum effect." in page
     assert page.count(">regression · liger 0.4.2") == listed
+    # One caption per kind of chart (heatmaps, forest plots, latency, history, efficiency),
+    # not the same paragraph under each of the 3 heatmaps.
+    assert page.count('<p class="caption">') == 5 and "<figcaption" not in page
 
 
 @pytest.mark.shared
@@ -217,10 +220,10 @@ def test_latency_lines_join_one_sweep_only(liger: Warehouse, tmp_path: Path, run
                "a100-sxm4-80gb", warehouse=liger.path)
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "e.html").read_text("utf-8")
-    # Colour names the implementation, the dash style the setting: each once per panel
-    # legend (forward and full on the A100).
-    assert page.count(">B=8, D=4096, T=2048</text>") == 2
-    assert page.count(">B=32, D=768, T=512</text>") == 2
+    # Colour names the implementation, the dash style the setting: each once in the figure's
+    # legend, above its panels (forward and full on the A100), not over their lines.
+    assert page.count(">B=8, D=4096, T=2048</text>") == 1
+    assert page.count(">B=32, D=768, T=512</text>") == 1
 
 
 @pytest.mark.shared
@@ -341,3 +344,79 @@ def test_report_without_matplotlib_says_what_to_install(cli, monkeypatch, tmp_pa
     assert result.code == 2
     assert result.err == "Error: kidata report needs matplotlib: pip install 'kidata[report]'\n"
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(("cells", "blocks"), [
+    # Every kernel on every GPU: one grid.
+    ([("a", "g1"), ("a", "g2"), ("b", "g1"), ("b", "g2")], [(["a", "b"], ["g1", "g2"])]),
+    # No kernel in common: a grid per GPU, the larger first (no column half empty).
+    ([("a", "g1"), ("b", "g1"), ("c", "g2")], [(["a", "b"], ["g1"]), (["c"], ["g2"])]),
+    # One kernel in common out of three: 4 of 6 cells hold a value, enough for one grid.
+    ([("a", "g1"), ("b", "g1"), ("b", "g2"), ("c", "g2")],
+     [(["a", "b", "c"], ["g1", "g2"])]),
+    # ... but out of five, 6 of 10 is too sparse.
+    ([("a", "g1"), ("b", "g1"), ("e", "g1"), ("b", "g2"), ("c", "g2"), ("d", "g2")],
+     [(["a", "b", "e"], ["g1"]), (["b", "c", "d"], ["g2"])]),
+    # No more GPUs in a grid than fit across the page.
+    ([(k, g) for k in "ab" for g in ("g1", "g2", "g3")],
+     [(["a", "b"], ["g1", "g2"]), (["a", "b"], ["g3"])]),
+])
+def test_heatmap_blocks(cells, blocks):
+    from kidata.query.present.charts import heatmap_blocks
+
+    assert heatmap_blocks(cells, max_columns=2) == blocks
+
+
+@pytest.mark.shared
+def test_heatmap_grids_of_liger_have_no_empty_row_or_column(liger: Warehouse):
+    """Liger measured most kernels on one GPU: one kernel x GPU grid was 33 x 7 and mostly
+    empty. Each grid now holds every cell once, has no empty row or column and is at least
+    two-thirds full."""
+    import polars as pl
+
+    from kidata.query.present import charts as charts_mod
+    from kidata.query.present import data
+
+    frame = charts_mod.against(data.speedups(liger, data.Filters()), [])
+    cells = frame.filter((pl.col("candidate") == "liger") & (pl.col("against") == "reference")
+                         & (pl.col("pass") == "forward"))
+    pairs = sorted(set(zip(cells["kernel"], cells["gpu"], strict=True)))
+    blocks = charts_mod.heatmap_blocks(pairs, max_columns=6)
+    assert len(blocks) > 1
+    drawn = [(k, g) for kernels, gpus in blocks for k in kernels for g in gpus
+             if (k, g) in pairs]
+    assert sorted(drawn) == pairs  # every cell, once
+    for kernels, gpus in blocks:
+        assert all(any((k, g) in pairs for g in gpus) for k in kernels)
+        assert all(any((k, g) in pairs for k in kernels) for g in gpus)
+        filled = sum((k, g) in pairs for k in kernels for g in gpus)
+        assert len(gpus) == 1 or filled >= len(kernels) * len(gpus) * charts_mod.MIN_FILL
+
+
+def test_history_panels_are_the_longest_series():
+    """12 panels at most: the series with the most results, not a 2-point series with a
+    regression before 3-point ones (among series of one length, regressed ones first)."""
+    from datetime import UTC, datetime, timedelta
+
+    import polars as pl
+
+    from kidata.query.present import charts as charts_mod
+
+    rows = []
+    for n, points in [(i, 3) for i in range(13)] + [(13, 2), (14, 4)]:
+        for step in range(points):
+            rows.append({"kernel": f"k{n:02d}", "pass": "forward", "implementation": "x",
+                         "variant": None, "workload": "w", "gpu": "g", "family": "f",
+                         "step": step, "points": points, "run_id": f"r{n}-{step}",
+                         "observed_at": datetime(2026, 1, 1, tzinfo=UTC) + timedelta(weeks=step),
+                         "median_us": 10.0 + step, "p20_us": None, "p80_us": None,
+                         "release": f"1.{step}"})
+    trends = pl.DataFrame(rows)
+    regressions = pl.DataFrame({"run_id": ["r13-1", "r5-2"]})
+    chart, omitted = charts_mod.history_chart(trends, regressions, charts_mod.Palette(["x"]))
+    svg = chart.svg()
+    chart.figure.clear()
+    shown = re.findall(r">(k\d\d) forward · g</text>", svg)
+    assert shown == ["k14", "k05"] + [f"k{i:02d}" for i in range(13) if i != 5][:10]
+    assert omitted == ["history: 3 of 15 series, those with 3 results or fewer (restrict "
+                       "with --kernel, --gpu or --implementation)"]

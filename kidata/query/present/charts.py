@@ -30,21 +30,36 @@ MAX_SETTINGS = 4       # lines per implementation in a latency panel (settings o
                        # parameters at which the size was swept, e.g. B x T for embedding's V)
 LINE_STYLES = ("-", "--", ":", "-.")
 PANEL = (4.2, 3.0)     # inches per panel
+AXES_HEIGHT = 2.1      # inches of a panel's plotting area
+# Text size: 8.5 pt is 11.3 CSS px when a chart is drawn at its own size (SVG sizes are in pt,
+# 96 px = 72 pt), the least that reads comfortably. The page's column is 1352 px (14.08 in)
+# wide at its 1400 px maximum and scales a wider chart down, its text with it: no figure is
+# wider than MAX_WIDTH.
+FONT = 8.5
+MAX_WIDTH = 13.5       # inches
+LINE = FONT * 1.5 / 72  # inches per line of text in legends and margins
 
 _RC = {
     "svg.fonttype": "none",         # text stays text: smaller, searchable, selectable
     "svg.hashsalt": "kidata",       # stable element ids: the same data gives the same file
-    "font.size": 8,
-    "axes.titlesize": 8,
-    "axes.labelsize": 8,
-    "legend.fontsize": 7,
-    "xtick.labelsize": 7,
-    "ytick.labelsize": 7,
+    "font.size": FONT,
+    "axes.titlesize": FONT,
+    "axes.labelsize": FONT,
+    "legend.fontsize": FONT,
+    "xtick.labelsize": FONT,
+    "ytick.labelsize": FONT,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
+
+
+def text_width(text: str, size: float = FONT) -> float:
+    """The width in inches of ``text`` at ``size`` pt, a little over DejaVu Sans' (the average
+    glyph is about 0.55 em, digits and capitals 0.64-0.7 em): enough to lay labels out apart
+    without measuring them, which would cost a draw of the figure."""
+    return len(text) * size * 0.64 / 72
 
 
 # The bounds (efficiency, roofline) of points their bytes or work do not bound: drawn hollow.
@@ -59,7 +74,8 @@ def style() -> Any:
 
 @dataclass
 class Chart:
-    """One figure: a file-safe ``name``, a ``title`` and a ``caption`` for the page."""
+    """One figure: a file-safe ``name``, a ``title``, and the ``caption`` of its kind, which
+    the page shows once, above the first chart of the kind."""
 
     name: str
     section: str
@@ -88,31 +104,76 @@ def slug(*parts: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "chart"
 
 
-def _title(fig: Figure, text: str) -> None:
-    """A figure title wrapped to the figure's width (a one-panel figure is narrow)."""
+def _wrap(text: str, width: float, size: float = FONT) -> list[str]:
+    """``text`` in lines that fit ``width`` inches at ``size`` pt."""
     import textwrap
 
-    width = int(fig.get_figwidth() * 15)
-    fig.suptitle(textwrap.fill(text, width), fontsize=9, x=0.01, ha="left")
+    return textwrap.wrap(text, max(10, int(width / text_width("x", size))))
 
 
-def _figure(panels: int, cols: int = 3) -> tuple[Figure, list[Any]]:
+@dataclass
+class _Grid:
+    """A figure of panels laid out in inches (not matplotlib's constrained layout, which
+    measured every tick label again and took 40% of a report's time): a title, a legend for
+    the whole figure under it (outside every panel, so it hides no line or point), then the
+    panels, each with room for its title (``title_lines``) and, below, its tick labels and
+    axis label (``bottom``, grown by panels whose category labels are rotated)."""
+
+    fig: Figure
+    axes: list[Any]
+    cols: int
+    title_lines: int = 1
+    bottom: float = 0.62
+
+    def finish(self, title: str, handles: list[Any] | None = None,
+               labels: list[str] | None = None) -> None:
+        """Size the figure and place the title, the legend (``handles``, ``labels``) and
+        the panels."""
+        width = PANEL[0] * self.cols + 0.1
+        lines = _wrap(title, width - 0.2, FONT + 1)
+        head = 0.12 + len(lines) * (FONT + 1) * 1.4 / 72
+        legend_rows, ncol = _legend_shape(labels or [], width - 0.2)
+        legend_top = head
+        if legend_rows:
+            head += legend_rows * LINE + 0.12
+        pad_top = 0.1 + self.title_lines * FONT * 1.35 / 72
+        pitch = pad_top + AXES_HEIGHT + self.bottom
+        rows = math.ceil(len(self.axes) / self.cols)
+        height = head + rows * pitch
+        self.fig.set_size_inches(width, height)
+        for i, ax in enumerate(self.axes):
+            row, col = divmod(i, self.cols)
+            x, w = col * PANEL[0] + 0.8, PANEL[0] - 1.05
+            top = head + row * pitch + pad_top
+            h = pitch - pad_top - self.bottom
+            ax.set_position((x / width, 1 - (top + h) / height, w / width, h / height))
+        self.fig.text(0.1 / width, 1 - 0.1 / height, "\n".join(lines), fontsize=FONT + 1,
+                      ha="left", va="top")
+        if legend_rows:
+            self.fig.legend(handles, labels, loc="upper left", ncol=ncol, frameon=False,
+                            bbox_to_anchor=(0.05 / width, 1 - legend_top / height),
+                            borderaxespad=0, handlelength=2.2, columnspacing=1.5)
+
+
+def _legend_shape(labels: list[str], width: float) -> tuple[int, int]:
+    """Rows and columns of a legend of ``labels`` across ``width`` inches: as many columns
+    as the longest label allows."""
+    if not labels:
+        return 0, 1
+    entry = max(text_width(label) for label in labels) + 0.55  # handle, gap, column space
+    ncol = max(1, min(len(labels), int(width // entry)))
+    return math.ceil(len(labels) / ncol), ncol
+
+
+def _figure(panels: int, cols: int = 3, title_lines: int = 1) -> _Grid:
     from matplotlib.figure import Figure
 
     cols = max(1, min(cols, panels))
-    rows = math.ceil(panels / cols)
-    # Fixed margins in inches rather than matplotlib's constrained layout, which measured
-    # every tick label again and took 40% of a report's time.
-    width, height = PANEL[0] * cols, PANEL[1] * rows + 0.6
     with style():
-        fig = Figure(figsize=(width, height))
-        fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.9 / height,
-                            top=1 - 0.7 / height, wspace=0.4,
-                            hspace=1.25 / PANEL[1])
+        fig = Figure(figsize=(PANEL[0] * cols, PANEL[1]))
         # Only the panels drawn: an empty grid cell would cost an axes' creation for nothing.
-        grid = fig.add_gridspec(rows, cols)
-        axes = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(panels)]
-    return fig, axes
+        axes = [fig.add_axes((0, 0, 1, 1)) for _ in range(panels)]
+    return _Grid(fig, axes, cols, title_lines)
 
 
 class Palette:
@@ -185,10 +246,24 @@ def _decades(values: list[float]) -> bool:
     return len(positive) > 1 and max(positive) / min(positive) >= 10
 
 
+LATENCY_CAPTION = (
+    "One figure per kernel, a panel per pass, GPU and swept parameter; lower is better. A line "
+    "joins workloads that differ in the swept parameter alone, in size order; where the size "
+    "was swept at several settings of other parameters, each setting is its own line, one "
+    "dash style each (named in the legend by the values that tell the settings apart). The "
+    "shaded band is p20–p80 where the source gives it; axes are logarithmic where values span "
+    "a decade or more. Workloads without a size are drawn by name, fastest first.")
+
+
 def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart], list[str]]:
     """One figure per kernel: a panel per pass, GPU and swept parameter with latency against
     size, a line per implementation with its p20-p80 band; workloads without a size are drawn
-    by name, in order of their median latency. Returns the charts and what was left out."""
+    by name, in order of their median latency. One legend per figure, above the panels: a
+    colour per implementation, a dash style per setting of the other parameters (at most
+    ``MAX_SETTINGS`` per swept parameter, those with the most results). Returns the charts
+    and what was left out."""
+    import polars as pl
+
     charts: list[Chart] = []
     omitted: list[str] = []
     for (kernel,), rows in points.group_by(["kernel"], maintain_order=True):
@@ -197,46 +272,60 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
             omitted.append(f"{kernel}: {len(panels) - MAX_PANELS} of {len(panels)} panels "
                            f"(restrict with --gpu or --implementation)")
             panels = panels[:MAX_PANELS]
-        fig, axes = _figure(len(panels))
-        for ax, ((pass_, gpu, parameter), panel) in zip(axes, panels, strict=True):
-            left = _latency_panel(ax, panel, parameter, palette)
+        drawn = pl.concat([panel for _, panel in panels])
+        # Per swept parameter (rope sweeps H at one setting of T and T at one of H), the
+        # settings with the most results, a dash style each.
+        kept: list[str] = []
+        dash: dict[str | None, dict[str, str]] = {}
+        for (parameter,), part in drawn.group_by(["parameter"], maintain_order=True):
+            settings = (part.group_by("others").agg(n=pl.len(), first=pl.col("size").min())
+                        .sort(["n", "first", "others"], descending=[True, False, False],
+                              nulls_last=True)["others"].to_list())[:MAX_SETTINGS]
+            dash[parameter] = {o: LINE_STYLES[i % len(LINE_STYLES)]
+                               for i, o in enumerate(settings)}
+            kept += [o for o in settings if o not in kept]
+        families = drawn["family"].n_unique()
+        grid = _figure(len(panels))
+        legend: dict[str, Any] = {}
+        for ax, ((pass_, gpu, parameter), panel) in zip(grid.axes, panels, strict=True):
+            left = _latency_panel(ax, panel, parameter, palette, dash[parameter], families,
+                                  legend, grid)
             ax.set_title(f"{pass_} · {gpu}", loc="left")
             if left:
+                every = _distinct(sorted(set(panel["others"].to_list())))
                 omitted.append(f"{kernel} {pass_} · {gpu}, {parameter} sweep: the lines at "
-                               f"{'; '.join(left)} (restrict with --gpu or --implementation)")
-        _title(fig, f"{kernel}: latency against workload size (median, p20–p80 band)")
-        charts.append(Chart(slug("latency", kernel), "latency", kernel,
-                            "Lower is better. A line joins workloads that differ in the swept "
-                            "parameter alone, in size order; where the size was swept at "
-                            "several settings of other parameters, each setting is its own "
-                            "line (named in the legend, one dash style each). The shaded band "
-                            "is p20–p80 where the source gives it; axes are logarithmic where "
-                            "values span a decade or more.", fig))
+                               f"{'; '.join(every[o] for o in left)} (restrict with --gpu or "
+                               "--implementation)")
+        handles, labels = list(legend.values()), list(legend)
+        named = _distinct(kept)
+        if len(kept) > 1 or (kept and kept[0]):
+            from matplotlib.lines import Line2D
+
+            styles = {o: style for sweep in dash.values() for o, style in sweep.items()}
+            handles += [Line2D([], [], color="dimgrey", linestyle=styles[o], linewidth=1.2)
+                        for o in kept]
+            labels += [_shorten(named[o]) for o in kept]
+        grid.finish(f"{kernel}: latency against workload size (median, p20–p80 band)",
+                    handles, labels)
+        charts.append(Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION,
+                            grid.fig))
     return charts, omitted
 
 
-def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette
-                   ) -> list[str]:
-    """Draw one panel; returns the settings of the other parameters left out (beyond
-    ``MAX_SETTINGS``, those with the fewest results first)."""
+def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette,
+                   dash: dict[str, str], families: int, legend: dict[str, Any],
+                   grid: _Grid) -> list[str]:
+    """Draw one panel (the lines at the settings in ``dash``), adding its implementations to
+    the figure's ``legend``; returns the settings left out."""
     import polars as pl
 
-    families = panel["family"].n_unique()
     sized = parameter is not None
     if not sized:
         order = (panel.group_by("workload").agg(m=pl.col("median_us").min())
                  .sort(["m", "workload"])["workload"].to_list())
         position = {w: i for i, w in enumerate(order)}
-    settings = (panel.group_by("others").agg(n=pl.len(), first=pl.col("size").min())
-                .sort(["n", "first", "others"], descending=[True, False, False],
-                      nulls_last=True)["others"].to_list())
-    left = settings[MAX_SETTINGS:]
-    if left:
-        panel = panel.filter(pl.col("others").is_in(settings[:MAX_SETTINGS]))
-    kept = settings[:MAX_SETTINGS]
-    dash = {o: LINE_STYLES[i % len(LINE_STYLES)] for i, o in enumerate(kept)}
-    named = _distinct(kept)
-    labelled: set[str] = set()
+    left = sorted(o for o in set(panel["others"].to_list()) if o not in dash)
+    panel = panel.filter(pl.col("others").is_in(list(dash)))
     series = panel.group_by(["implementation", "variant", "family", "others"],
                             maintain_order=True)
     for (implementation, variant, family, others), line in series:
@@ -248,14 +337,14 @@ def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette:
             x = line["_x"].to_list()
         colour = palette(implementation, variant)
         # Colour names the implementation and dash style the setting, each once in the legend.
+        drawn = ax.plot(x, line["median_us"].to_list(), marker="o", markersize=3,
+                        linewidth=1.2, color=colour, linestyle=dash[others])
         label = _label(implementation, variant, family, families)
-        if len(kept) == 1 and others:
-            label += f" ({_shorten(named[others])})"
-        elif label in labelled:
-            label = "_nolegend_"
-        labelled.add(label)
-        ax.plot(x, line["median_us"].to_list(), marker="o", markersize=3, linewidth=1.2,
-                color=colour, linestyle=dash[others], label=label)
+        if label not in legend:
+            from matplotlib.lines import Line2D
+
+            legend[label] = Line2D([], [], color=colour, marker=drawn[0].get_marker(),
+                                   markersize=3, linewidth=1.2)
         low, high = line["p20_us"].to_list(), line["p80_us"].to_list()
         band = [(xi, lo, hi) for xi, lo, hi in zip(x, low, high, strict=True)
                 if lo is not None and hi is not None]
@@ -271,21 +360,33 @@ def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette:
         if _decades(panel["size"].to_list()):
             _log(ax.xaxis, base=2)
     else:
-        ax.set_xticks(range(len(order)), order, rotation=15, ha="right", fontsize=6)
+        _categories(ax, order, grid)
         ax.set_xlabel("workload")
     ax.set_ylabel("latency (µs)")
     if _decades(panel["median_us"].to_list()):
         _log(ax.yaxis, values=panel["median_us"].to_list())
-    handles, labels = ax.get_legend_handles_labels()
-    if len(kept) > 1:
-        from matplotlib.lines import Line2D
+    return left
 
-        handles += [Line2D([], [], color="dimgrey", linestyle=dash[o], linewidth=1.2)
-                    for o in kept]
-        labels += [_shorten(named[o]) for o in kept]
-    ax.legend(handles, labels, loc="best", frameon=False, fontsize=6)
-    every = _distinct(settings)
-    return [every[o] for o in left]
+
+def _categories(ax: Any, names: list[str], grid: _Grid) -> None:
+    """Workload names as x tick labels that do not overlap: level when they fit side by side,
+    else turned 45° or upright (wherever turned labels stand closer than a line apart, only
+    every k-th is named); the figure's bottom margin grows to hold them."""
+    pitch = (PANEL[0] - 1.05) / max(1, len(names))
+    widest = max(text_width(n) for n in names)
+    step = 1
+    if widest + 0.1 <= pitch:
+        rotation, depth = 0, LINE
+    elif pitch * math.sin(math.radians(45)) >= LINE:
+        rotation, depth = 45, widest * math.sin(math.radians(45)) + LINE
+    else:
+        rotation, depth = 90, widest + 0.05
+        step = math.ceil(LINE / pitch)
+    shown = [n if i % step == 0 else "" for i, n in enumerate(names)]
+    ax.set_xticks(range(len(names)), shown, rotation=rotation,
+                  ha="right" if rotation == 45 else "center",
+                  rotation_mode="anchor" if rotation == 45 else "default")
+    grid.bottom = max(grid.bottom, depth + 0.45)
 
 
 def _distinct(settings: list[str]) -> dict[str, str]:
@@ -352,12 +453,12 @@ def pairs(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[tuple[str, st
 
 
 def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], list[str]]:
-    """Per pair and pass, a kernel × GPU grid of the geometric-mean speedup over workloads,
-    with a last row weighting every kernel family the same (as speedup_summary's
-    geomean_speedup),
-    coloured on a log scale centred on 1 (one scale for all passes of a pair), each cell
-    naming its noise-aware verdicts. Passes are never pooled: 'full' times forward and
-    backward again. Returns the charts and the pairs left out."""
+    """Per pair and pass, kernel × GPU grids of the geometric-mean speedup over workloads
+    (GPUs that share kernels in one grid: :func:`heatmap_blocks`), each with a last row
+    weighting every kernel family the same (as speedup_summary's geomean_speedup), coloured
+    on a log scale centred on 1 (one scale for all passes of a pair), each cell naming its
+    noise-aware verdicts. Passes are never pooled: 'full' times forward and backward again.
+    Returns the charts and the pairs left out."""
     import polars as pl
 
     frame = against(speedups, chosen).filter(pl.col("speedup") > 0)
@@ -391,75 +492,141 @@ def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], li
         for pass_ in passes:
             charts.append(_heatmap(candidate, versus, pass_,
                                    cells.filter(pl.col("pass") == pass_),
-                                   overall.filter(pl.col("pass") == pass_), extreme))
+                                   overall.filter(pl.col("pass") == pass_), extreme,
+                                   role=versus == ROLE))
     return charts, omitted
 
 
+HEATMAP_CAPTION = (
+    "One chart per pair and pass (passes are never pooled: 'full' times forward and backward "
+    "again), one colour scale for the passes of a pair. Blue: the candidate is faster than "
+    "the implementation it is compared with (speedup > 1); red: slower. Against the "
+    "reference, each kernel is compared with its own reference implementation (the role "
+    "'reference' in kidata/data/roles.toml, named beside the kernel). GPUs that measured the "
+    "same kernels share a grid; a grid has a row for each kernel measured on any of its GPUs "
+    "and a column for each GPU. Each cell: the geometric mean of baseline/candidate median "
+    "latency over the cell's workloads, then the verdicts of the one rule "
+    "(docs/statistics.md) — ▲ faster, ▼ slower, ≈ within noise — of its comparisons (the "
+    "rest are negligible, under the minimum effect, or lack a noise estimate: no spread, a "
+    "single sample). Keys the source stopped measuring (stale) are left out. The last row of "
+    "a grid weighs every kernel family the same: the geometric mean of the families' "
+    "geometric means (speedup_summary's geomean_speedup), so a kernel that sweeps many "
+    "workloads, or one measured as several variants, does not dominate it.")
+MIN_FILL = 2 / 3    # least share of a heatmap grid's cells that hold a value
+CELL = (1.45, 0.42)  # inches per heatmap cell: its two lines of text at FONT, with room
+OVERALL = "all kernel families, each weighing 1"
+
+
+def heatmap_blocks(cells: list[tuple[str, str]], max_columns: int
+                   ) -> list[tuple[list[str], list[str]]]:
+    """The (kernels, GPUs) grids that hold the (kernel, GPU) ``cells``: every cell in one grid,
+    no grid with an empty row or column. GPUs are joined into one grid, the pair whose union is
+    fullest first, while at least ``MIN_FILL`` of its cells hold a value and it has at most
+    ``max_columns`` GPUs: a warehouse that measured every kernel on every GPU gets one grid,
+    one that measured each kernel on one GPU a grid per GPU. Largest grid first."""
+    kernels: dict[str, set[str]] = {}
+    for kernel, gpu in cells:
+        kernels.setdefault(gpu, set()).add(kernel)
+
+    def fill(gpus: list[str]) -> float:
+        rows = set().union(*(kernels[g] for g in gpus))
+        return sum(len(kernels[g]) for g in gpus) / (len(rows) * len(gpus))
+
+    groups = [[gpu] for gpu in sorted(kernels)]
+    while True:
+        best = None
+        for i, a in enumerate(groups):
+            for j in range(i + 1, len(groups)):
+                merged = a + groups[j]
+                if len(merged) <= max_columns and fill(merged) >= MIN_FILL and (
+                        best is None or fill(merged) > best[0]):
+                    best = (fill(merged), i, j)
+        if best is None:
+            break
+        _, i, j = best
+        groups[i] = sorted(groups[i] + groups.pop(j))
+    blocks = [(sorted(set().union(*(kernels[g] for g in group))), group) for group in groups]
+    return sorted(blocks, key=lambda b: (-len(b[0]), b[1]))
+
+
 def _heatmap(candidate: str, versus: str, pass_: str, cells: pl.DataFrame,
-             overall: pl.DataFrame, extreme: float) -> Chart:
+             overall: pl.DataFrame, extreme: float, role: bool) -> Chart:
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-    role = versus == ROLE
-    kernels = sorted(cells["kernel"].unique().to_list())
-    gpus = sorted(cells["gpu"].unique().to_list())
-    grid = [[math.nan] * len(gpus) for _ in range(len(kernels) + 1)]
-    notes = {}
+    value = {(c["kernel"], c["gpu"]): c for c in cells.iter_rows(named=True)}
+    total = {c["gpu"]: c for c in overall.iter_rows(named=True)}
     references: dict[str, set[str]] = {}
-    for c in cells.iter_rows(named=True):
-        i, j = kernels.index(c["kernel"]), gpus.index(c["gpu"])
-        grid[i][j] = c["geomean"]
-        notes[i, j] = f"{c['geomean']:.2f}×\n" + _verdicts(c)
+    for c in value.values():
         references.setdefault(c["kernel"], set()).update(c["references"].split("/"))
-    last = len(kernels)
-    for c in overall.iter_rows(named=True):
-        j = gpus.index(c["gpu"])
-        grid[last][j] = c["geomean"]
-        notes[last, j] = (f"{c['geomean']:.2f}× · {c['kernels']} kernel"
-                          f"{'s' if c['kernels'] != 1 else ''}\n" + _verdicts(c))
-    labels = [f"{k} (vs {'/'.join(sorted(references[k]))})" if role else k for k in kernels]
-    labels.append("all kernel families, each weighing 1")
+    label = {k: f"{k} (vs {'/'.join(sorted(references[k]))})" if role else k
+             for k in references}
+    left = max(text_width(t) for t in [*label.values(), OVERALL]) + 0.25
+    columns = max(1, int((MAX_WIDTH - left - 0.3) // CELL[0]))
+    blocks = heatmap_blocks(sorted(value), columns)
     norm = LogNorm(vmin=math.exp(-extreme), vmax=math.exp(extreme))
     name = "reference (per kernel)" if role else versus
+    title = f"{candidate} vs {name} · {pass_} pass"
+    # Inches from the top: the title, the colour bar (across, so that a grid of one row does
+    # not squash it), then the grids, each under its GPU names.
+    bar_top, bar_height = 0.55, 0.15
+    top = bar_top + bar_height + 2.6 * LINE
+    heights = [(len(kernels) + 1) * CELL[1] for kernels, _ in blocks]
+    height = top + sum(heights) + len(blocks) * (LINE + 0.4) + 0.1
+    widest = max(len(gpus) for _, gpus in blocks)
+    width = max(left + widest * CELL[0], left + 3.5, text_width(title) + 0.3) + 0.3
     with style():
-        width, height = 4.8 + 1.5 * len(gpus), 1.5 + 0.45 * len(labels)
         fig = Figure(figsize=(width, height))
-        fig.subplots_adjust(left=2.8 / width, right=1 - 0.2 / width, top=1 - 0.35 / height,
-                            bottom=0.8 / height)
-        ax = fig.add_subplot()
-        image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
-        ax.grid(False)
-        ax.set_xticks(range(len(gpus)), gpus, rotation=20, ha="right")
-        ax.set_yticks(range(len(labels)), labels)
-        ax.get_yticklabels()[-1].set_fontweight("bold")
-        ax.axhline(last - 0.5, color="black", linewidth=1.2)
-        for (i, j), text in notes.items():
-            dark = abs(math.log(grid[i][j])) > 0.6 * extreme
-            ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                    fontweight="bold" if i == last else "normal",
-                    color="white" if dark else "black")
-        bar = fig.colorbar(image, ax=ax, shrink=0.8)
-        # 1-2-5 steps: a range under a decade either side of 1 would show the 1 alone.
-        bar.ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        bar.ax.yaxis.set_major_formatter(FuncFormatter(_number))
-        bar.ax.yaxis.set_minor_locator(NullLocator())  # each minor tick costs drawing time
-        bar.set_label("speedup (log scale)")
-        ax.set_title(f"{candidate} vs {name} · {pass_} pass", loc="left")
-    against_text = ("each kernel's reference implementation (the role 'reference' in "
-                    "kidata/data/roles.toml, named beside the kernel)" if role else versus)
+        fig.text(0.1 / width, 1 - 0.12 / height, title, fontsize=FONT + 1, ha="left",
+                 va="top")
+        y = top
+        image = None
+        for (kernels, gpus), h in zip(blocks, heights, strict=True):
+            y += LINE + 0.1  # the GPU names above the grid
+            ax = fig.add_axes((left / width, 1 - (y + h) / height,
+                               len(gpus) * CELL[0] / width, h / height))
+            y += h + 0.3
+            grid = [[math.nan] * len(gpus) for _ in range(len(kernels) + 1)]
+            notes = {}
+            for i, kernel in enumerate(kernels):
+                for j, gpu in enumerate(gpus):
+                    c = value.get((kernel, gpu))
+                    if c:
+                        grid[i][j] = c["geomean"]
+                        notes[i, j] = f"{c['geomean']:.2f}×\n" + _verdicts(c)
+            last = len(kernels)
+            for j, gpu in enumerate(gpus):
+                c = total.get(gpu)
+                if c:
+                    grid[last][j] = c["geomean"]
+                    notes[last, j] = (f"{c['geomean']:.2f}× · {c['kernels']} kernel"
+                                      f"{'s' if c['kernels'] != 1 else ''}\n" + _verdicts(c))
+            image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
+            ax.grid(False)
+            ax.xaxis.tick_top()
+            ax.set_xticks(range(len(gpus)), gpus)
+            ax.tick_params(axis="x", length=0)
+            ax.set_yticks(range(last + 1), [label[k] for k in kernels] + [OVERALL])
+            ax.get_yticklabels()[-1].set_fontweight("bold")
+            ax.axhline(last - 0.5, color="black", linewidth=1.2)
+            for (i, j), text in notes.items():
+                dark = abs(math.log(grid[i][j])) > 0.6 * extreme
+                ax.text(j, i, text, ha="center", va="center",
+                        fontweight="bold" if i == last else "normal",
+                        color="white" if dark else "black")
+        cax = fig.add_axes((left / width, 1 - (bar_top + bar_height) / height,
+                            min(4.0, width - left - 0.3) / width, bar_height / height))
+        bar = fig.colorbar(image, cax=cax, orientation="horizontal")
+        # 1-2-5 steps when the scale spans two decades or less (a range under a decade
+        # either side of 1 would show the 1 alone); decades alone beyond, so labels keep apart.
+        subs = (1.0, 2.0, 5.0) if extreme <= math.log(10) else (1.0,)
+        bar.ax.xaxis.set_major_locator(LogLocator(subs=subs))
+        bar.ax.xaxis.set_major_formatter(FuncFormatter(_number))
+        bar.ax.xaxis.set_minor_locator(NullLocator())  # each minor tick costs drawing time
+        bar.set_label(f"speedup (log scale; blue: {candidate} faster)")
     return Chart(slug("speedup", candidate, "vs", versus, pass_), "speedups",
-                 f"{candidate} vs {name} · {pass_}",
-                 f"{pass_} pass only (passes are never pooled). Blue: {candidate} faster than "
-                 f"{against_text} (speedup > 1); red: slower. Each cell: geometric mean of "
-                 "baseline/candidate median latency over the cell's workloads, then the "
-                 "verdicts of the one rule (docs/statistics.md) — ▲ faster, ▼ slower, ≈ within "
-                 "noise — of its comparisons (the rest are negligible, under the minimum "
-                 "effect, or lack a noise estimate: no spread, a single sample). Keys the "
-                 "source stopped measuring (stale) are left out. The last row weighs every "
-                 "kernel family the same: the geometric mean of the families' geometric "
-                 "means (speedup_summary's geomean_speedup), so a kernel that sweeps many "
-                 "workloads, or one measured as several variants, does not dominate it.", fig)
+                 f"{candidate} vs {name} · {pass_}", HEATMAP_CAPTION, fig)
 
 
 MAX_FOREST_ROWS = 40  # kernels x GPUs in one forest plot; the rest are named as left out
@@ -494,6 +661,15 @@ def forest_charts(kernels: pl.DataFrame, chosen_pairs: list[tuple[str, str]]
     return charts, omitted
 
 
+FOREST_CAPTION = (
+    "Forest plots, per pair and pass. Each row: one kernel on one GPU (its workloads in "
+    "brackets), the geometric mean of its workloads' speedups (kernel_speedups) as a point and "
+    "the 95% t-interval over its workloads as a bar, from 3 workloads; with fewer, the dotted "
+    "line is the range of its workloads' speedups. A kernel's workloads are the sizes its "
+    "benchmark sweeps: the bar says how far the speedup moves across the sweep, not how "
+    "precisely each was measured. Stale keys are left out, as in the summaries.")
+
+
 def _forest(candidate: str, versus: str, pass_: str, panel: pl.DataFrame) -> Chart:
     from matplotlib.figure import Figure
 
@@ -503,9 +679,10 @@ def _forest(candidate: str, versus: str, pass_: str, panel: pl.DataFrame) -> Cha
         labels.append(f"{_shorten(r['kernel'], 36)} · {r['gpu']} ({r['workloads']})")
         points.append(r)
     with style():
-        width, height = 8.0, 1.3 + 0.28 * len(labels)
+        left = max(text_width(label) for label in labels) + 0.25
+        width, height = left + 5.0, 1.3 + 0.28 * len(labels)
         fig = Figure(figsize=(width, height))
-        fig.subplots_adjust(left=3.6 / width, right=1 - 0.3 / width, top=1 - 0.45 / height,
+        fig.subplots_adjust(left=left / width, right=1 - 0.3 / width, top=1 - 0.45 / height,
                             bottom=0.7 / height)
         ax = fig.add_subplot()
         for i, r in enumerate(points):
@@ -526,14 +703,7 @@ def _forest(candidate: str, versus: str, pass_: str, panel: pl.DataFrame) -> Cha
         ax.set_xlabel("speedup (log scale; right of 1: the candidate is faster)")
         ax.set_title(f"{candidate} vs {name} · {pass_} pass, per kernel", loc="left")
     return Chart(slug("forest", candidate, "vs", versus, pass_), "speedups",
-                 f"{candidate} vs {name} · {pass_}, per kernel",
-                 "Each row: one kernel on one GPU (its workloads in brackets), the geometric "
-                 "mean of its workloads' speedups (kernel_speedups) as a point and the 95% "
-                 "t-interval over its workloads as a bar, from 3 workloads; with fewer, the "
-                 "dotted line is the range of its workloads' speedups. A kernel's workloads "
-                 "are the sizes its benchmark sweeps: the bar says how far the speedup moves "
-                 "across the sweep, not how precisely each was measured. Stale keys are left "
-                 "out, as in the summaries.", fig)
+                 f"{candidate} vs {name} · {pass_}, per kernel", FOREST_CAPTION, fig)
 
 
 def _verdicts(cell: dict[str, Any]) -> str:
@@ -545,77 +715,112 @@ def _verdicts(cell: dict[str, Any]) -> str:
     return " ".join(parts) + f" of {cell['n']}"
 
 
+HISTORY_CAPTION = (
+    "The series with the most results, a panel each (among series of the same length, those "
+    "with regressions first). A series is one kernel, pass, implementation, workload, GPU and "
+    "protocol family (the trends view). A point is named with the release of its run where "
+    "the release changes (with the package the source names, e.g. 'liger 0.2.1' on a "
+    "huggingface series: Liger's benchmark records the Liger release that ran it) and its "
+    "change from the point before, where the label has room; the latency axis spans at "
+    "least ±10% so that small steps look small. A red ✕ marks a result slower than the one "
+    "before it beyond noise (its p20 above the previous p80) and by more than the minimum "
+    "effect (the regressions view).")
+
+
 def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Palette
                   ) -> tuple[Chart | None, list[str]]:
-    """Latency over time for the series with regressions first, then the longest, a panel
-    each, with each result's version named and regressions marked."""
+    """Latency over time for the series with the most results (regressed ones first among
+    equals), a panel each, with each release named and regressions marked."""
     import polars as pl
 
     if trends.is_empty():
         return None, []
     key = ["kernel", "pass", "implementation", "variant", "workload", "gpu", "family"]
     regressed = set(regressions["run_id"].to_list())
+    # The longest series first: a 2-point series says little beside a 20-point one.
     ranked = (trends.group_by(key).agg(points=pl.len(),
                                        regressed=pl.col("run_id").is_in(list(regressed)).sum())
-              .sort(["regressed", "points", "kernel", "workload"],
-                    descending=[True, True, False, False]))
+              .sort(["points", "regressed", "kernel", "pass", "workload", "implementation",
+                     "gpu"], descending=[True, True, False, False, False, False, False],
+                    nulls_last=True))
     omitted = []
     if ranked.height > MAX_SERIES:
-        omitted.append(f"history: {ranked.height - MAX_SERIES} of {ranked.height} series "
-                       "(restrict with --kernel, --gpu or --implementation)")
+        shortest = ranked["points"][MAX_SERIES - 1]
+        omitted.append(f"history: {ranked.height - MAX_SERIES} of {ranked.height} series, "
+                       f"those with {shortest} results or fewer (restrict with --kernel, "
+                       "--gpu or --implementation)")
     chosen = ranked.head(MAX_SERIES)
-    fig, axes = _figure(chosen.height)
-    for ax, series in zip(axes, chosen.iter_rows(named=True), strict=True):
+    grid = _figure(chosen.height, title_lines=2)
+    for ax, series in zip(grid.axes, chosen.iter_rows(named=True), strict=True):
         steps = trends.join(pl.DataFrame([{k: series[k] for k in key}],
                                          schema={k: trends.schema[k] for k in key}),
                             on=key, nulls_equal=True).sort("step")
-        times = steps["observed_at"].to_list()
-        medians = steps["median_us"].to_list()
-        colour = palette(series["implementation"], series["variant"])
-        low = [m - p if p is not None else 0 for m, p in zip(medians, steps["p20_us"],
-                                                                strict=True)]
-        high = [p - m if p is not None else 0 for m, p in zip(medians, steps["p80_us"],
-                                                                 strict=True)]
-        ax.errorbar(times, medians, yerr=[low, high], color=colour, marker="o", markersize=3,
-                    capsize=2, linewidth=1.2)
-        before = None
-        for t, m, version, run in zip(times, medians, steps["release"], steps["run_id"],
-                                      strict=True):
-            bad = run in regressed
-            if bad:
-                ax.plot([t], [m], marker="X", markersize=9, color="crimson", linestyle="none")
-            change = f" ({m / before - 1:+.1%})" if before else ""
-            last = t == times[-1]  # the last label reads leftwards, inside the panel
-            ax.annotate(("regression · " if bad else "") + (version or "?") + change, (t, m),
-                        textcoords="offset points", xytext=(-4 if last else 4, 6), fontsize=6,
-                        ha="right" if last else "left", color="crimson" if bad else "black")
-            before = m
-        # At least ±10% of the middle on the axis: autoscaling alone stretches a 0.5% step
-        # across the whole panel, and it reads like a large change.
-        tops = [m + h for m, h in zip(medians, high, strict=True)]
-        bottoms = [m - lo for m, lo in zip(medians, low, strict=True)]
-        middle = (max(tops) + min(bottoms)) / 2
-        span = max(max(tops) - min(bottoms), 0.2 * middle) * 1.25
-        ax.set_ylim(max(0, middle - span / 2), middle + span / 2)
-        ax.set_ylabel("latency (µs)")
+        _history_panel(ax, steps, palette(series["implementation"], series["variant"]),
+                       regressed)
+        workload = _shorten(series["workload"], 44)
         ax.set_title(f"{series['kernel']} {series['pass']} · {series['gpu']}\n"
-                     f"{series['implementation']} · {series['workload']}", loc="left")
-        from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+                     f"{series['implementation']} · {workload}", loc="left")
+    grid.finish("History per series: median latency with p20–p80, releases named, "
+                "regressions marked ✕")
+    return Chart("history", "history", "History", HISTORY_CAPTION, grid.fig), omitted
 
-        locator = AutoDateLocator(maxticks=5)
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        ax.margins(x=0.15)
-    _title(fig, "History per series: median latency with p20–p80, versions named, "
-                 "regressions marked ✕")
-    return Chart("history", "history", "History", "A series is one kernel, pass, "
-                 "implementation, workload, GPU and protocol family (the trends view). Each "
-                 "point names the release of its run (with the package the source names, e.g. "
-                 "'liger 0.2.1' on a huggingface series: Liger's benchmark records the Liger "
-                 "release that ran it) and its change from the point before; the latency axis "
-                 "spans at least ±10% so that small steps look small. A red ✕ "
-                 "marks a result slower than the one before it beyond noise (its p20 above the "
-                 "previous p80) and by more than 5% (the regressions view).", fig), omitted
+
+def _history_panel(ax: Any, steps: pl.DataFrame, colour: Any, regressed: set[str]) -> None:
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+
+    times = steps["observed_at"].to_list()
+    medians = steps["median_us"].to_list()
+    low = [m - p if p is not None else 0 for m, p in zip(medians, steps["p20_us"], strict=True)]
+    high = [p - m if p is not None else 0 for m, p in zip(medians, steps["p80_us"],
+                                                             strict=True)]
+    ax.errorbar(times, medians, yerr=[low, high], color=colour, marker="o", markersize=3,
+                capsize=2, linewidth=1.2)
+    # At least ±10% of the middle on the axis: autoscaling alone stretches a 0.5% step
+    # across the whole panel, and it reads like a large change.
+    tops = [m + h for m, h in zip(medians, high, strict=True)]
+    bottoms = [m - lo for m, lo in zip(medians, low, strict=True)]
+    middle = (max(tops) + min(bottoms)) / 2
+    span = max(max(tops) - min(bottoms), 0.2 * middle) * 1.25
+    ax.set_ylim(max(0, middle - span / 2), middle + span / 2)
+    ax.set_ylabel("latency (µs)")
+    locator = AutoDateLocator(maxticks=5)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    ax.margins(x=0.2)
+    # A label where the release changes (and at each regression), above its point or else
+    # below it, left out where it would run into a label already placed or out of the panel
+    # (a regression's label is always placed): boxes in inches of the ~3 x 2 inch panel.
+    x0, x1 = date2num(min(times)), date2num(max(times))
+    per_x = (PANEL[0] - 1.05) / (1.4 * (x1 - x0)) if x1 > x0 else 0.0
+    y0, y1 = ax.get_ylim()
+    per_y = AXES_HEIGHT / (y1 - y0)
+    lift, tall = 6 / 72, FONT * 1.25 / 72
+    placed: list[tuple[float, float, float, float]] = []
+    before = previous = None
+    for i, (t, m, version, run) in enumerate(zip(times, medians, steps["release"],
+                                                 steps["run_id"], strict=True)):
+        bad = run in regressed
+        if bad:
+            ax.plot([t], [m], marker="X", markersize=9, color="crimson", linestyle="none")
+        change = f" ({m / before - 1:+.1%})" if before else ""
+        before, shown, previous = m, previous, version
+        if not bad and version == shown:
+            continue
+        text = ("regression · " if bad else "") + (version or "?") + change
+        x = 0.2 / 1.4 * (PANEL[0] - 1.05) + (date2num(t) - x0) * per_x
+        y = (m - y0) * per_y
+        last = i == len(times) - 1  # the last label reads leftwards, inside the panel
+        left = x - text_width(text) - 0.06 if last else x + 0.06
+        for bottom, dy, va in ((y + lift, 6, "bottom"), (y - lift - tall, -6, "top")):
+            box = (left, bottom, left + text_width(text), bottom + tall)
+            if bad or (0 <= box[1] and box[3] <= AXES_HEIGHT and not any(
+                    box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                    for b in placed)):
+                ax.annotate(text, (t, m), textcoords="offset points", va=va,
+                            xytext=(-4 if last else 4, dy), ha="right" if last else "left",
+                            color="crimson" if bad else "black")
+                placed.append(box)
+                break
 
 
 def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
@@ -626,8 +831,9 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
     if frame.is_empty():
         return None
     gpus = sorted(frame["gpu"].unique().to_list())
-    fig, axes = _figure(len(gpus))
-    for ax, gpu in zip(axes, gpus, strict=True):
+    grid = _figure(len(gpus))
+    legend: dict[str, Any] = {}
+    for ax, gpu in zip(grid.axes, gpus, strict=True):
         rows = frame.filter(pl.col("gpu") == gpu)
         bounded = False
         for (implementation,), part in rows.group_by(["implementation"], maintain_order=True):
@@ -660,9 +866,13 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
         peak = rows["peak_gbps"].drop_nulls()
         if len(peak):
             ax.axhline(peak[0], color="black", linestyle="--", linewidth=1)
+            # Room above the line for its label, inside the panel (not in the title's way).
+            top = max(peak[0], max(v for v in rows["achieved_gbps_high"].to_list()
+                                   + rows["achieved_gbps"].to_list() if v is not None))
+            ax.set_ylim(0, top * 1.15)
             ax.annotate(f"peak {peak[0]:,.0f} GB/s", (0.01, peak[0]),
                         xycoords=("axes fraction", "data"), textcoords="offset points",
-                        xytext=(0, 3), fontsize=7)
+                        xytext=(0, 3))
         if bounded:
             ax.plot([], [], linestyle="none", marker="o", markersize=3.5, color="dimgrey",
                     markerfacecolor="white", label="hollow: not bound by bytes")
@@ -670,16 +880,21 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
         ax.set_xlabel("bytes moved (lower bound, byte model)")
         ax.set_ylabel("achieved GB/s")
         ax.set_title(gpu, loc="left")
-        ax.legend(loc="best", frameon=True, framealpha=0.85, edgecolor="none")
-    _title(fig, "Efficiency: achieved memory bandwidth against the GPU's published peak")
-    return Chart("efficiency", "efficiency", "Efficiency", "Each point is one run of a kernel "
-                 "with a byte model (the efficiency view): minimum bytes moved / median time, "
-                 "with the rate at p80 and p20 as the bar. The dashed line is the GPU's "
-                 "published peak; a point above it is not credible. A hollow point is not "
-                 "bound by its bytes (the efficiency view's bound: they would move in under "
-                 "5 µs at peak, or twice the bytes take hardly longer; 'overhead' under 20 µs, "
-                 "where launches set the time, else 'fixed cost'): its rate is no bandwidth "
-                 "measurement. Kernels and passes share a panel.", fig)
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    grid.finish("Efficiency: achieved memory bandwidth against the GPU's published peak",
+                list(legend.values()), list(legend))
+    return Chart("efficiency", "efficiency", "Efficiency", EFFICIENCY_CAPTION, grid.fig)
+
+
+EFFICIENCY_CAPTION = (
+    "A panel per GPU. Each point is one run of a kernel with a byte model (the efficiency "
+    "view): minimum bytes moved / median time, with the rate at p80 and p20 as the bar. The "
+    "dashed line is the GPU's published peak; a point above it is not credible. A hollow point "
+    "is not bound by its bytes (the efficiency view's bound: they would move in under 5 µs at "
+    "peak, or twice the bytes take hardly longer; 'overhead' under 20 µs, where launches set "
+    "the time, else 'fixed cost'): its rate is no bandwidth measurement. Kernels and passes "
+    "share a panel.")
 
 
 def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
@@ -689,9 +904,12 @@ def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
 
     if frame.is_empty():
         return None
+    from matplotlib.ticker import EngFormatter
+
     gpus = sorted(frame["gpu"].unique().to_list())
-    fig, axes = _figure(len(gpus))
-    for ax, gpu in zip(axes, gpus, strict=True):
+    grid = _figure(len(gpus))
+    legend: dict[str, Any] = {}
+    for ax, gpu in zip(grid.axes, gpus, strict=True):
         rows = frame.filter(pl.col("gpu") == gpu)
         for (implementation,), part in rows.group_by(["implementation"], maintain_order=True):
             ax.plot(part["flops"].to_list(), part["achieved_tflops"].to_list(), linestyle="none",
@@ -707,23 +925,28 @@ def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
             ax.axhline(peak[0], color="black", linestyle="--", linewidth=1)
             ax.annotate(f"dense 16-bit peak {peak[0]:,.0f} TFLOP/s", (0.01, peak[0]),
                         xycoords=("axes fraction", "data"), textcoords="offset points",
-                        xytext=(0, -10), fontsize=7)
+                        xytext=(0, 3))
+            top = max(peak[0], max(rows["achieved_tflops"].drop_nulls().to_list(), default=0))
+            ax.set_ylim(0, top * 1.15)  # room for the label above the roof
         if _decades(rows["flops"].to_list()):
-            ax.set_xscale("log")  # FLOPs read as powers of ten, not as binary sizes
-        else:
-            ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+            _log(ax.xaxis)
+        # FLOPs read as powers of ten (200G, 1T), not as binary sizes; and in each label, not
+        # as a "1e12" offset at the axis' end, where it ran into the axis label.
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_ylim(bottom=0)  # distance to the roof reads as a fraction of the peak
         ax.set_xlabel("FLOPs of the pass (matrix multiplies, FLOP model)")
         ax.set_ylabel("achieved TFLOP/s")
         ax.set_title(gpu, loc="left")
-        handles, labels = ax.get_legend_handles_labels()
-        unique = dict(zip(labels, handles, strict=True))
-        ax.legend(unique.values(), unique.keys(), loc="lower right", frameon=False)
-    _title(fig, "Compute: achieved TFLOP/s against the GPU's published dense tensor peak")
-    return Chart("roofline", "roofline", "Compute roofline", "Each point is one run of a "
-                 "kernel with a FLOP model (the roofline view): matrix-multiply FLOPs / median "
-                 "time, a lower bound of the work done. The dashed line is the GPU's dense "
-                 "16-bit tensor peak (for bfloat16/float16 workloads); hollow grey circles mark "
-                 "runs whose work would take under 5 µs at peak, where launches (under 20 µs: "
-                 "'overhead') or other fixed costs, not the hardware's peaks, set the time.",
-                 fig)
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    grid.finish("Compute: achieved TFLOP/s against the GPU's published dense tensor peak",
+                list(legend.values()), list(legend))
+    return Chart("roofline", "roofline", "Compute roofline", ROOFLINE_CAPTION, grid.fig)
+
+
+ROOFLINE_CAPTION = (
+    "A panel per GPU. Each point is one run of a kernel with a FLOP model (the roofline view): "
+    "matrix-multiply FLOPs / median time, a lower bound of the work done. The dashed line is "
+    "the GPU's dense 16-bit tensor peak (for bfloat16/float16 workloads); hollow grey circles "
+    "mark runs whose work would take under 5 µs at peak, where launches (under 20 µs: "
+    "'overhead') or other fixed costs, not the hardware's peaks, set the time.")

@@ -31,7 +31,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:
 max-width:1400px;padding:0 1.5rem 3rem;color:#1b1b1b}
 h1{font-size:1.6rem;margin:1.2rem 0 .2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd}
 nav a{margin-right:1rem}figure{margin:1rem 0 2rem}figure svg{max-width:100%;height:auto}
-figcaption{color:#555;font-size:.85rem;max-width:70rem}
+p.caption{color:#555;font-size:.85rem;max-width:70rem}
 table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0}
 th,td{border:1px solid #ddd;padding:.2rem .45rem;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}
@@ -189,13 +189,18 @@ def _page(sections: list[tuple[str, str, str]], filters: Filters) -> str:
 
 
 def _charts_html(charts: list[charts_mod.Chart], empty: str) -> str:
+    """The charts, each kind's caption once, before the first chart of its kind (16 heatmaps
+    share one: the same paragraph under each read as noise)."""
     if not charts:
         return f'<p class="empty">{html.escape(empty)}</p>'
     out = []
+    said: set[str] = set()
     for chart in charts:
+        if chart.caption not in said:
+            said.add(chart.caption)
+            out.append(f'<p class="caption">{html.escape(chart.caption)}</p>')
         out.append(f'<figure class="chart" id="{html.escape(chart.name)}" '
-                   f'data-chart="{html.escape(chart.name)}">{chart.svg()}'
-                   f"<figcaption>{html.escape(chart.caption)}</figcaption></figure>")
+                   f'data-chart="{html.escape(chart.name)}">{chart.svg()}</figure>')
     return "".join(out)
 
 
