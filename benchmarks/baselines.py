@@ -14,6 +14,16 @@
         The question asked of kidata's warehouse (the library, Warehouse.sql) and of the raw
         NDJSON, side by side in one warm process. Prints JSON.
 
+    python benchmarks/baselines.py plain SCRIPT MODE SQL OUT
+        The script ``kidata views --sql`` prints (tables as read_parquet globs, the views'
+        bodies) run by a plain DuckDB connection, then SQL: MODE 'fetch' fetches its rows,
+        'copy' writes them to the Parquet file OUT, 'database' copies the tables named in SQL
+        (comma-separated) into the DuckDB database file OUT, as ``kidata export --duckdb``
+        does: the reading commands' baseline, with no kidata in between.
+    python benchmarks/baselines.py warm-plain SCRIPT WAREHOUSE QUESTIONS REPEAT
+        QUESTIONS (JSON: name -> SQL) asked of kidata (Warehouse.sql) and of that plain
+        connection in one process, alternating, after one warm-up each. Prints JSON.
+
 SRC is one NDJSON file or a folder of them.
 """
 
@@ -224,7 +234,58 @@ KIDATA_QUERIES = {
 }
 
 
+def plain(script: str, mode: str, sql: str, out: str) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(Path(script).read_text("utf-8"))
+    if mode == "fetch":
+        print(len(con.sql(sql).fetchall()))
+    elif mode == "copy":
+        con.execute(f"COPY ({sql}) TO {_literal(out)} (FORMAT parquet)")
+    elif mode == "database":
+        con.execute(f"ATTACH {_literal(out)} AS exported")
+        for table in sql.split(","):
+            con.execute(f"CREATE TABLE exported.{table} AS SELECT * FROM {table}")
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+def warm_plain(script: str, warehouse: str, questions: str, repeat: int) -> None:
+    import json
+    import time
+
+    import duckdb
+
+    from kidata import Warehouse
+
+    wh = Warehouse(warehouse)
+    con = duckdb.connect()
+    con.execute(Path(script).read_text("utf-8"))
+    out: dict = {}
+    for name, sql in json.loads(questions).items():
+        sides = {"kidata": lambda sql=sql: wh.sql(sql).fetchall(),
+                 "plain": lambda sql=sql: con.sql(sql).fetchall()}
+        got: dict = {}
+        for side, ask in sides.items():
+            got[f"{side}_rows"] = len(ask())  # warm-up
+            got[f"{side}_s"] = []
+        for _ in range(repeat):
+            for side, ask in sides.items():
+                start = time.perf_counter()
+                ask()
+                got[f"{side}_s"].append(time.perf_counter() - start)
+        out[name] = got
+    print(json.dumps(out))
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "plain" and len(argv) == 5:
+        plain(*argv[1:])
+        return 0
+    if argv and argv[0] == "warm-plain" and len(argv) == 5:
+        warm_plain(argv[1], argv[2], argv[3], int(argv[4]))
+        return 0
     if len(argv) != 3 and not (argv and argv[0] == "warm-query"):
         sys.stderr.write(__doc__)
         return 2

@@ -41,14 +41,18 @@ WITH per_family AS (
 ),
 numbered AS (
     SELECT f.*,
-        CAST(COUNT(*) OVER summary_row AS BIGINT) AS k,
-        CAST(ROW_NUMBER() OVER (summary_row ORDER BY kernel_family) - 1 AS BIGINT) AS pick,
-        AVG(log_geomean) OVER summary_row AS mean_log,
-        MIN(log_geomean) OVER summary_row AS min_log,
-        MAX(log_geomean) OVER summary_row AS max_log
+        CAST(COUNT(*) OVER (PARTITION BY candidate, candidate_variant, baseline,
+                            baseline_variant, gpu, gpu_family, pass) AS BIGINT) AS k,
+        CAST(ROW_NUMBER() OVER (PARTITION BY candidate, candidate_variant, baseline,
+                                baseline_variant, gpu, gpu_family, pass
+                                ORDER BY kernel_family) - 1 AS BIGINT) AS pick,
+        AVG(log_geomean) OVER (PARTITION BY candidate, candidate_variant, baseline,
+                               baseline_variant, gpu, gpu_family, pass) AS mean_log,
+        MIN(log_geomean) OVER (PARTITION BY candidate, candidate_variant, baseline,
+                               baseline_variant, gpu, gpu_family, pass) AS min_log,
+        MAX(log_geomean) OVER (PARTITION BY candidate, candidate_variant, baseline,
+                               baseline_variant, gpu, gpu_family, pass) AS max_log
     FROM per_family f
-    WINDOW summary_row AS (PARTITION BY candidate, candidate_variant, baseline,
-                           baseline_variant, gpu, gpu_family, pass)
 ),
 digits AS (
     SELECT CAST(v AS BIGINT) AS v FROM (VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9))
