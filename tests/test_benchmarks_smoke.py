@@ -72,7 +72,7 @@ def test_runner_prints_every_figure(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(BENCH / "run"), "--sizes", "300,600", "--quick", "--extra", "50",
          "--per-file", "200", "--pandas-max", "300", "--csv-rows", "200", "--out", str(out),
-         "--json", str(tmp_path / "r.json")],
+         "--json", str(tmp_path / "r.json"), "--sections", "ingest"],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     table = proc.stdout
@@ -120,6 +120,36 @@ def test_runner_prints_every_figure(tmp_path):
     assert q["kidata_rows"] == q["raw_rows"] > 0
     warm = raw["raw"]["600/warm_query_speedups"]
     assert warm["kidata_rows"] == warm["raw_rows"] > 0 and len(warm["kidata_s"]) == 3
+
+
+def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
+    """benchmarks/run --sections reading: each reading command, fresh beside the views script
+    in a plain DuckDB connection (the report alone), and the warm questions; the runner itself
+    fails when a warm question gives kidata and plain DuckDB different row counts."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run"), "--sizes", "300", "--quick", "--extra", "50",
+         "--per-file", "200", "--csv-rows", "200", "--out", str(tmp_path / "bench"),
+         "--json", str(tmp_path / "r.json"), "--sections", "reading"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| read, ")]
+    commands = ["`kidata regressions` vs plain DuckDB",
+                "`kidata sql select count(*), sum(change) from trends -f csv` vs plain DuckDB",
+                "`kidata sql select * from speedup_summary -f csv` vs plain DuckDB",
+                "`kidata sql select * from trends -o OUT.parquet` vs plain DuckDB",
+                "`kidata export speedups -o OUT.parquet` vs plain DuckDB",
+                "`kidata export --duckdb OUT.duckdb` vs plain DuckDB",
+                "`kidata report -o OUT.html`",
+                "read, warm: `regressions`", "read, warm: `trends`",
+                "read, warm: `speedup_summary`"]
+    assert len(rows) == len(commands)
+    for row, command in zip(rows, commands):
+        assert command in row, (command, row)
+    raw = json.loads((tmp_path / "r.json").read_text())["raw"]
+    fresh = raw["300/read_export --duckdb"]
+    assert fresh["kidata_cpu_s"][0] > 0 and fresh["plain_cpu_s"][0] > 0
+    assert raw["300/read_report"]["plain_s"] == []
+    assert raw["300/read_warm"]["trends"]["kidata_rows"] == 1
 
 
 def test_load_memory_prints_each_case_beside_the_first_and_duckdb(tmp_path):
