@@ -89,11 +89,15 @@ def export(relation, con, path: Path, fmt: str, sheet: str = "data",
     take for a formula gets a leading ``'`` unless ``csv_raw``
     (:func:`kidata.query.output.formula_safe`)."""
     outfile.check(path, parents)
-    rows = relation.count("*").fetchall()[0][0]
     if described is None:
         described = descriptions(name)
-    if fmt == "xlsx" and rows + 1 > EXCEL_MAX_ROWS:
-        _too_many_for_excel(rows)
+    if fmt == "xlsx":
+        # A sheet has a row limit: counted first (an Excel file is small by that limit).
+        rows = relation.count("*").fetchall()[0][0]
+        if rows + 1 > EXCEL_MAX_ROWS:
+            _too_many_for_excel(rows)
+    # Everything else streams: the query runs once and its rows are written as they come,
+    # so memory stays bounded whatever the result's size (issue 30, item 2).
     with outfile.writing(path, parents) as tmp:
         if fmt == "xlsx":
             return _excel(relation, tmp, sheet, described)
@@ -104,9 +108,9 @@ def export(relation, con, path: Path, fmt: str, sheet: str = "data",
 
             relation = formula_safe(relation)
         relation.create_view("_kidata_export", replace=True)
-        con.execute(f"COPY (SELECT * FROM _kidata_export) TO {quote_literal(str(tmp))} "
-                    f"{copy_options(fmt)}")
-    return rows
+        # COPY answers with the number of rows it wrote.
+        return con.execute(f"COPY (SELECT * FROM _kidata_export) TO "
+                           f"{quote_literal(str(tmp))} {copy_options(fmt)}").fetchall()[0][0]
 
 
 def _too_many_for_excel(rows: int) -> None:
@@ -120,23 +124,38 @@ def _excel(relation, path: Path, sheet: str, described: dict[str, str]) -> int:
     return excel.write(relation, path, sheet, described)
 
 
+# Rows per Arrow batch a streamed export reads from DuckDB: each becomes one Parquet row group
+# (about 100k rows: large enough for engines to read efficiently, small enough to prune).
+EXPORT_BATCH_ROWS = 122_880
+
+
 def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
     """Parquet, or an Arrow IPC file, each field carrying its description (metadata key
-    ``description``, as the warehouse's own files do)."""
+    ``description``, as the warehouse's own files do), written batch by batch as DuckDB
+    produces them: memory holds one batch, not the result."""
     import pyarrow as pa
 
-    table = relation.to_arrow_table()
+    reader = relation.to_arrow_reader(EXPORT_BATCH_ROWS)
     fields = [f.with_metadata({**(f.metadata or {}), b"description": described[f.name]})
-              if described.get(f.name) else f for f in table.schema]
-    table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
+              if described.get(f.name) else f for f in reader.schema]
+    schema = pa.schema(fields, metadata=reader.schema.metadata)
+    rows = 0
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        pq.write_table(table, path, compression="zstd")
+        writer = pq.ParquetWriter(path, schema, compression="zstd")
     else:
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-            out.write_table(table)
-    return table.num_rows
+        sink = pa.OSFile(str(path), "wb")
+        writer = pa.ipc.new_file(sink, schema)
+    try:
+        for batch in reader:
+            writer.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
+            rows += batch.num_rows
+    finally:
+        writer.close()
+        if fmt != "parquet":
+            sink.close()
+    return rows
 
 
 def duckdb_file(connect: Callable[[], duckdb.DuckDBPyConnection], path: Path,
@@ -163,11 +182,14 @@ def _duckdb_file(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, int]:
     out = duckdb.connect(str(path))
     try:
         for table in COLUMNS:
-            arrow = con.sql(f"SELECT * FROM {quote_identifier(table)}").to_arrow_table()
-            out.register("_kidata_copy", arrow)
+            # Streamed: the table's rows pass through in batches, never whole in memory.
+            reader = con.sql(f"SELECT * FROM {quote_identifier(table)}").to_arrow_reader(
+                EXPORT_BATCH_ROWS)
+            out.register("_kidata_copy", reader)
             out.execute(f"CREATE TABLE {quote_identifier(table)} AS SELECT * FROM _kidata_copy")
             out.unregister("_kidata_copy")
-            counts[table] = arrow.num_rows
+            counts[table] = out.execute(
+                f"SELECT COUNT(*) FROM {quote_identifier(table)}").fetchall()[0][0]
             fault(f"export-duckdb:{table}")  # the crash tests: killed with tables still to copy
             for column in COLUMNS[table]:
                 out.execute(f"COMMENT ON COLUMN {quote_identifier(table)}."
