@@ -143,7 +143,7 @@ def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
                 "read, warm: `regressions`", "read, warm: `trends`",
                 "read, warm: `speedup_summary`"]
     assert len(rows) == len(commands)
-    for row, command in zip(rows, commands):
+    for row, command in zip(rows, commands, strict=True):
         assert command in row, (command, row)
     raw = json.loads((tmp_path / "r.json").read_text())["raw"]
     fresh = raw["300/read_export --duckdb"]
