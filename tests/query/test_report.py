@@ -420,3 +420,30 @@ def test_history_panels_are_the_longest_series():
     assert shown == ["k14", "k05"] + [f"k{i:02d}" for i in range(13) if i != 5][:10]
     assert omitted == ["history: 3 of 15 series, those with 3 results or fewer (restrict "
                        "with --kernel, --gpu or --implementation)"]
+
+
+@pytest.mark.shared
+def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
+    """data.trends(limit=12) reads only the steps of the 12 series the history chart draws:
+    the same series (by their number of results, then regressions) as ranking every series'
+    steps in Python, and the count of all series for the chart's 'omitted' line."""
+    import polars as pl
+
+    from kidata.query.present import data
+
+    every, total = data.trends(liger, data.Filters())
+    chosen, counted = data.trends(liger, data.Filters(), 12)
+    assert total == counted == every.select(list(data.SERIES_KEY)).unique().height > 12
+    key = list(data.SERIES_KEY)
+    regressed = set(data.regressions(liger, data.Filters())["run_id"].to_list())
+
+    def ranked(frame: pl.DataFrame) -> list[tuple[int, int]]:
+        return sorted(((len(g), sum(r in regressed for r in g["run_id"]))
+                       for _, g in frame.group_by(key)), reverse=True)
+
+    assert chosen.select(key).unique().height == 12
+    assert ranked(chosen) == ranked(every)[:12]
+    # Restricted in DuckDB: one kernel's series only.
+    names = sorted(set(every["implementation"]))
+    one, n = data.trends(liger, data.Filters(implementations=[names[0]]), 12)
+    assert len(names) > 1 and set(one["implementation"]) == {names[0]} and 0 < n < total

@@ -727,10 +727,12 @@ HISTORY_CAPTION = (
     "effect (the regressions view).")
 
 
-def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Palette
-                  ) -> tuple[Chart | None, list[str]]:
+def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Palette,
+                  total: int | None = None) -> tuple[Chart | None, list[str]]:
     """Latency over time for the series with the most results (regressed ones first among
-    equals), a panel each, with each release named and regressions marked."""
+    equals), a panel each, with each release named and regressions marked. ``total``: how many
+    series there are when ``trends`` holds only those chosen (:func:`data.trends` chooses them
+    in DuckDB); default the series in ``trends``."""
     import polars as pl
 
     if trends.is_empty():
@@ -744,9 +746,10 @@ def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Pale
                      "gpu"], descending=[True, True, False, False, False, False, False],
                     nulls_last=True))
     omitted = []
-    if ranked.height > MAX_SERIES:
-        shortest = ranked["points"][MAX_SERIES - 1]
-        omitted.append(f"history: {ranked.height - MAX_SERIES} of {ranked.height} series, "
+    total = ranked.height if total is None else total
+    if total > MAX_SERIES:
+        shortest = ranked["points"][min(MAX_SERIES, ranked.height) - 1]
+        omitted.append(f"history: {total - MAX_SERIES} of {total} series, "
                        f"those with {shortest} results or fewer (restrict with --kernel, "
                        "--gpu or --implementation)")
     chosen = ranked.head(MAX_SERIES)

@@ -1,7 +1,10 @@
 """The report's data: views read by name into Polars frames, restricted by :class:`Filters`.
 
-Only columns the report draws are named, so views that gain columns keep working. Restrictions
-are applied to the frames (never formatted into SQL).
+Only columns the report draws are named, so views that gain columns keep working. What the
+report cannot draw is left in DuckDB (issue 30, item 2): restrictions are bound as query
+parameters (never formatted into SQL), latency and efficiency points are the latest run of
+each key (``latest_latencies``), and history reads only the series it draws; so the frames
+grow with the keys and the series shown, not with the runs.
 """
 
 from __future__ import annotations
@@ -38,6 +41,25 @@ class Filters:
             parts.append(f"measured before {self.until:%Y-%m-%d %H:%M} UTC")
         return "; ".join(parts) or "everything in the warehouse"
 
+    def condition(self, alias: str = "", implementation_columns: tuple[str, ...]
+                  = ("implementation",)) -> tuple[str, dict[str, list[str]]]:
+        """The restriction as a SQL condition on ``alias``'s columns and its parameters (the
+        names asked for are bound, never formatted into the text); ``TRUE`` for none."""
+        prefix = f"{alias}." if alias else ""
+        parts: list[str] = []
+        params: dict[str, list[str]] = {}
+        if self.kernels:
+            parts.append(f"list_contains($kernels, {prefix}kernel)")
+            params["kernels"] = list(self.kernels)
+        if self.gpus:
+            parts.append(f"list_contains($gpus, {prefix}gpu)")
+            params["gpus"] = list(self.gpus)
+        if self.implementations:
+            parts.append("(" + " OR ".join(f"list_contains($implementations, {prefix}{c})"
+                                          for c in implementation_columns) + ")")
+            params["implementations"] = list(self.implementations)
+        return " AND ".join(parts) or "TRUE", params
+
     def apply(self, frame: pl.DataFrame, implementation_columns: tuple[str, ...]
               = ("implementation",)) -> pl.DataFrame:
         """Rows of the chosen kernels and GPUs whose implementation (any of the columns, e.g.
@@ -58,8 +80,8 @@ class Filters:
         return frame
 
 
-def _frame(db: Queryable, query: str) -> pl.DataFrame:
-    return db.sql(query).pl()
+def _frame(db: Queryable, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+    return db.sql(query, params or None).pl()
 
 
 def latency_points(db: Queryable, filters: Filters) -> pl.DataFrame:
@@ -71,15 +93,22 @@ def latency_points(db: Queryable, filters: Filters) -> pl.DataFrame:
     on two sweeps appears once per sweep."""
     import polars as pl
 
-    frame = _frame(db, """
+    where, params = filters.condition("k")
+    # Only the latest run of each key (latest_latencies, a few rows per key from the loads'
+    # latest_runs) is read from latencies; charts draw medians.
+    frame = _frame(db, f"""
+        WITH latest AS (
+            SELECT k.run_id FROM latest_latencies k
+            WHERE k.median_us IS NOT NULL AND {where}
+        )
         SELECT l.run_id, l.kernel, l.pass, l.implementation, l.variant, l.workload, l.gpu,
                l.family, l.median_us, l.p20_us, l.p80_us, l.observed_at, l.version,
                r.workload_id, s.parameter, s.size
         FROM latencies l
+        JOIN latest USING (run_id)
         JOIN runs r ON r.run_id = l.run_id
         LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
-        WHERE l.status = 'passed' AND l.median_us IS NOT NULL""")  # charts draw medians
-    frame = filters.apply(frame)
+        WHERE l.status = 'passed' AND l.median_us IS NOT NULL""", params)
     key = ["kernel", "pass", "gpu", "family", "implementation", "variant", "workload",
            "parameter"]
     # As the speedups view: the latest run counts, untimed runs before timed ones.
@@ -131,30 +160,57 @@ def _with_others(db: Queryable, frame: pl.DataFrame) -> pl.DataFrame:
 def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
     """Comparisons of the ``speedups`` view (in a windowed session, of the latest runs
     measured in the window), stale pairs left out, with each kernel's family."""
-    frame = _frame(db, """
+    where, params = filters.condition("s", ("candidate", "baseline"))
+    return _frame(db, f"""
         SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
                s.baseline, s.baseline_variant, s.speedup, s.verdict, s.candidate_role,
                s.baseline_role, COALESCE(f.family, s.kernel) AS kernel_family
         FROM speedups s LEFT JOIN kernel_families f ON f.kernel = s.kernel
-        WHERE NOT s.stale  -- as kernel_speedups and speedup_summary""")
-    return filters.apply(frame, ("candidate", "baseline"))
+        WHERE NOT s.stale  -- as kernel_speedups and speedup_summary
+            AND {where}""", params)
 
 
-def trends(db: Queryable, filters: Filters) -> pl.DataFrame:
-    """Steps of series with at least two results (``trends``)."""
+# The history chart's series: the most results first, then those with a regression among
+# equals, then by name (charts.history_chart draws them in this order).
+SERIES_KEY = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family")
+
+
+def trends(db: Queryable, filters: Filters, limit: int | None = None
+           ) -> tuple[pl.DataFrame, int]:
+    """Steps of series with at least two results (``trends``, with medians): of the ``limit``
+    series with the most results (regressed ones first among equals; all when None), and how
+    many such series there are. The ranking and the choice are made in DuckDB, so only the
+    steps drawn reach Python."""
     import polars as pl
 
-    frame = _frame(db, """
-        SELECT t.kernel, t.pass, t.implementation, t.variant, t.workload, t.gpu, t.family,
-               t.step, t.points, t.run_id, t.observed_at, t.version, t.median_us, t.p20_us,
-               t.p80_us, r.labels
-        FROM trends t
-        LEFT JOIN runs r ON r.run_id = t.run_id
-        WHERE t.median_us IS NOT NULL""")  # charts draw medians (a mean-only series has none)
-    frame = filters.apply(frame)
-    frame = frame.filter(pl.col("points") > 1)
-    return frame.with_columns(release=pl.struct("version", "labels").map_elements(
+    where, params = filters.condition("t")
+    key = ", ".join(SERIES_KEY)
+    ranked = f"""
+        WITH steps AS (
+            SELECT t.* FROM trends t
+            WHERE t.median_us IS NOT NULL AND t.points > 1 AND {where}
+        ),
+        ranked AS (
+            SELECT {key}, COUNT(*) AS drawn,
+                   SUM(CASE WHEN run_id IN (SELECT run_id FROM regressions) THEN 1 ELSE 0
+                       END) AS regressed
+            FROM steps GROUP BY {key}
+        )"""
+    total = db.sql(f"{ranked} SELECT COUNT(*) FROM ranked", params or None).fetchall()[0][0]
+    chosen = (f"SELECT {key} FROM ranked ORDER BY drawn DESC, regressed DESC, kernel, pass, "
+              "workload, implementation, gpu, variant NULLS FIRST, family"
+              + (f" LIMIT {int(limit)}" if limit is not None else ""))
+    frame = _frame(db, f"""{ranked}, chosen AS ({chosen})
+        SELECT s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu, s.family,
+               s.step, s.points, s.run_id, s.observed_at, s.version, s.median_us, s.p20_us,
+               s.p80_us, r.labels
+        FROM steps s
+        SEMI JOIN chosen c ON {" AND ".join(f"s.{k} IS NOT DISTINCT FROM c.{k}"
+                                            for k in SERIES_KEY)}
+        LEFT JOIN runs r ON r.run_id = s.run_id""", params)
+    frame = frame.with_columns(release=pl.struct("version", "labels").map_elements(
         lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)).drop("labels")
+    return frame, total
 
 
 def release(version: str | None, labels: str | None) -> str | None:
@@ -179,11 +235,11 @@ def release(version: str | None, labels: str | None) -> str | None:
 
 def regressions(db: Queryable, filters: Filters) -> pl.DataFrame:
     """The ``regressions`` view."""
-    frame = _frame(db, """
+    where, params = filters.condition()
+    return _frame(db, f"""
         SELECT kernel, pass, implementation, variant, workload, gpu, family, run_id,
                observed_at, version, previous_version, median_us, previous_median_us, change
-        FROM regressions""")
-    return filters.apply(frame)
+        FROM regressions WHERE {where}""", params)
 
 
 def kernel_speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
@@ -210,24 +266,28 @@ def min_effect(db: Queryable) -> float:
 
 
 def efficiency(db: Queryable, filters: Filters) -> pl.DataFrame:
-    """The ``efficiency`` view, with each run's time for the window."""
-    frame = _frame(db, """
+    """The ``efficiency`` view for the latest run of each key (``latest_latencies``, as the
+    latency charts), with each run's time."""
+    where, params = filters.condition("e")
+    return _frame(db, f"""
         SELECT e.kernel, e.pass, e.implementation, e.variant, e.workload, e.gpu, e.bytes,
                e.achieved_gbps, e.achieved_gbps_low, e.achieved_gbps_high, e.peak_gbps,
                e.peak_fraction, e.above_peak, e.bound, r.observed_at
         FROM efficiency e
-        JOIN runs r ON r.run_id = e.run_id""")
-    return filters.apply(frame)
+        JOIN runs r ON r.run_id = e.run_id
+        WHERE e.run_id IN (SELECT run_id FROM latest_latencies) AND {where}""", params)
 
 
 def roofline(db: Queryable, filters: Filters) -> pl.DataFrame:
-    """The ``roofline`` view (runs of kernels with a FLOP model), with each run's time."""
-    frame = _frame(db, """
+    """The ``roofline`` view (runs of kernels with a FLOP model) for the latest run of each
+    key, with each run's time."""
+    where, params = filters.condition("f")
+    return _frame(db, f"""
         SELECT f.kernel, f.pass, f.implementation, f.variant, f.workload, f.gpu, f.flops,
                f.achieved_tflops, f.peak_tflops, f.compute_fraction, f.bound, r.observed_at
         FROM roofline f
-        JOIN runs r ON r.run_id = f.run_id""")
-    return filters.apply(frame)
+        JOIN runs r ON r.run_id = f.run_id
+        WHERE f.run_id IN (SELECT run_id FROM latest_latencies) AND {where}""", params)
 
 
 def audit(db: Queryable, filters: Filters) -> pl.DataFrame:

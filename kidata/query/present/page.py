@@ -80,7 +80,7 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
            svg_dir: Path | None, start: float) -> ReportResult:
     points = data.latency_points(db, filters)
     speedups = data.speedups(db, filters)
-    trends = data.trends(db, filters)
+    trends, series = data.trends(db, filters, charts_mod.MAX_SERIES)
     regressions = data.regressions(db, filters)
     efficiency = data.efficiency(db, filters)
     compute = data.roofline(db, filters)
@@ -100,7 +100,7 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
                                  filters.implementations)
     forest, left = charts_mod.forest_charts(data.kernel_speedups(db, filters), chosen)
     omitted += left
-    history, left = charts_mod.history_chart(trends, regressions, palette)
+    history, left = charts_mod.history_chart(trends, regressions, palette, series)
     omitted += left
     eff = charts_mod.efficiency_chart(efficiency, palette)
     roof = charts_mod.roofline_chart(compute, palette)
