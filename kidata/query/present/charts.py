@@ -880,19 +880,27 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
             ax.plot([], [], linestyle="none", marker="o", markersize=3.5, color="dimgrey",
                     markerfacecolor="white", label="hollow: not bound by bytes")
         _log(ax.xaxis)
-        ax.set_xlabel("bytes moved (lower bound, byte model)")
-        ax.set_ylabel("achieved GB/s")
-        ax.set_title(gpu, loc="left")
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(label, handle)
+        _label_panel(ax, gpu, "bytes moved (lower bound, byte model)", "achieved GB/s",
+                     legend)
     grid.finish("Efficiency: achieved memory bandwidth against the GPU's published peak",
                 list(legend.values()), list(legend))
     return Chart("efficiency", "efficiency", "Efficiency", EFFICIENCY_CAPTION, grid.fig)
 
 
+def _label_panel(ax: Any, gpu: str, xlabel: str, ylabel: str, legend: dict[str, Any]) -> None:
+    """A GPU's panel of a rate chart: its axis labels and title; its legend entries join the
+    figure's one legend (``legend``, label -> handle, first seen kept)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(gpu, loc="left")
+    for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+        legend.setdefault(label, handle)
+
+
 EFFICIENCY_CAPTION = (
-    "A panel per GPU. Each point is one run of a kernel with a byte model (the efficiency "
-    "view): minimum bytes moved / median time, with the rate at p80 and p20 as the bar. The "
+    "A panel per GPU. Each point is the latest run of a kernel with a byte model at one "
+    "workload (the efficiency view): minimum bytes moved / median time, with the rate at p80 "
+    "and p20 as the bar. The "
     "dashed line is the GPU's published peak; a point above it is not credible. A hollow point "
     "is not bound by its bytes (the efficiency view's bound: they would move in under 5 µs at "
     "peak, or twice the bytes take hardly longer; 'overhead' under 20 µs, where launches set "
@@ -937,19 +945,17 @@ def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
         # as a "1e12" offset at the axis' end, where it ran into the axis label.
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_ylim(bottom=0)  # distance to the roof reads as a fraction of the peak
-        ax.set_xlabel("FLOPs of the pass (matrix multiplies, FLOP model)")
-        ax.set_ylabel("achieved TFLOP/s")
-        ax.set_title(gpu, loc="left")
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(label, handle)
+        _label_panel(ax, gpu, "FLOPs of the pass (matrix multiplies, FLOP model)",
+                     "achieved TFLOP/s", legend)
     grid.finish("Compute: achieved TFLOP/s against the GPU's published dense tensor peak",
                 list(legend.values()), list(legend))
     return Chart("roofline", "roofline", "Compute roofline", ROOFLINE_CAPTION, grid.fig)
 
 
 ROOFLINE_CAPTION = (
-    "A panel per GPU. Each point is one run of a kernel with a FLOP model (the roofline view): "
-    "matrix-multiply FLOPs / median time, a lower bound of the work done. The dashed line is "
+    "A panel per GPU. Each point is the latest run of a kernel with a FLOP model at one "
+    "workload (the roofline view): matrix-multiply FLOPs / median time, a lower bound of the "
+    "work done. The dashed line is "
     "the GPU's dense 16-bit tensor peak (for bfloat16/float16 workloads); hollow grey circles "
     "mark runs whose work would take under 5 µs at peak, where launches (under 20 µs: "
     "'overhead') or other fixed costs, not the hardware's peaks, set the time.")
