@@ -63,8 +63,8 @@ class SparkViewError(QueryError):
         self.registered = registered
 
 
-# Views computed when registered (DataFrame.localCheckpoint) instead of planned in every view
-# that reads them: small results of large plans. Their rows are the SQL body's, computed once.
+# Views computed once, by the first query that reads them (Spark's cache), instead of planned in
+# every view that reads them: small results of large plans. Their rows are the SQL body's.
 MATERIALIZED = ("noise_envelopes",)
 
 
@@ -73,17 +73,19 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     """Register every table of the warehouse and every kidata view as Spark temp views.
 
     ``warehouse_path`` is a local folder or any URI Spark can read (``hdfs://``, ``s3a://``, …).
-    Each table ``<warehouse>/<table>/*.parquet`` is read with ``mergeSchema`` (files written by
-    older or newer kidata versions union by name; a column this version expects but the files
-    lack reads as null); a missing or empty folder becomes an empty table with the declared
-    schema. As in DuckDB, the tables show a snapshot of whole committed loads: ``loads`` is
-    read first and every table loads write is filtered to its load ids (the rule of
-    :mod:`kidata.store.snapshot`). Then each view's SQL body runs unchanged. Returns the registered
-    names, tables first, then views in dependency order.
+    Each table ``<warehouse>/<table>/*.parquet`` is read with its declared schema
+    (:mod:`kidata.store.schema`), so Spark opens no file to plan it: a column the files of an
+    older kidata lack reads as null, a column this kidata does not declare is not shown, and
+    a missing or empty folder is an empty table of those columns. As in DuckDB, the tables
+    show a snapshot of whole committed loads: ``loads`` is read first and every table loads
+    write is filtered to its load ids (the rule of :mod:`kidata.store.snapshot`). Then each
+    view's SQL body runs unchanged (analyzed once, here). Returns the registered names,
+    tables first, then views in dependency order.
 
     Views in :data:`MATERIALIZED` (``noise_envelopes``: a few rows computed from every run)
-    are computed once at registration, and so are the ``latest_runs`` rows of loads written
-    before 0.3.0, so that the views reading them stay small plans.
+    are computed once, by the first query that reads them, and the ``latest_runs`` rows of
+    loads written before 0.3.0 once at registration, so that the views reading them stay
+    small plans.
 
     ``min_effect`` sets the verdict rule's minimum effect (the ``verdict_settings`` view; None:
     its own 0.10). Register again to change it: a Spark temp view may keep the plan of the
@@ -94,7 +96,7 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
 
     Raises :class:`SparkViewError` (after registering everything else) when some views fail,
     :class:`WarehouseError` when a local warehouse folder does not exist, a URI holds no table
-    folder at all, or a table's files cannot be read together, :class:`NewerLayout` when a
+    folder at all, or a table's folder cannot be listed, :class:`NewerLayout` when a
     local warehouse's ``_kidata/layout.json`` names a layout newer than this kidata reads (a
     URI's is not checked), and :class:`KidataError` when PySpark is not installed.
     """
@@ -122,8 +124,11 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
             frame = _literal_frame(spark, rows, schema)
         read[table] = frame
         if table == "loads":
-            committed = [row["load_id"] for row in frame.select("load_id").collect()]
-            _literal_frame(spark, [{"load_id": i} for i in committed], _LOAD_IDS
+            # One read of the markers: the snapshot's ids, and which loads are older than
+            # latest_runs' current columns.
+            loads = [(row["load_id"], row["kidata_version"])
+                     for row in frame.select("load_id", "kidata_version").collect()]
+            _literal_frame(spark, [{"load_id": i} for i, _ in loads], _LOAD_IDS
                            ).createOrReplaceTempView(snapshot.VISIBLE)
     if not local and len(absent) == len(TABLES):
         # A local folder is checked above; for a URI, no table folder at all is a wrong path.
@@ -138,7 +143,7 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
             frame = spark.sql(snapshot.visible_sql(files))
         frames[table] = frame
         frame.createOrReplaceTempView(table)
-    _derive_old_loads(spark, frames)
+    _derive_old_loads(spark, frames, derived.underived(loads))
     registered = list(frames)
 
     failures: dict[str, str] = {}
@@ -151,12 +156,20 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
         if view.name == "verdict_settings" and min_effect is not None:
             body = f"SELECT CAST({float(min_effect)!r} AS DOUBLE) AS min_effect"
         try:
-            spark.sql(f"CREATE OR REPLACE TEMP VIEW {spark_identifier(view.name)} AS {body}")
+            # The body analyzed once, here, and kept as the view's plan: a view made from SQL
+            # text is analyzed again, with every view under it, each time another view reads
+            # it (26 of register's 27 s at 1M runs went to that).
+            frame = spark.sql(body)
             if view.name in MATERIALIZED:
-                # Computed once here: a small table whose plan (every run's statistics) the
-                # views that read it would otherwise each carry, several times over.
-                spark.table(spark_identifier(view.name)).localCheckpoint(eager=True) \
-                    .createOrReplaceTempView(spark_identifier(view.name))
+                # Computed once, by the first query that reads it, and kept (Spark's cache):
+                # a small table whose plan (every run's statistics) the queries reading it
+                # then plan as one leaf instead of carrying it, several times over. Not at
+                # registration: at 1M runs that took 41-80 s. A cached plan equal to this one
+                # (an earlier register of the same loads) is dropped first: it may list files
+                # a compaction has since merged away.
+                frame.unpersist()
+                frame = frame.cache()
+            frame.createOrReplaceTempView(spark_identifier(view.name))
         except exceptions as exc:
             failures[view.name] = f"{view.path.name}: {_message(exc)}"
             continue
@@ -166,11 +179,11 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     return registered
 
 
-def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame]) -> None:
-    """Loads written before ``latest_runs`` existed (kidata 0.1) have no rows there: compute
-    theirs from their runs with the SQL a commit uses (kidata/store/derived.py), as DuckDB does."""
-    old = derived.underived([(row["load_id"], row["kidata_version"]) for row in
-                             frames["loads"].select("load_id", "kidata_version").collect()])
+def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame], old: list[str]
+                      ) -> None:
+    """The loads ``old`` (written before ``latest_runs`` had its current columns, or before
+    it existed) have no rows there or incomplete ones: compute theirs from their runs with the
+    SQL a commit uses (kidata/store/derived.py), as DuckDB does."""
     if not old:
         return
     ids = _literal_frame(spark, [{"load_id": i} for i in old], _LOAD_IDS)
@@ -218,14 +231,15 @@ def spark_schema(schema: pa.Schema) -> Any:
 def _read_table(spark: SparkSession, root: str, table: str, schema: pa.Schema,
                 exceptions: tuple[type[BaseException], ...], absent: list[str]
                 ) -> DataFrame | None:
-    """The table's Parquet files with at least the declared columns; None when it has none
-    (and its name is added to ``absent`` when even the folder is missing)."""
-    from pyspark.sql import functions as F
-
+    """The table's Parquet files read with its declared columns; None when its folder is
+    missing (and its name is added to ``absent``)."""
     try:
-        # The folder, not a glob of its files: Spark skips names starting with '_' or '.',
-        # pathGlobFilter keeps only the Parquet files, and this works on any file system.
-        frame = (spark.read.option("mergeSchema", "true").option("pathGlobFilter", "*.parquet")
+        # The declared schema, not mergeSchema or inference: Spark then opens no file to plan
+        # the table (merging every file's footer took 30 s at 1M runs), a column missing from
+        # older files reads as null, and the types are the ones `kidata check` holds every
+        # file to. The folder, not a glob of its files: Spark skips names starting with '_' or
+        # '.', pathGlobFilter keeps only the Parquet files, and this works on any file system.
+        frame = (spark.read.schema(spark_schema(schema)).option("pathGlobFilter", "*.parquet")
                  .parquet(f"{root}/{table}"))
     except exceptions as exc:
         condition = _condition(exc)
@@ -235,10 +249,6 @@ def _read_table(spark: SparkSession, root: str, table: str, schema: pa.Schema,
             return None
         raise WarehouseError(f"Spark cannot read table {table} at {root}/{table}: "
                              f"{_message(exc)}") from None
-    have = set(frame.columns)
-    for field in spark_schema(schema).fields:
-        if field.name not in have:
-            frame = frame.withColumn(field.name, F.lit(None).cast(field.dataType))
     return frame
 
 

@@ -115,6 +115,63 @@ def test_latencies_by_hand_with_utc_timestamp(spark, registered):
     assert row[0].shown == "2024-09-03 15:39:30"
 
 
+# -- at scale: many loads, several row groups in each file -----------------------------------------
+
+# benchmarks/generate.py's runs in SCALE_LOADS loads, written in row groups of SCALE_GROUP rows:
+# every table a load writes has a file per load, runs and measurements several row groups each.
+SCALE_RUNS, SCALE_LOADS, SCALE_GROUP = 1200, 8, 50
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory) -> Warehouse:
+    import importlib.util
+
+    from kidata.store import pqwrite
+
+    bench = Path(__file__).parents[2] / "benchmarks" / "generate.py"
+    spec = importlib.util.spec_from_file_location("kidata_bench_generate", bench)
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    root = tmp_path_factory.mktemp("scaled")
+    generate.generate(root / "data", SCALE_RUNS, extra=0, per_file=SCALE_RUNS // SCALE_LOADS,
+                      csv_rows=1)
+    wh = Warehouse(root / "wh")
+    with pytest.MonkeyPatch.context() as patch:
+        # In this process (no workers), so that the row-group size reaches every writer, and
+        # in batches of a row group's size (a writer keeps a larger batch whole).
+        patch.setenv("KIDATA_WORKERS", "0")
+        patch.setattr(pqwrite, "ROWS", SCALE_GROUP)
+        for part in sorted((root / "data" / "many").glob("*.ndjson")):
+            report = wh.load([str(part)], batch_size=SCALE_GROUP)
+            assert report.ok and report.runs_added == SCALE_RUNS // SCALE_LOADS, report.rejects
+    return wh
+
+
+# Read from many files: the tables loads write, and views at the top of the chains over them
+# (each Spark query costs seconds whatever its size: every view would take minutes here; the
+# seeds compare them all above).
+SCALE_NAMES = ("runs", "measurements", "environments", "protocols", "workloads",
+               "workload_parameters", "latest_runs", "loads", "latencies", "speedups",
+               "speedup_summary", "trends")
+
+
+def test_spark_matches_duckdb_over_many_files_and_row_groups(spark, scaled):
+    """The tables and views over a warehouse of many loads whose files hold several row
+    groups each (what mergeSchema used to plan from every footer, and what the declared
+    schemas must read the same): Spark's rows are DuckDB's."""
+    for table, least in (("runs", 3), ("measurements", 3)):
+        files = sorted((scaled.path / table).glob("*.parquet"))
+        assert len(files) == SCALE_LOADS
+        assert min(pq.ParquetFile(f).metadata.num_row_groups for f in files) >= least, table
+    session = spark.newSession()
+    names = register(session, scaled.path)
+    assert names == [*TABLES, *VIEWS]
+    counts = {name: assert_same_rows(session, scaled, name) for name in SCALE_NAMES}
+    assert counts["runs"] == SCALE_RUNS
+    # Not a comparison of empty views: the pairings and series have rows at this size.
+    assert all(counts[n] > 0 for n in SCALE_NAMES), counts
+
+
 # -- warehouses of other shapes --------------------------------------------------------------------
 
 def test_empty_warehouse_gives_typed_empty_tables(spark, tmp_path):
@@ -136,7 +193,10 @@ def test_empty_warehouse_gives_typed_empty_tables(spark, tmp_path):
                 f"SELECT COUNT(*) FROM {table}").fetchall()[0][0] > 0
 
 
-def test_files_of_another_version_union_by_name(spark, seeded, tmp_path):
+def test_files_of_another_version_read_with_the_declared_columns(spark, seeded, tmp_path):
+    """Each table is read with its declared columns: an older file without one reads it as
+    null, a newer file's column this kidata does not declare is not shown (`kidata check`
+    calls it unexpected; no view reads it)."""
     session = spark.newSession()
     # Glob characters in the path: Spark must read it literally.
     wh = tmp_path / "wh [v]{1}*"
@@ -154,13 +214,31 @@ def test_files_of_another_version_union_by_name(spark, seeded, tmp_path):
     (wh / "runs" / "notes.txt").write_text("not parquet\n")
 
     register(session, wh)
+    assert session.table("runs").columns == TABLES["runs"].names
     got = {r.run_id: r for r in session.sql(
-        "SELECT run_id, version, added_later FROM runs "
+        "SELECT run_id, version FROM runs "
         "WHERE run_id IN ('older-run', 'newer-run')").collect()}
     assert got["older-run"].version is None
-    assert got["newer-run"].version == "0.2.1" and got["newer-run"].added_later == "x"
+    assert got["newer-run"].version == "0.2.1"
     # 26 seed runs + the two added.
     assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 28
+
+
+def test_register_opens_no_file_to_plan_a_table(spark, seeded, tmp_path):
+    """Tables are planned from their declared schemas, not from their files' footers
+    (mergeSchema read every footer: 30 s at 1M runs). So a file that is not Parquet at all
+    breaks only the queries that read its table, not the registration; a warehouse whose
+    files kidata wrote never has one (`kidata check` finds it)."""
+    wh = tmp_path / "wh"
+    shutil.copytree(seeded.path, wh, ignore=shutil.ignore_patterns("_kidata"))
+    (wh / "rejects").mkdir(exist_ok=True)
+    (wh / "rejects" / "part-broken.parquet").write_bytes(b"not a Parquet file\n")
+    session = spark.newSession()
+    register(session, wh)
+    assert session.table("rejects").columns == TABLES["rejects"].names
+    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26
+    with pytest.raises(Exception, match="part-broken.parquet"):
+        session.sql("SELECT * FROM rejects").collect()
 
 
 def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, capsys):

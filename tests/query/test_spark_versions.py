@@ -120,3 +120,56 @@ def test_a_warehouse_of_a_newer_layout_is_refused_as_in_duckdb(spark, seeded, tm
         register(spark.newSession(), newer)
     with pytest.raises(errors.NewerLayout):
         Warehouse(newer).sql("select 1")  # the same refusal, for DuckDB
+
+
+def _as_written_by_0_2_2_exactly(wh: Path, load_id: str) -> None:
+    """Rewrite one load's files with the columns kidata 0.2.2 wrote, and its types: a commit
+    marker without ``rejects_not_kept`` (0.2.3) and ``commit``, ``branch``, ``ci_run``
+    (0.2.9); ``latest_runs`` rows without the columns of 0.2.3, 0.2.4 and 0.3.0, their
+    ``median_us`` still a required column (nullable since 0.2.4)."""
+    import pyarrow as pa
+
+    from kidata.store import derived
+
+    marker = wh / "loads" / f"part-{load_id}.parquet"
+    table = pq.read_table(marker).drop_columns(["rejects_not_kept", "commit", "branch",
+                                                "ci_run"])
+    table = table.set_column(table.schema.get_field_index("kidata_version"), "kidata_version",
+                             pa.array(["0.2.2"] * table.num_rows))
+    pq.write_table(table, marker)
+    path = wh / "latest_runs" / f"part-{load_id}.parquet"
+    table = pq.read_table(path).drop_columns([*derived.STATISTICS, *derived.CENTER,
+                                              *derived.NOISE])
+    at = table.schema.get_field_index("median_us")
+    table = table.cast(table.schema.set(at, table.schema.field(at).with_nullable(False)))
+    pq.write_table(table, path)
+    assert not pq.ParquetFile(path).schema_arrow.field("median_us").nullable
+
+
+@pytest.mark.parametrize("old", ["every load", "the first load"])
+def test_columns_older_files_lack_read_as_null_as_in_duckdb(spark, tmp_path, old):
+    """Spark reads each table with its declared columns (no schema merged from the files): a
+    column older files lack reads as null, whether no file of the table has it (every load
+    written by 0.2.2) or only some (0.2.2's load beside a current one), and a column once
+    required and now nullable reads from the files that still declare it required. Every
+    table and view these reach gives DuckDB's rows."""
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(p) for p in sorted(SEEDS.glob("00[01]_*.txt"))]).ok
+    assert wh.load([str(next(SEEDS.glob("003_*")))]).ok
+    loads = sorted(p.stem.removeprefix("part-") for p in (wh.path / "loads").iterdir())
+    rewritten = loads if old == "every load" else loads[:1]
+    for load_id in rewritten:
+        _as_written_by_0_2_2_exactly(wh.path, load_id)
+    session = spark.newSession()
+    register(session, wh.path)
+    assert session.table("loads").columns == TABLES["loads"].names
+    markers = {r.load_id: r for r in session.table("loads").collect()}
+    for load_id in loads:
+        row = markers[load_id]
+        if load_id in rewritten:
+            assert (row.rejects_not_kept, row.commit, row.branch, row.ci_run) == (None,) * 4
+        else:
+            assert row.rejects_not_kept == 0
+    for name in ("loads", "runs", "latest_runs", "latest_latencies", "speedups",
+                 "speedup_summary"):
+        assert assert_same_rows(session, wh, name) > 0, name

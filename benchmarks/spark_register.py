@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Time of ``kidata.spark.register`` (and of one warm query after it) on a warehouse, in a local
+Spark session with Spark's defaults, as a user's first session would run it.
+
+    python benchmarks/spark_register.py WAREHOUSE [--master 'local[2]'] [--repeat 3]
+        [--query 'SELECT * FROM speedup_summary']
+
+One JVM serves every round (its start is not timed). Each round registers the warehouse in a
+new Spark session (``spark.newSession()``: its own temp views, the JVM's JIT warm from the
+rounds before), then, with ``--query``, runs the query twice and collects its rows. Prints
+one line per round: seconds of ``register`` (and of the query's first and second run, and
+the rows it gave).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("warehouse")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--query", default=None, help="e.g. 'SELECT * FROM speedup_summary'")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import kidata.spark
+
+    spark = (SparkSession.builder.master(args.master).appName("kidata-register-bench")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        for round_ in range(1, args.repeat + 1):
+            session = spark.newSession()
+            start = time.perf_counter()
+            kidata.spark.register(session, args.warehouse)
+            line = f"round {round_}: register {time.perf_counter() - start:.2f} s"
+            if args.query:
+                times = []
+                for _ in range(2):
+                    start = time.perf_counter()
+                    rows = session.sql(args.query).collect()
+                    times.append(time.perf_counter() - start)
+                line += (f", query {times[0]:.2f} s then {times[1]:.2f} s, {len(rows)} rows")
+            print(line, flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
