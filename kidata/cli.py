@@ -465,6 +465,7 @@ def regressions(
     measured beside them; exit 1 if there are any."""
     check_format(format)
     wh = _wh(warehouse, since, until, threshold)
+    wh.keep("trends")  # counted, printed and checked for acknowledgements: computed once
     rows = wh.regressions()
     threshold = wh.verdict_min_effect()
     found = rows.count("*").fetchall()[0][0]

@@ -266,6 +266,12 @@ class Warehouse:
         (:mod:`kidata.query.readonly`)."""
         return self.session.sql(query, params, read_only=read_only)
 
+    def keep(self, view: str) -> None:
+        """Compute ``view`` once, now, and answer later queries that read it from those rows,
+        until the next commit (:meth:`kidata.query.session.Session.keep`): for a script that
+        asks a costly view (``trends`` at a million runs) several questions."""
+        self.session.keep(view)
+
     def relation(self, name: str) -> duckdb.DuckDBPyRelation:
         """A table or view by name."""
         return self.session.relation(name)

@@ -37,6 +37,8 @@ class Queryable(Protocol):
 
     def info(self) -> dict[str, Any]: ...
 
+    def keep(self, view: str) -> None: ...
+
 
 class Session:
     """Queries over the warehouse at :attr:`path`; ``require`` raises unless it is one."""
@@ -143,6 +145,13 @@ class Session:
             self._con, self._con_state, self._con_views = con, state, set()
             return con
         raise AssertionError("unreachable")
+
+    def keep(self, view: str) -> None:
+        """Compute ``view`` once, now, and answer every later query of this session that
+        reads it from those rows (:func:`kidata.query.views.keep`): for a command that asks
+        one costly view several questions. Answers are the same; a new snapshot (a commit)
+        starts without it."""
+        views_mod.keep(self.ready(views_mod.needed(f"SELECT * FROM {view}")), view)
 
     def sql(self, query: str, params: dict[str, Any] | list | None = None, *,
             read_only: bool = False) -> duckdb.DuckDBPyRelation:

@@ -70,21 +70,38 @@ def materialize(con: duckdb.DuckDBPyConnection, names: list[str] | None) -> None
     second such query on, each view of :data:`MATERIALIZED` among them is read from a
     temporary table of its rows, made now. The views that read it are bound by name when
     queried, so they read the table from then on; every answer stays the same."""
-    import duckdb
 
     reads = _reads.setdefault(con, {})
     for name in MATERIALIZED:
         if names is None or name not in names:  # a catalog query: it may not read the view
             continue
         reads[name] = reads.get(name, 0) + 1
-        if reads[name] != 2:
-            continue
-        table = quote_identifier(cached_name(name))
-        try:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name}")
-        except duckdb.Error:
-            continue  # e.g. a compaction swapped a folder meanwhile: the view stays a view
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {table}")
+        if reads[name] == 2:
+            _cache(con, name)
+
+
+def keep(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Read the view ``name`` on ``con`` from a temporary table of its rows, made now (once
+    per connection): for a command that asks a costly view several questions (the report and
+    ``kidata regressions`` ask trends three to six), as :func:`materialize` does for
+    :data:`MATERIALIZED` views from their second read."""
+    reads = _reads.setdefault(con, {})
+    if reads.get(f"kept:{name}"):
+        return
+    if _cache(con, name):
+        reads[f"kept:{name}"] = 1
+
+
+def _cache(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    import duckdb
+
+    table = quote_identifier(cached_name(name))
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name}")
+    except duckdb.Error:
+        return False  # e.g. a compaction swapped a folder meanwhile: the view stays a view
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {table}")
+    return True
 
 
 def script(warehouse: Path) -> str:

@@ -59,3 +59,30 @@ def test_a_commit_starts_a_new_snapshot_without_the_table(tmp_path):
     assert not cached(wh)  # a new connection for the new snapshot
     assert same_rows(after, fresh(path, QUERIES[0]))
     assert len(after) > len(before)  # the load's latest runs are there
+
+
+def test_a_kept_view_is_computed_once_and_answers_the_same(tmp_path):
+    """Warehouse.keep('trends') (the report and `kidata regressions` ask trends several
+    questions): trends and the views reading it (regressions, shifts) answer from one table
+    of its rows, exactly as the views do; a commit starts a snapshot without it."""
+    path = tmp_path / "wh"
+    assert Warehouse(path).load([str(VIEWS / "verdicts.jsonl")]).ok
+    questions = ("SELECT * FROM trends ORDER BY ALL", "SELECT * FROM regressions ORDER BY ALL",
+                 "SELECT * FROM shifts ORDER BY ALL")
+    wh = Warehouse(path)
+    table = views.cached_name("trends")
+
+    def kept() -> bool:
+        return wh.connect().sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = $n",
+                                params={"n": table}).fetchall() == [(1,)]
+
+    wh.keep("trends")
+    assert kept()
+    # The view now reads the table: the answer of every question is the views' own.
+    assert table in wh.connect().sql("SELECT sql FROM duckdb_views() WHERE view_name = 'trends'"
+                                     ).fetchall()[0][0]
+    for query in questions:
+        assert same_rows(wh.sql(query).fetchall(), fresh(path, query)), query
+    assert wh.sql("SELECT count(*) FROM trends WHERE step > 1").fetchall()[0][0] > 0
+    assert Warehouse(path).load([str(SEEDS)]).ok
+    assert wh.sql("SELECT count(*) FROM runs").fetchall() and not kept()

@@ -78,6 +78,8 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
 
 def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
            svg_dir: Path | None, start: float) -> ReportResult:
+    # The history and the regressions table ask trends several questions: computed once.
+    db.keep("trends")
     points = data.latency_points(db, filters)
     speedups = data.speedups(db, filters)
     trends, series = data.trends(db, filters, charts_mod.MAX_SERIES)
