@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from kidata.core.viewfiles import load_views
-from kidata.errors import KidataError, QueryError, WarehouseError
+from kidata.core.viewfiles import View, load_views
+from kidata.errors import KidataError, NoSuchView, QueryError, WarehouseError
+from kidata.query.session import closest_names
 from kidata.store import commit, derived, reference, snapshot
 from kidata.store.schema import REFERENCE, TABLES
 
@@ -69,7 +71,8 @@ MATERIALIZED = ("noise_envelopes",)
 
 
 def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
-             min_effect: float | None = None) -> list[str]:
+             min_effect: float | None = None, views: Iterable[str] | None = None
+             ) -> list[str]:
     """Register every table of the warehouse and every kidata view as Spark temp views.
 
     ``warehouse_path`` is a local folder or any URI Spark can read (``hdfs://``, ``s3a://``, …).
@@ -91,6 +94,12 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     its own 0.10). Register again to change it: a Spark temp view may keep the plan of the
     views it read when it was defined.
 
+    ``views`` names the views wanted (None: all): those and the views they read are
+    registered, no others. Spark analyzes each view when it is registered, a few seconds for
+    the deepest (``summary_bootstrap``, ``speedup_summary``) even on a few runs; a job that
+    asks one question need not pay for all 27. An unknown name raises :class:`NoSuchView`
+    (a :class:`KidataError`) naming the closest views.
+
     Timestamps are UTC instants; set ``spark.sql.session.timeZone=UTC`` so that Spark shows
     them, and any date arithmetic in the views, in UTC as DuckDB does.
 
@@ -101,6 +110,7 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     URI's is not checked), and :class:`KidataError` when PySpark is not installed.
     """
     exceptions = _pyspark_errors()
+    wanted = _wanted(views)  # an unknown name is refused before anything is read
     root, local = _root(warehouse_path)
     if local is not None:
         # A warehouse of a newer layout is refused, as by DuckDB (what a newer layout changed
@@ -147,7 +157,7 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     registered = list(frames)
 
     failures: dict[str, str] = {}
-    for view in load_views().values():
+    for view in wanted:
         broken = [d for d in view.depends if d in failures]
         if broken:
             failures[view.name] = f"reads view(s) that failed: {', '.join(broken)}"
@@ -177,6 +187,24 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     if failures:
         raise SparkViewError(failures, registered)
     return registered
+
+
+def _wanted(views: Iterable[str] | None) -> list[View]:
+    """The views to register, in dependency order: ``views`` and every view they read (all
+    when None)."""
+    known = load_views()
+    if views is None:
+        return list(known.values())
+    wanted: set[str] = set()
+    pending = list(views)
+    while pending:
+        name = pending.pop()
+        if name not in known:
+            raise NoSuchView(name, list(known), closest_names(name, known))
+        if name not in wanted:
+            wanted.add(name)
+            pending.extend(known[name].depends)
+    return [view for name, view in known.items() if name in wanted]
 
 
 def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame], old: list[str]

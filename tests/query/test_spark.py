@@ -164,8 +164,10 @@ def test_spark_matches_duckdb_over_many_files_and_row_groups(spark, scaled):
         assert len(files) == SCALE_LOADS
         assert min(pq.ParquetFile(f).metadata.num_row_groups for f in files) >= least, table
     session = spark.newSession()
-    names = register(session, scaled.path)
-    assert names == [*TABLES, *VIEWS]
+    # The views compared and what they read (the seeds' registration defines every view).
+    names = register(session, scaled.path, views=["speedup_summary", "trends"])
+    assert names[:len(TABLES)] == list(TABLES)
+    assert {"latencies", "speedups", "speedup_summary", "trends"} <= set(names)
     counts = {name: assert_same_rows(session, scaled, name) for name in SCALE_NAMES}
     assert counts["runs"] == SCALE_RUNS
     # Not a comparison of empty views: the pairings and series have rows at this size (the
@@ -216,7 +218,7 @@ def test_files_of_another_version_read_with_the_declared_columns(spark, seeded, 
     # Not a table file: Spark and DuckDB both skip it.
     (wh / "runs" / "notes.txt").write_text("not parquet\n")
 
-    register(session, wh)
+    register(session, wh, views=[])  # the tables only
     assert session.table("runs").columns == TABLES["runs"].names
     got = {r.run_id: r for r in session.sql(
         "SELECT run_id, version FROM runs "
@@ -237,7 +239,7 @@ def test_register_opens_no_file_to_plan_a_table(spark, seeded, tmp_path):
     (wh / "rejects").mkdir(exist_ok=True)
     (wh / "rejects" / "part-broken.parquet").write_bytes(b"not a Parquet file\n")
     session = spark.newSession()
-    register(session, wh)
+    register(session, wh, views=[])
     assert session.table("rejects").columns == TABLES["rejects"].names
     assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26
     with pytest.raises(Exception, match="part-broken.parquet"):
@@ -274,6 +276,33 @@ def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, cap
     summary = "SELECT * FROM speedup_summary ORDER BY ALL"
     assert same_rows([tuple(r) for r in session.sql(summary).collect()],
                      [tuple(r) for r in spark.sql(summary).collect()])
+
+
+def test_register_defines_the_views_asked_for_and_those_they_read(spark, seeded):
+    """``views=``: speedups and the views its SQL reads, in dependency order, and no other
+    (speedup_summary reads speedups, not the other way round); ``[]`` the tables alone; an
+    unknown name is refused with the closest views named."""
+    from kidata.core.viewfiles import load_views
+    from kidata.errors import NoSuchView
+
+    session = spark.newSession()
+    names = register(session, seeded.path, views=["speedups"])
+    assert names[:len(TABLES)] == list(TABLES)
+    defined = names[len(TABLES):]
+    assert "speedups" in defined and "speedup_summary" not in defined and "trends" not in defined
+    views = load_views()
+    for name in defined:  # each view's dependencies are defined before it
+        assert all(dep in defined[:defined.index(name)] for dep in views[name].depends), name
+    # ...and each defined view is needed: speedups itself or read on the way to it.
+    needed = {"speedups"}
+    for name in reversed(defined):
+        if name in needed:
+            needed.update(views[name].depends)
+    assert set(defined) == needed
+    assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == 16
+    assert register(spark.newSession(), seeded.path, views=[]) == list(TABLES)
+    with pytest.raises(NoSuchView, match="did you mean 'speedup_summary'"):
+        register(spark.newSession(), seeded.path, views=["speedup_sumary"])
 
 
 def test_missing_warehouse_is_an_error(spark, tmp_path):

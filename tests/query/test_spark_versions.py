@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from spark_compare import SEEDS, assert_same_rows, seeded, spark  # noqa: F401 (fixtures)
+from spark_compare import (  # noqa: F401 (fixtures)
+    SEEDS,
+    assert_same_rows,
+    keep_read_views,
+    seeded,
+    spark,
+)
 
 from kidata import Warehouse
 from kidata.query.spark import register
@@ -37,7 +43,7 @@ def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
     as_written_by_0_1(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
     assert not any((old / "latest_runs").iterdir())
     session = spark.newSession()
-    register(session, old)
+    register(session, old, views=["speedups"])
     for name in ("latest_runs", "speedups"):
         assert assert_same_rows(session, seeded, name) > 0
 
@@ -60,7 +66,7 @@ def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
     assert pq.read_table(wh / "runs").num_rows == 2 + 24
     assert len(list((wh / "loads").glob("*.parquet"))) == 1
     session = spark.newSession()
-    register(session, wh)
+    register(session, wh, views=["latencies"])
     duck = Warehouse(wh)
     assert session.sql("SELECT count(*) FROM runs").collect()[0][0] == 2  # before: 26
     for name in ("runs", "measurements", "workloads", "latest_runs", "latencies"):
@@ -77,7 +83,7 @@ def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
         "_kidata")))
     as_written_by_0_2_2(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
     session = spark.newSession()
-    register(session, old)
+    register(session, old, views=["speedups"])
     for name in ("latest_runs", "latest_latencies", "speedups"):
         assert assert_same_rows(session, seeded, name) > 0
 
@@ -100,9 +106,10 @@ def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
                   ).fetchall() == [(2,)]
     assert wh.sql("SELECT count(*) FROM efficiency WHERE flat_latency").fetchall() == [(1,)]
     session = spark.newSession()
-    register(session, wh.path)
-    for name in ("latest_runs", "latencies", "latest_latencies", "speedups", "speedup_summary",
-                 "series_steps", "trends", "regressions", "efficiency"):
+    compared = ("latencies", "latest_latencies", "speedups", "speedup_summary", "series_steps",
+                "trends", "regressions", "efficiency")
+    keep_read_views(session, register(session, wh.path, views=compared))
+    for name in ("latest_runs", *compared):
         assert assert_same_rows(session, wh, name) > 0, name
 
 
@@ -161,7 +168,7 @@ def test_columns_older_files_lack_read_as_null_as_in_duckdb(spark, tmp_path, old
     for load_id in rewritten:
         _as_written_by_0_2_2_exactly(wh.path, load_id)
     session = spark.newSession()
-    register(session, wh.path)
+    keep_read_views(session, register(session, wh.path, views=["speedup_summary"]))
     assert session.table("loads").columns == TABLES["loads"].names
     markers = {r.load_id: r for r in session.table("loads").collect()}
     for load_id in loads:
