@@ -10,9 +10,10 @@ fast.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +22,9 @@ from kidata.cli_output import Output, check_format
 from kidata.console import group_class
 from kidata.core import config
 from kidata.errors import KidataError, UsageError
+
+if TYPE_CHECKING:
+    import click  # typer's own dependency
 
 app = typer.Typer(
     name="kidata",
@@ -751,12 +755,21 @@ def compact(
              "rewritten")
 
 
+@functools.cache
+def _command() -> click.Command:
+    """The click command typer makes of ``app``, made once per process: making it reads every
+    command's signature and type hints (~70 ms), which a process that runs several commands
+    (a library caller, the tests) would otherwise pay for each. Called directly rather than
+    through ``app()``, which also sets ``sys.excepthook`` in the caller's process."""
+    return typer.main.get_command(app)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return its exit code: the one handler that turns kidata
     errors into ``Error: …`` on stderr (re-raised under ``--debug``)."""
     _state.update(warehouse=None, debug=False)
     try:
-        result = app(args=argv, standalone_mode=False, prog_name="kidata")
+        result = _command().main(args=argv, standalone_mode=False, prog_name="kidata")
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:
         return exc.exit_code
