@@ -63,9 +63,10 @@
 --   attribution: who moved, the first that applies: 'shared' when the implementations
 --     measured together moved the same way by at least half as much (LN(1 + together_change)
 --     has the sign of LN(1 + change) and at least half its size): an environment or harness
---     shift, not this implementation; 'session' when the whole series moved with it over the
---     same two sessions (3 or more other workloads of the implementation, each with a log
---     change within half of this step's of it) and another implementation measured over
+--     shift, not this implementation; 'session' when (most of) the series moved with it over the
+--     same two sessions (3 or more other workloads of the implementation, at least three in
+--     four of them with a log change within half of this step's of it: one stray workload
+--     does not hide a shift of the rest) and another implementation measured over
 --     those sessions moved the same way by at least half as much at some workload: a shift
 --     of the session, not of the code; 'environment' when a software fact of the environment
 --     changed between the two results (changed_facts) and the implementation's version did
@@ -187,15 +188,15 @@ together AS (
 ),
 session AS (
     -- The same implementation's other workloads over the same two sessions (each result
-    -- within one hour of this step's): how many, and whether every one of them moved as this
-    -- step did (within half of its log change): a uniform shift of the whole series.
+    -- within one hour of this step's): how many, and what share of them moved as this step
+    -- did (within half of its log change): a shift of (most of) the whole series.
     SELECT
         s.run_id,
         s.metric,
         CAST(COUNT(*) AS BIGINT) AS session_workloads,
         AVG(o.log_change) AS session_log_change,
-        MIN(CASE WHEN ABS(o.log_change - s.log_change) <= ABS(s.log_change) / 2 THEN 1 ELSE 0
-            END) AS session_uniform
+        AVG(CASE WHEN ABS(o.log_change - s.log_change) <= ABS(s.log_change) / 2 THEN 1.0
+            ELSE 0.0 END) AS session_agreeing
     FROM steps s
     JOIN steps o
         ON o.kernel = s.kernel AND o.pass = s.pass AND o.implementation = s.implementation
@@ -232,7 +233,7 @@ paired AS (
         t.together_log_change,
         se.session_workloads,
         se.session_log_change,
-        COALESCE(se.session_workloads >= 3 AND se.session_uniform = 1, FALSE)
+        COALESCE(se.session_workloads >= 3 AND se.session_agreeing >= 0.75, FALSE)
             AND e.run_id IS NOT NULL AS session_shift,
         s.log_variance + s.previous_log_variance AS pair_log_variance,
         FLOOR(POWER(s.log_variance + s.previous_log_variance, 2)

@@ -348,6 +348,58 @@ def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
         ("torch", "w2", "session"), ("torch", "w3", "shared"), ("torch", "w4", "shared")]
 
 
+def test_one_stray_workload_does_not_hide_a_shift_of_the_session(tmp_path):
+    """The shape above with a fifth workload that did not move with the session: torch w5
+    500 -> 495 µs (-1%), liger beside it 250 -> 252.5 µs (+1%); p20/p80 at +-1% as before.
+
+    torch w1: its 4 other workloads over the two sessions are w2, w3, w4 (+12%: within half
+    of its +12% of it) and w5 (-1%: 0.123 apart in log, more than half of ln 1.12 = 0.057):
+    3 in 4 agree, and liger moved with it at w3: 'session', as w2. Under a rule that needs
+    every other workload to agree, w5 vetoes it and both +12% steps read as torch's own
+    regressions. torch w5: -1%, liger beside it +1% (the other way), none of torch's others
+    within half of -1% of it: 'own', within noise. liger w5: +1%, torch beside it the other
+    way, 2 of its 4 others agree (w1 and w2 at +1%): 'own', within noise."""
+    import json
+
+    from make_view_fixtures import bundle, workload
+
+    h100 = "NVIDIA H100 PCIe"
+    rows = []
+    for day, version in ((1, "v1"), (2, "v2")):
+        for i, (base, liger_move, torch_move) in enumerate(
+                ((100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12), (400, 1.11, 1.12),
+                 (500, 1.01, 0.99)), start=1):
+            work = workload(f"w{i}", "jsd")
+            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
+                                     ("torch", base * (torch_move if day == 2 else 1), 1)):
+                ns = us * 1000
+                rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl, h100,
+                                   round(ns, 3), work, "f", p20=round(ns * 0.99, 3),
+                                   p80=round(ns * 1.01, 3), version=version,
+                                   at=f"2024-0{day}-01T10:{i:02d}:{minute:02d}Z"))
+    path = tmp_path / "stray.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    got = {(r[0], r[1]): r[2:] for r in wh.sql(
+        "SELECT implementation, workload, verdict, attribution, session_workloads "
+        "FROM trends WHERE step = 2").fetchall()}
+    assert got == {
+        ("torch", "w1"): ("slower", "session", 4), ("torch", "w2"): ("slower", "session", 4),
+        ("torch", "w3"): ("slower", "shared", 4), ("torch", "w4"): ("slower", "shared", 4),
+        ("torch", "w5"): ("within noise", "own", 4),
+        ("liger", "w1"): ("within noise", "shared", 4),
+        ("liger", "w2"): ("within noise", "shared", 4),
+        ("liger", "w3"): ("slower", "shared", 4), ("liger", "w4"): ("slower", "shared", 4),
+        ("liger", "w5"): ("within noise", "own", 4)}
+    assert wh.sql("SELECT count(*) FROM regressions").fetchall() == [(0,)]
+    # session_change: the geometric mean of the others' changes, for torch w1
+    # (1.12 * 1.12 * 1.12 * 0.99) ** (1/4) - 1.
+    ((change,),) = wh.sql("SELECT session_change FROM trends WHERE step = 2 AND "
+                          "implementation = 'torch' AND workload = 'w1'").fetchall()
+    assert change == pytest.approx((1.12 ** 3 * 0.99) ** 0.25 - 1, rel=1e-9)
+
+
 def test_rates_compare_higher_is_better(tmp_path):
     """rate_speedups (issue 26, item 7): gemm forward on the A100 in TFLOP/s. triton 200
     (p20 195, p80 205), cublas 160 (158-162): triton's speedup is 200 / 160 = 1.25, its
