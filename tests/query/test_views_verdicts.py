@@ -301,6 +301,34 @@ def test_a_kernel_family_counts_once(tmp_path):
     assert got == [(3, 2, pytest.approx(4.0), None, pytest.approx(2.0), pytest.approx(16.0))]
 
 
+def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]]) -> Warehouse:
+    """jsd forward on the H100 PCIe in two sessions a month apart (releases v1 and v2, as
+    Liger labels every provider), one workload w1, w2, ... per ``(torch µs, liger's move,
+    torch's move)``: liger at half torch's latency, timed a minute before it; p20/p80 at
+    +-1%. Loaded into a fresh warehouse."""
+    import json
+
+    from make_view_fixtures import bundle, workload
+
+    rows = []
+    for day, version in ((1, "v1"), (2, "v2")):
+        for i, (base, liger_move, torch_move) in enumerate(moves, start=1):
+            work = workload(f"w{i}", "jsd")
+            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
+                                     ("torch", base * (torch_move if day == 2 else 1), 1)):
+                ns = us * 1000
+                rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl,
+                                   "NVIDIA H100 PCIe", round(ns, 3), work, "f",
+                                   p20=round(ns * 0.99, 3), p80=round(ns * 1.01, 3),
+                                   version=version,
+                                   at=f"2024-0{day}-01T10:{i:02d}:{minute:02d}Z"))
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    return wh
+
+
 def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
     """jsd forward on the H100 PCIe, two sessions a month apart (releases v1 and v2, as Liger
     labels every provider). torch moved +12% at all four workloads (100 -> 112, 200 -> 224,
@@ -311,27 +339,8 @@ def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
     other workloads moved by +12% too (within half of it) and liger moved with it at w3 (+11%
     >= 6%): 'session'. torch w3: liger beside it +11%: 'shared'. No regression; shifts lists
     the four torch steps and liger's two +11% steps (slower: +11% > 10%, ranges apart)."""
-    import json
-
-    from make_view_fixtures import bundle, workload
-
-    h100 = "NVIDIA H100 PCIe"
-    rows = []
-    for day, version in ((1, "v1"), (2, "v2")):
-        for i, (base, liger_move) in enumerate(((100, 1.01), (200, 1.01), (300, 1.11),
-                                                (400, 1.11)), start=1):
-            work = workload(f"w{i}", "jsd")
-            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
-                                     ("torch", base * (1.12 if day == 2 else 1), 1)):
-                ns = us * 1000
-                rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl, h100,
-                                   round(ns, 3), work, "f", p20=round(ns * 0.99, 3),
-                                   p80=round(ns * 1.01, 3), version=version,
-                                   at=f"2024-0{day}-01T10:{i:02d}:{minute:02d}Z"))
-    path = tmp_path / "shift.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
+    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                  (400, 1.11, 1.12)])
     got = {(r[0], r[1]): r[2:] for r in wh.sql(
         "SELECT implementation, workload, verdict, attribution, session_workloads "
         "FROM trends WHERE step = 2").fetchall()}
@@ -359,28 +368,8 @@ def test_one_stray_workload_does_not_hide_a_shift_of_the_session(tmp_path):
     regressions. torch w5: -1%, liger beside it +1% (the other way), none of torch's others
     within half of -1% of it: 'own', within noise. liger w5: +1%, torch beside it the other
     way, 2 of its 4 others agree (w1 and w2 at +1%): 'own', within noise."""
-    import json
-
-    from make_view_fixtures import bundle, workload
-
-    h100 = "NVIDIA H100 PCIe"
-    rows = []
-    for day, version in ((1, "v1"), (2, "v2")):
-        for i, (base, liger_move, torch_move) in enumerate(
-                ((100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12), (400, 1.11, 1.12),
-                 (500, 1.01, 0.99)), start=1):
-            work = workload(f"w{i}", "jsd")
-            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
-                                     ("torch", base * (torch_move if day == 2 else 1), 1)):
-                ns = us * 1000
-                rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl, h100,
-                                   round(ns, 3), work, "f", p20=round(ns * 0.99, 3),
-                                   p80=round(ns * 1.01, 3), version=version,
-                                   at=f"2024-0{day}-01T10:{i:02d}:{minute:02d}Z"))
-    path = tmp_path / "stray.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
+    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                  (400, 1.11, 1.12), (500, 1.01, 0.99)])
     got = {(r[0], r[1]): r[2:] for r in wh.sql(
         "SELECT implementation, workload, verdict, attribution, session_workloads "
         "FROM trends WHERE step = 2").fetchall()}
