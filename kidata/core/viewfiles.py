@@ -21,6 +21,7 @@ SQL too (``run_statistics``, the one statement of the evidence rule, in
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -116,6 +117,20 @@ def load_views() -> dict[str, View]:
     for name in found:
         visit(name)
     return ordered
+
+
+def with_dependencies(names: Iterable[str]) -> list[str]:
+    """``names`` (those that are views) and every view they read, directly or not, in
+    definition order: each after the views it reads."""
+    found = load_views()
+    wanted: set[str] = set()
+    todo = [name for name in names if name in found]
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo += found[name].depends
+    return [name for name in found if name in wanted]
 
 
 def strip_comments(sql: str) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from kidata.core.viewfiles import View, load_views
+from kidata.core.viewfiles import View, load_views, with_dependencies
 from kidata.errors import KidataError, NoSuchView, QueryError, WarehouseError
 from kidata.query.session import closest_names
 from kidata.store import commit, derived, reference, snapshot
@@ -195,16 +195,11 @@ def _wanted(views: Iterable[str] | None) -> list[View]:
     known = load_views()
     if views is None:
         return list(known.values())
-    wanted: set[str] = set()
-    pending = list(views)
-    while pending:
-        name = pending.pop()
+    views = list(views)
+    for name in views:
         if name not in known:
             raise NoSuchView(name, list(known), closest_names(name, known))
-        if name not in wanted:
-            wanted.add(name)
-            pending.extend(known[name].depends)
-    return [view for name, view in known.items() if name in wanted]
+    return [known[name] for name in with_dependencies(views)]
 
 
 def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame], old: list[str]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kidata.core.sql import quote_identifier
-from kidata.core.viewfiles import load_views, sql_dir
+from kidata.core.viewfiles import load_views, sql_dir, with_dependencies
 from kidata.store.tablesql import table_sql
 
 if TYPE_CHECKING:
@@ -42,14 +42,7 @@ def needed(query: str) -> list[str] | None:
     if _CATALOG.search(query):
         return None
     words = set(re.findall(r"\w+", query.lower()))
-    wanted: set[str] = set()
-    todo = [name for name in found if name.lower() in words]
-    while todo:
-        name = todo.pop()
-        if name not in wanted:
-            wanted.add(name)
-            todo += found[name].depends
-    return [name for name in found if name in wanted]
+    return with_dependencies(name for name in found if name.lower() in words)
 
 
 # Views a connection keeps as a temporary table once a second query reads them, for as long as
