@@ -41,6 +41,11 @@ def spark():
         # for minutes of query planning, which runs ~2x faster once C2 has compiled the
         # analyzer (4 registrations of the seeds: 25-41 s each with C1 only, 13-28 s with C2).
         .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC")
+        # No broadcast joins: with them, three queries of the seeds' views left ~2 GB of long[]
+        # reachable (jcmd GC.class_histogram; none without), and a 1 GB driver spent about half
+        # of the Spark tests in full collections (-Xlog:gc). Sort-merge joins give the same rows.
+        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .config("spark.driver.memory", "2g")
         # Each query here runs once over a few dozen rows: generating and compiling Java for it
         # (whole-stage codegen) costs more than interpreting it. The answers are the same;
         # test_docs_plain_pyspark_block_runs_every_view runs the views with Spark's defaults too.
@@ -70,8 +75,18 @@ def registered(spark, seeded):
         names, failures = register(spark, seeded.path), {}
     except SparkViewError as exc:
         names, failures = exc.registered, exc.failures
-    keep_read_views(spark, names)
+    keep_rows(spark, names)
     return names, failures
+
+
+def keep_rows(session, names: list[str]) -> None:
+    """Keep (Spark's cache) the rows of every registered table and view, computed by the first
+    query that needs them: the seeds' comparisons and the tests that read a view again (the
+    values worked by hand, the plain-PySpark recipe's check) then plan and run each view's
+    own SQL once, over its inputs' kept rows. The rows are those of the view's own SQL, so
+    the answers compared are the same."""
+    for name in names:
+        session.table(name).cache()
 
 
 def keep_read_views(session, names: list[str]) -> None:
