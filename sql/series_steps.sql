@@ -163,11 +163,30 @@ ordered AS (
 steps AS (
     SELECT
         o.*,
+        DATE_TRUNC('day', observed_at) AS observed_day,
         LN(center / previous_center) AS log_change,
         center_statistic = previous_center_statistic AS same_center,
         CASE WHEN previous_run_id IS NULL THEN NULL
              ELSE version = previous_version END AS same_version
     FROM ordered o
+),
+near AS (
+    -- Each step once per day its result's hour-wide neighbourhood touches (one, or two near
+    -- midnight), so that the joins below pair steps by equal days before they compare times:
+    -- a step within one hour of another's result has that result's day among these (a day
+    -- is longer than the two hours between the ends), and matches exactly one of them.
+    -- Only the columns the joins read.
+    SELECT kernel, pass, implementation, variant, workload, gpu, family, metric, observed_at,
+        previous_observed_at, same_center, log_change,
+        DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR) AS near_day
+    FROM steps
+    UNION ALL
+    SELECT kernel, pass, implementation, variant, workload, gpu, family, metric, observed_at,
+        previous_observed_at, same_center, log_change,
+        DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR) AS near_day
+    FROM steps
+    WHERE DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR)
+        <> DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR)
 ),
 together AS (
     SELECT
@@ -176,8 +195,8 @@ together AS (
         CAST(COUNT(DISTINCT o.implementation) AS BIGINT) AS together_implementations,
         AVG(o.log_change) AS together_log_change
     FROM steps s
-    JOIN steps o
-        ON o.kernel = s.kernel AND o.pass = s.pass AND o.workload = s.workload
+    JOIN near o
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass AND o.workload = s.workload
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
         AND o.implementation <> s.implementation AND o.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
@@ -198,8 +217,8 @@ session AS (
         AVG(CASE WHEN ABS(o.log_change - s.log_change) <= ABS(s.log_change) / 2 THEN 1.0
             ELSE 0.0 END) AS session_agreeing
     FROM steps s
-    JOIN steps o
-        ON o.kernel = s.kernel AND o.pass = s.pass AND o.implementation = s.implementation
+    JOIN near o
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass AND o.implementation = s.implementation
         AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
         AND o.workload <> s.workload AND o.same_center AND s.same_center
@@ -214,8 +233,8 @@ echo AS (
     -- same way by at least half as much at one of its workloads, at least.
     SELECT DISTINCT s.run_id, s.metric
     FROM steps s
-    JOIN steps o
-        ON o.kernel = s.kernel AND o.pass = s.pass AND o.gpu = s.gpu AND o.family = s.family
+    JOIN near o
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass AND o.gpu = s.gpu AND o.family = s.family
         AND o.metric = s.metric AND o.implementation <> s.implementation AND o.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR

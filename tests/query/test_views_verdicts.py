@@ -301,12 +301,15 @@ def test_a_kernel_family_counts_once(tmp_path):
     assert got == [(3, 2, pytest.approx(4.0), None, pytest.approx(2.0), pytest.approx(16.0))]
 
 
-def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]]) -> Warehouse:
+def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]],
+                  clock: tuple[int, int] = (10, 0)) -> Warehouse:
     """jsd forward on the H100 PCIe in two sessions a month apart (releases v1 and v2, as
     Liger labels every provider), one workload w1, w2, ... per ``(torch µs, liger's move,
-    torch's move)``: liger at half torch's latency, timed a minute before it; p20/p80 at
-    +-1%. Loaded into a fresh warehouse."""
+    torch's move)``, w<i> i minutes after ``clock`` (hour, minute) on the 1st of the month:
+    liger at half torch's latency, timed a second before it; p20/p80 at +-1%. Loaded into a
+    fresh warehouse."""
     import json
+    from datetime import datetime, timedelta
 
     from make_view_fixtures import bundle, workload
 
@@ -321,7 +324,9 @@ def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]]) -> Wa
                                    "NVIDIA H100 PCIe", round(ns, 3), work, "f",
                                    p20=round(ns * 0.99, 3), p80=round(ns * 1.01, 3),
                                    version=version,
-                                   at=f"2024-0{day}-01T10:{i:02d}:{minute:02d}Z"))
+                                   at=(datetime(2024, day, 1, *clock)
+                                       + timedelta(minutes=i, seconds=minute)
+                                       ).strftime("%Y-%m-%dT%H:%M:%SZ")))
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     wh = Warehouse(tmp_path / "wh")
@@ -329,7 +334,8 @@ def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]]) -> Wa
     return wh
 
 
-def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
+@pytest.mark.parametrize("clock", [(10, 0), (23, 58)], ids=["morning", "across midnight"])
+def test_a_uniform_baseline_shift_is_the_sessions(tmp_path, clock):
     """jsd forward on the H100 PCIe, two sessions a month apart (releases v1 and v2, as Liger
     labels every provider). torch moved +12% at all four workloads (100 -> 112, 200 -> 224,
     300 -> 336, 400 -> 448 µs, p20/p80 at +-1%); liger, timed a minute before torch each
@@ -338,9 +344,13 @@ def test_a_uniform_baseline_shift_is_the_sessions(tmp_path):
     torch w1: liger beside it moved +1%, under half of +12%: not 'shared'; but torch's three
     other workloads moved by +12% too (within half of it) and liger moved with it at w3 (+11%
     >= 6%): 'session'. torch w3: liger beside it +11%: 'shared'. No regression; shifts lists
-    the four torch steps and liger's two +11% steps (slower: +11% > 10%, ranges apart)."""
+    the four torch steps and liger's two +11% steps (slower: +11% > 10%, ranges apart).
+
+    The same answers when each session straddles midnight (w1 at 23:59, w2-w4 at 00:00-00:02
+    of the next day): results an hour apart or less are measured together whatever their
+    dates (series_steps pairs steps by day before it compares their times)."""
     wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
-                                  (400, 1.11, 1.12)])
+                                  (400, 1.11, 1.12)], clock)
     got = {(r[0], r[1]): r[2:] for r in wh.sql(
         "SELECT implementation, workload, verdict, attribution, session_workloads "
         "FROM trends WHERE step = 2").fetchall()}
