@@ -196,7 +196,8 @@ together AS (
         AVG(o.log_change) AS together_log_change
     FROM steps s
     JOIN near o
-        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass AND o.workload = s.workload
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
+        AND o.workload = s.workload
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
         AND o.implementation <> s.implementation AND o.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
@@ -218,7 +219,8 @@ session AS (
             ELSE 0.0 END) AS session_agreeing
     FROM steps s
     JOIN near o
-        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass AND o.implementation = s.implementation
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
+        AND o.implementation = s.implementation
         AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
         AND o.workload <> s.workload AND o.same_center AND s.same_center
@@ -234,7 +236,8 @@ echo AS (
     SELECT DISTINCT s.run_id, s.metric
     FROM steps s
     JOIN near o
-        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass AND o.gpu = s.gpu AND o.family = s.family
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
+        AND o.gpu = s.gpu AND o.family = s.family
         AND o.metric = s.metric AND o.implementation <> s.implementation AND o.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR

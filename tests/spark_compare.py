@@ -99,9 +99,7 @@ def keep_read_views(session, names: list[str]) -> None:
 
     views = load_views()
     read = {dep for name in names if name in views for dep in views[name].depends}
-    for name in names:
-        if name in read:
-            session.table(name).cache()
+    keep_rows(session, [name for name in names if name in read])
 
 
 # -- helpers -------------------------------------------------------------------------------------
