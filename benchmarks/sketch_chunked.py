@@ -113,7 +113,8 @@ def chunks(path: str, lines: int, block: int = 1 << 24):
         yield pa.concat_tables(pending)
 
 
-def load(src: str, work: Path, memory: str, lines: int) -> dict[str, float]:
+def load(src: str, work: Path, memory: str, lines: int, block: int = 1 << 24
+         ) -> dict[str, float]:
     con = duckdb.connect(config={"threads": 2, "memory_limit": memory,
                                  "temp_directory": str(work / "spill")})
     con.execute("CREATE TEMP TABLE digests (doc VARCHAR, digest VARCHAR)")
@@ -122,7 +123,7 @@ def load(src: str, work: Path, memory: str, lines: int) -> dict[str, float]:
     steps = {"rejected": 0, "runs_written": 0, "query": 0.0, "write": 0.0, "digests": 0.0,
              "read": 0.0}
     t_read = time.perf_counter()
-    for chunk in chunks(src, lines):
+    for chunk in chunks(src, lines, block):
         steps["read"] += time.perf_counter() - t_read
         con.register("chunk", chunk)
         t = time.perf_counter()
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data", help="kernelindex bundles, one per line (benchmarks/generate.py)")
     ap.add_argument("--memory", default="400MB", help="DuckDB's memory limit")
     ap.add_argument("--chunk", type=int, default=100_000, help="lines per chunk")
+    ap.add_argument("--block", type=int, default=1 << 24,
+                    help="bytes read at a time (a line may span blocks)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sketch-only", action="store_true")
     args = ap.parse_args(argv)
@@ -244,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 baselines.duckdb_ingest(args.data, str(work / "duck.parquet"))
                 steps = {}
             else:
-                steps = load(args.data, work, args.memory, args.chunk)
+                steps = load(args.data, work, args.memory, args.chunk, args.block)
             wall = time.perf_counter() - t
             usage = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (usage.ru_utime - usage0.ru_utime) + (usage.ru_stime - usage0.ru_stime)

@@ -191,9 +191,15 @@ def test_cpu_per_run_gives_each_load_per_run_and_the_liger_ratio(tmp_path):
         assert got["liger_over_jsonl"][k] == pytest.approx(want, abs=0.01), k
 
 
-def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
-    # benchmarks/sketch_vectorised.py is a design probe (docs/benchmarks.md, "Ingest"); run it
-    # small so it keeps working, and check that its SQL checks do flag bad records.
+@pytest.mark.parametrize("probe", [
+    ["sketch_vectorised.py", "--memory", "500MB"],
+    # Blocks of 4 KiB and chunks of 40 lines: lines span blocks, a chunk spans several.
+    ["sketch_chunked.py", "--chunk", "40", "--block", "4096", "--rounds", "1"]],
+    ids=["vectorised", "chunked"])
+def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path, probe):
+    # benchmarks/sketch_vectorised.py and sketch_chunked.py are design probes
+    # (docs/benchmarks.md, "Ingest" and Run AA); run them small so they keep working, and
+    # check that their SQL checks do flag bad records.
     gen = _generate_module()
     gen.generate(tmp_path / "data", 150, extra=0, per_file=150)
     lines = (tmp_path / "data" / "bundles.ndjson").read_text().splitlines()
@@ -202,15 +208,16 @@ def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path):
     bad[1]["run"]["spec"]["timing"]["latencyNs"]["median"] = -5  # not positive
     bad[2]["run"]["spec"]["observedAt"] = "yesterday"  # not a time
     mutated = tmp_path / "bad.ndjson"
-    mutated.write_text("\n".join([json.dumps(b) for b in bad] + lines[3:]) + "\n")
+    # The last line without its newline: still a record.
+    mutated.write_text("\n".join([json.dumps(b) for b in bad] + lines[3:]))
     for path, rejected, written in ((tmp_path / "data" / "bundles.ndjson", 0, 150),
                                     (mutated, 3, 147)):
-        proc = subprocess.run([sys.executable, str(BENCH / "sketch_vectorised.py"), str(path),
-                               "--memory", "500MB", "--sketch-only"],
+        proc = subprocess.run([sys.executable, str(BENCH / probe[0]), str(path), *probe[1:],
+                               "--sketch-only"],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         sketch = [line for line in proc.stdout.splitlines() if line.startswith("sketch")]
-        assert len(sketch) == 2
+        assert len(sketch) == (1 if "--rounds" in probe else 2)
         assert all(f"rejected {rejected}, runs_written {written}" in line for line in sketch)
 
 
