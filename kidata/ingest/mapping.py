@@ -69,14 +69,13 @@ from kidata.ingest.readers.base import (
 from kidata.ingest.readers.builder import (
     SETTINGS,
     STATISTICS,
-    UNIT_SPELLINGS,
     Builder,
     Harness,
     Measured,
     typed,
-    unit_of,
 )
 from kidata.ingest.readers.tabular import by_name, csv_rows, raw_json, read_json
+from kidata.ingest.units import UNIT_SPELLINGS, unit_of
 
 if TYPE_CHECKING:
     import msgspec.inspect as mi

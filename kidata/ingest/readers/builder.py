@@ -34,6 +34,8 @@ from kidata.errors import RecordError, UsageError
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
 from kidata.ingest.readers.base import Item
+from kidata.ingest.units import UNIT_SPELLINGS, latency_factor, unit_of
+from kidata.ingest.units import plain as _plain
 
 # The keys `--set` accepts, with what each supplies (shown by `kidata formats`).
 SETTINGS = {
@@ -67,33 +69,11 @@ LOAD_FACTS = ("commit", "branch", "ci_run")
 # view, and named by series_steps.changed_facts when they change between two results.
 SOFTWARE_FACTS = ("torch", "cuda", "driver", "triton")
 
-# Metric names and units as the warehouse stores them (kidata/ingest/validate.py UNITS), with the
-# spellings sources use. Latency is converted exactly to ns here (Decimal), the rest as given.
-LATENCY_NS = {"ns": Decimal(1), "us": Decimal(10) ** 3, "µs": Decimal(10) ** 3,
-              "ms": Decimal(10) ** 6, "s": Decimal(10) ** 9, "sec": Decimal(10) ** 9,
-              "ns/iter": Decimal(1), "us/iter": Decimal(10) ** 3, "ms/iter": Decimal(10) ** 6}
-UNIT_SPELLINGS = {
-    # unit as written -> (metric, unit as stored in measurements)
-    **{u: ("latency", "ns") for u in LATENCY_NS},
-    "tflops": ("throughput", "TFLOP/s"), "tflop/s": ("throughput", "TFLOP/s"),
-    "gflops": ("throughput", "GFLOP/s"), "gflop/s": ("throughput", "GFLOP/s"),
-    "gb/s": ("bandwidth", "GB/s"), "tb/s": ("bandwidth", "TB/s"),
-    "bytes/s": ("bandwidth", "B/s"), "b/s": ("bandwidth", "B/s"),
-    "mb": ("memory", "MB"), "mib": ("memory", "MiB"), "gb": ("memory", "GB"),
-    "count": ("instructions", "count"),
-    "x": ("speedup", "x"),
-}
 STATISTICS = ("median", "p20", "p80", "p25", "p75", "mean", "stddev", "min", "max")
 # The timed passes `--set pass=` accepts: those kidata's sources name (Liger's modes, the seeds'
 # passes, trainkernel's training step).
 SET_PASSES = ("forward", "backward", "full", "no-grad-forward", "step")
 ZERO_ALLOWED = {"stddev"}
-
-
-def unit_of(text: str) -> tuple[str, str] | None:
-    """``(metric, stored unit)`` of a unit as a source writes it, or None when unknown."""
-    return UNIT_SPELLINGS.get(text.strip().lower().replace("µs", "us") if text.strip() != "µs"
-                              else "µs")
 
 
 class Settings(dict):
@@ -222,13 +202,6 @@ def _number(value: Any, field_name: str, fail) -> Decimal:
     if number and not -30 <= number.adjusted() <= 30:
         raise fail(field_name, f"expected a number between 1e-30 and 1e30, got {value!r}")
     return number
-
-
-def _plain(number: Decimal) -> int | float:
-    """An exact Decimal as JSON: an int when whole, else a float rounded to 6 decimals."""
-    if number == number.to_integral_value() and abs(number) < 2 ** 53:
-        return int(number)  # exact as a float too, and within JSON's 64-bit integers
-    return round(float(number), 6)
 
 
 def summarise(samples: list[float]) -> dict[str, float]:
@@ -520,8 +493,7 @@ def _measurements(m: Measured, case: _Case, settings: Mapping[str, str], fail
         native_values[statistic] = int(number) if number == number.to_integral_value() \
             and abs(number) < 2 ** 53 else float(number)
         if metric == "latency":
-            number = number * LATENCY_NS[unit_text.strip().lower()
-                                         if unit_text.strip() != "µs" else "µs"]
+            number = number * latency_factor(unit_text)
         values[statistic] = _plain(number)
         measurements.append({"metric": metric, "statistic": statistic,
                              "unit": case.stored_unit, "value": values[statistic]})
@@ -548,7 +520,7 @@ def _add_resolution(m: Measured, case: _Case, measurements: list[dict[str, Any]]
             continue
         res = _number(step, "resolution", fail)
         if case.metric == "latency":
-            res = res * LATENCY_NS[case.unit_text.strip().lower()]
+            res = res * latency_factor(case.unit_text)
         if res > 0:
             row["resolution"] = _plain(res)
 
