@@ -181,9 +181,10 @@ def load(
         out.echo(f"strict: nothing loaded; {report.rejected:,} of {report.records:,} records "
                  f"would be rejected")
         raise typer.Exit(1)
+    samples = f"{added['samples']:,} samples, " if added.get("samples") else ""
     out.echo(
         f"{report.files:,} files, {report.records:,} records: {added.get('runs', 0):,} runs "
-        f"added ({added.get('measurements', 0):,} measurements, "
+        f"added ({added.get('measurements', 0):,} measurements, {samples}"
         f"{added.get('environments', 0):,} environments, {added.get('protocols', 0):,} "
         f"protocols, {added.get('workloads', 0):,} workloads), {report.duplicates:,} "
         f"duplicates skipped, {report.rejected:,} rejected, {report.warned:,} warnings "

@@ -32,7 +32,8 @@ def bundle(run_id: str, benchmark: str, implementation: str, gpu: str, median_ns
            work: dict, family: str, p20: float | None = None, p80: float | None = None,
            at: str | None = None, version: str | None = None, variant: str | None = None,
            status: str = "passed", resolution_ns: float | None = None,
-           published: list | None = None, extra: dict | None = None) -> dict:
+           published: list | None = None, extra: dict | None = None,
+           samples: tuple[str, list] | None = None) -> dict:
     labels = {"implementation": implementation, "gpu_name": gpu}
     if version:
         labels["version"] = version
@@ -44,6 +45,8 @@ def bundle(run_id: str, benchmark: str, implementation: str, gpu: str, median_ns
     native: dict = {"source": "views-fixture", "benchmark": benchmark}
     if published:
         native["published"] = published
+    if samples:  # (unit as the source writes it, raw samples), as kidata's readers keep them
+        native["unit"], native["samples"] = samples
     spec: dict = {"status": status, "timing": timing, "sourceNative": native}
     if at:
         spec["observedAt"] = at
@@ -376,7 +379,63 @@ def verdicts() -> list[dict]:
     return out
 
 
+def samples() -> list[dict]:
+    """Raw samples (tests/query/test_views_samples.py works every number out by hand). Kernels
+    the seeds do not have, so the Spark tests load this file beside them."""
+    f = "views_samples"
+    w = {n: workload(n, k) for n, k in (("w1", "geglu"), ("w2", "geglu"), ("w3", "geglu"),
+                                         ("s1", "softmax"), ("m1", "matmul"),
+                                         ("n1", "layer_norm"))}
+    at = "2025-01-02T00:00:00Z"
+
+    def rate(run_id: str, implementation: str, median: float, values: list) -> dict:
+        b = bundle(run_id, "matmul/forward", implementation, A100, 1000, w["m1"], f, at=at,
+                   samples=("tflops", values))
+        b["run"]["spec"]["measurements"].append(
+            {"metric": "throughput", "statistic": "median", "unit": "TFLOP/s", "value": median})
+        return b
+
+    return [
+        # w1: 9 samples a side (k = 1: the interval is min..max); liger's in µs, torch's in ms.
+        bundle("sa-w1-liger", "geglu/forward", "liger", A100, 10000, w["w1"], f,
+               p20=9700, p80=10200, at=at,
+               samples=("us", [9.6, 10.0, 9.8, 10.2, 9.9, 10.1, 9.7, 10.3, 10.0])),
+        bundle("sa-w1-torch", "geglu/forward", "torch", A100, 12100, w["w1"], f,
+               p20=11900, p80=12400, at=at,
+               samples=("ms", [0.012, 0.0124, 0.0118, 0.0122, 0.0121, 0.0119, 0.0123, 0.012,
+                               0.0125])),
+        # w2: 7 samples a side, one outlier each: tight p20-p80 ranges that do not overlap,
+        # sample intervals that do.
+        bundle("sa-w2-liger", "geglu/forward", "liger", A100, 10000, w["w2"], f,
+               p20=9950, p80=10050, at=at,
+               samples=("us", [10.0, 10.1, 9.9, 10.0, 13.0, 10.05, 9.95])),
+        bundle("sa-w2-torch", "geglu/forward", "torch", A100, 11500, w["w2"], f,
+               p20=11450, p80=11550, at=at,
+               samples=("us", [11.5, 11.6, 11.4, 11.5, 11.55, 11.45, 9.5])),
+        # w3: torch kept 5 samples: no interval (fewer than 7), so the p20-p80 ranges decide.
+        bundle("sa-w3-liger", "geglu/forward", "liger", A100, 10000, w["w3"], f,
+               p20=9900, p80=10100, at=at,
+               samples=("us", [10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0])),
+        bundle("sa-w3-torch", "geglu/forward", "torch", A100, 15000, w["w3"], f,
+               p20=14900, p80=15100, at=at, samples=("us", [15.0, 15.1, 14.9, 15.0, 15.0])),
+        # s1: a series of two results, w1's samples again, one day and one version apart.
+        bundle("sa-s1-1", "softmax/forward", "liger", A100, 10000, w["s1"], f, p20=9700,
+               p80=10200, at="2025-01-01T00:00:00Z", version="1",
+               samples=("us", [9.6, 10.0, 9.8, 10.2, 9.9, 10.1, 9.7, 10.3, 10.0])),
+        bundle("sa-s1-2", "softmax/forward", "liger", A100, 12100, w["s1"], f, p20=11900,
+               p80=12400, at="2025-01-02T00:00:00Z", version="2",
+               samples=("us", [12.0, 12.4, 11.8, 12.2, 12.1, 11.9, 12.3, 12.0, 12.5])),
+        # m1: a rate (TFLOP/s, higher is better) with 9 samples a side.
+        rate("sa-m1-a", "a", 100, [100, 101, 99, 102, 98, 100, 103, 97, 100]),
+        rate("sa-m1-b", "b", 120, [120, 121, 119, 122, 118, 120, 123, 117, 120]),
+        # n1: 20 samples, 1..20 µs: k = 5.
+        bundle("sa-n1", "layer_norm/forward", "liger", A100, 10500, w["n1"], f, at=at,
+               samples=("us", list(range(1, 21)))),
+    ]
+
+
 if __name__ == "__main__":
+    write("samples.jsonl", samples())
     write("verdicts.jsonl", verdicts())
     write("sweeps.jsonl", sweeps())
     write("centers.jsonl", centers())

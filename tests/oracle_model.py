@@ -167,6 +167,13 @@ class Run:
         document and never tie with each other."""
         return hashlib.sha256(self.name.encode()).digest()[0] % 3 == 0
 
+    @property
+    def sampled(self) -> bool:
+        """Whether this run's bundles carry raw samples (``sourceNative.samples`` in ms, as
+        kidata's readers of PyTorch v3 and google-benchmark keep them): a third of the runs,
+        fixed per run. The Liger CSV has none, so a run's kept record decides its samples."""
+        return hashlib.sha256(self.name.encode()).digest()[1] % 3 == 0
+
     def numbers(self, variant: int) -> tuple[int, int, int]:
         """(p20, median, p80) in integer ns; variant 0 is the run's, 1 and 2 conflict with it.
         No value is a multiple of 1,024 ns (a CSV row with two such values gets a timer
@@ -278,6 +285,22 @@ class Record:
         return [(self.run.name, "latency", stat, "ns", float(v))
                 for stat, v in (("median", median), ("p20", p20), ("p80", p80))]
 
+    def raw_samples(self) -> list[float]:
+        """The bundle's samples in ms, in the order given (not sorted): p80, median, p20."""
+        p20, median, p80 = self.numbers
+        return [p80 / 1e6, median / 1e6, p20 / 1e6] if self.run.sampled else []
+
+    @property
+    def has_samples(self) -> bool:
+        return self.form == "bare" and self.run.sampled
+
+    def samples(self) -> list[tuple]:
+        """(run_id, metric, unit, sample, value, whether its content hash is the run's) of the
+        record's samples, in ns: exact, as every number has at most 6 decimals in ms."""
+        p20, median, p80 = self.numbers
+        return [(self.run.name, "latency", "ns", i, float(v), True)
+                for i, v in enumerate((p80, median, p20), 1)] if self.has_samples else []
+
     # What the run row points at, for each form.
     def workload_id(self) -> str:
         if self.form == "csv" or self.run.named_bare:
@@ -319,6 +342,8 @@ class Record:
                          "labels": {"liger_version": run.version}},
             "apiVersion": API,
         }
+        if run.sampled:
+            document["spec"]["sourceNative"].update(unit="ms", samples=self.raw_samples())
         bundle = {"run": document, "protocol": run.protocol(), "environment": run.environment()}
         return json.dumps(bundle, ensure_ascii=False)
 
@@ -449,6 +474,9 @@ class Outcome:
 @dataclass
 class _Stored:
     record: Record  # the record the run keeps (its numbers are the run's)
+    # A record with the run's numbers that gives samples (any such record's samples are
+    # kept, whichever record the run row keeps: a CSV row has none).
+    sampled: Record | None = None
 
 
 class Model:
@@ -475,15 +503,18 @@ class Model:
             name = rec.run.name
             stored = self.runs.get(name)
             if stored is None:
-                self.runs[name] = _Stored(rec)
+                stored = self.runs[name] = _Stored(rec)
                 out.added += 1
             elif rec.numbers != stored.record.numbers:
                 out.rejects.append((file, position))
                 self.rejects.add((file, position))
+                continue
             elif rec.form == "csv" and stored.record.form == "bare":
                 stored.record = rec  # the richer duplicate: the run keeps it
                 if name in before:
                     enriched_runs.add(name)
+            if rec.has_samples and stored.sampled is None:
+                stored.sampled = rec  # its samples, whichever record the run row keeps
         out.enriched = len(enriched_runs) + len(digest_only & documented)
         return out
 
@@ -508,7 +539,7 @@ class Model:
     def tables(self) -> dict[str, list]:
         """Each table's projection (the columns of :data:`PROJECTIONS`), one tuple per row
         the table must hold, sorted by ``repr`` (times as UTC ISO text)."""
-        runs, measurements = [], []
+        runs, measurements, samples = [], [], []
         for name, stored in self.runs.items():
             rec, run = stored.record, stored.record.run
             runs.append((name, "liger-kernel-bench", run.external_id, run.kernel, run.pass_,
@@ -517,9 +548,12 @@ class Model:
                          rec.workload_id(), rec.implementation_id(), run.when.isoformat(),
                          "passed", run.version))
             measurements.extend(rec.measurements())
+            if stored.sampled is not None:
+                samples.extend(stored.sampled.samples())
         tables = {
             "runs": runs,
             "measurements": measurements,
+            "samples": samples,
             "environments": list(self.environments.items()),
             "protocols": [(p,) for p in self.protocols],
             "workloads": [(w, n, d) for w, (n, d) in self.workloads.items()],
@@ -536,6 +570,9 @@ PROJECTIONS = {
              "gpu", "metric", "environment_id", "protocol_id", "workload_id",
              "implementation_id", "observed_at", "status", "version"],
     "measurements": ["run_id", "metric", "statistic", "unit", "value"],
+    "samples": ["run_id", "metric", "unit", "sample", "value",
+                "content_hash = (SELECT r.content_hash FROM runs r "
+                "WHERE r.run_id = samples.run_id)"],
     "environments": ["environment_id", "gpu"],
     "protocols": ["protocol_id"],
     "workloads": ["workload_id", "name", "document IS NOT NULL"],

@@ -22,7 +22,7 @@ import orjson
 from kidata.core.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.core.digest import canonical_json, digest
 from kidata.core.load_report import UnknownGpu
-from kidata.ingest import validate
+from kidata.ingest import units, validate
 from kidata.ingest.readers.base import Item
 from kidata.ingest.validate import (
     COUNT_STATISTICS,
@@ -54,7 +54,7 @@ class Flat:
     memory of the documents it has checked: copy one before changing it."""
 
     __slots__ = ("run_rows", "measurement_rows", "environments", "protocols", "workloads",
-                 "workload_parameters", "implementations", "published", "warnings")
+                 "workload_parameters", "implementations", "published", "samples", "warnings")
 
     def __init__(self, warnings: list[str] | None = None):
         self.run_rows: list[tuple] = []
@@ -65,6 +65,7 @@ class Flat:
         self.workload_parameters: list[dict] = []
         self.implementations: list[dict] = []
         self.published: list[dict] = []
+        self.samples: list[dict] = []
         self.warnings: list[str] = [] if warnings is None else warnings
 
     @property
@@ -376,9 +377,7 @@ class Flattener:
             out.workloads.append({"workload_id": workload_id, "name": workload,
                                   "kernel": kernel, "parameters": None, "shape": None,
                                   "document": None})
-        claims = native.get("published")
-        if claims:
-            out.published.extend(_published(c, claims, run_id))
+        _native_rows(c, out, native, run_id, content_hash)
         return out
 
     @staticmethod
@@ -540,6 +539,46 @@ def _published(c: Checker, claims: Any, run_id: str) -> list[dict]:
             "value": c.positive(claim, "value", prefix),
             "resolution": c.positive(claim, "resolution", prefix, required=False),
         })
+    return rows
+
+
+def _native_rows(c: Checker, out: Flat, native: dict, run_id: str, content_hash: str) -> None:
+    """Add to ``out`` the rows of what a run's ``sourceNative`` holds beside its statistics:
+    published claims and raw samples."""
+    claims = native.get("published")
+    if claims:
+        out.published.extend(_published(c, claims, run_id))
+    raw_samples = native.get("samples")
+    if isinstance(raw_samples, list) and raw_samples:
+        out.samples = _samples(c, out, raw_samples, native.get("unit"), run_id, content_hash)
+
+
+def _samples(c: Checker, out: Flat, values: list, unit: Any, run_id: str,
+             content_hash: str) -> list[dict]:
+    """The rows of a run's raw samples (``sourceNative.samples``, in the source's unit
+    ``sourceNative.unit``: kidata's readers keep them there), converted as the run's
+    statistics were (:func:`kidata.ingest.units.in_stored_unit`, then the metric's unit as
+    stored). Raises :class:`RecordError` for a sample that is no positive number; a unit kidata
+    does not know keeps no rows and warns (the run itself is fine)."""
+    metric_unit = units.unit_of(unit) if isinstance(unit, str) else None
+    target = UNITS.get(metric_unit[0]) if metric_unit else None
+    if metric_unit is None or target is None or metric_unit[1] not in target[1]:
+        out.warnings.append(f"{c.file}, {c.position}: {len(values):,} samples of run "
+                            f"{run_id} not kept: sourceNative.unit {unit!r} is not a unit "
+                            f"kidata knows ({', '.join(sorted(units.UNIT_SPELLINGS))})")
+        return []
+    metric, unit_as_measured = metric_unit
+    stored_unit, factors = target
+    factor = factors[unit_as_measured]
+    rows = []
+    for i, value in enumerate(values):
+        number = units.in_stored_unit(value, unit)
+        if number is None:
+            raise c.fail(f"run.spec.sourceNative.samples[{i}]",
+                         f"expected a positive number (a raw sample), got {value!r}")
+        rows.append({"run_id": run_id, "content_hash": content_hash, "metric": metric,
+                     "unit": stored_unit,
+                     "sample": i + 1, "value": number * factor})
     return rows
 
 

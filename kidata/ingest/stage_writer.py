@@ -376,7 +376,7 @@ def _documented(table: str, row: dict) -> bool:
 
 # The tables whose rows a Flat holds as dictionaries.
 _DICT_TABLES = ("environments", "protocols", "workloads", "workload_parameters",
-                "implementations", "published")
+                "implementations", "published", "samples")
 
 
 def _reject(stager: StagingWriter, report: LoadReport, tally: FileTally, err: RecordError,

@@ -514,6 +514,21 @@ class LoadCommit:
             return (f"SELECT {select} FROM staged_{table} s WHERE s._seq IN "
                     f"(SELECT _seq FROM run_outcome WHERE _outcome = 'added') "
                     f"{extra} ORDER BY s._seq, {_tiebreak(table)}")
+        if table == "samples":
+            # A run's raw samples come from one record of it that is not a conflict (the one
+            # that adds it, a duplicate, a richer variant: the same numbers), the first that
+            # has samples, unless the warehouse has samples of the run with those numbers: so a
+            # Liger CSV row (no samples) and a bundle of the same run (with them) leave the
+            # same rows in either order, in one load or in two, and two records' lists are
+            # never mixed. Keyed by the run's numbers too, they stay when a load is taken out,
+            # as documents do (kidata.store.unload).
+            kept = "_outcome IN ('added', 'duplicate', 'enrich')"
+            return (f"SELECT {select} FROM staged_samples s WHERE s._seq IN ("
+                    f"SELECT min(_seq) FROM staged_samples WHERE _seq IN "
+                    f"(SELECT _seq FROM run_outcome WHERE {kept}) GROUP BY run_id, content_hash) "
+                    f"AND NOT EXISTS (SELECT 1 FROM existing_samples e WHERE "
+                    f"e.run_id = s.run_id AND e.content_hash = s.content_hash) "
+                    f"ORDER BY s._seq, {_tiebreak(table)}")
         if table == "rejects":
             # A record rejected again for the same reason (a re-run) is kept once.
             same = " AND ".join(f"e.{k} IS NOT DISTINCT FROM s.{k}" for k in KEYS["rejects"])

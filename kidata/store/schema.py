@@ -219,6 +219,21 @@ PUBLISHED = (
     *_PROVENANCE,
 )
 
+SAMPLES = (
+    _f("run_id", STRING, "The run the samples were measured in.", False),
+    _f("content_hash", STRING, "The run's `runs.content_hash` (its numbers): samples are "
+       "facts about a run with those numbers, kept when a load is taken out (as documents "
+       "are); join on both columns.", False),
+    _f("metric", STRING, "What they measure, as in `measurements.metric` (`latency`, ...).",
+       False),
+    _f("unit", STRING, "Their unit, as in `measurements.unit` (ns for latency).", False),
+    _f("sample", INT64, "The sample's place in the source's list, from 1.", False),
+    _f("value", FLOAT64, "One raw sample (a repetition's or trial's timing), converted to "
+       "`unit` as the run's statistics are: the run's median, mean, min and max summarise "
+       "these values.", False),
+    *_PROVENANCE,
+)
+
 REJECTS = (
     _f("source_file", STRING, "File the rejected record came from.", False),
     _f("position", STRING, "Record position: `line N`, `row N`, `index N`, `document`.", False),
@@ -331,6 +346,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "workload_parameters": WORKLOAD_PARAMETERS,
     "implementations": IMPLEMENTATIONS,
     "published": PUBLISHED,
+    "samples": SAMPLES,
     "latest_runs": LATEST_RUNS,
     "rejects": REJECTS,
     "loads": LOADS,
@@ -353,6 +369,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "workload_parameters": ("workload_id", "name"),
     "implementations": ("implementation_id",),
     "published": ("run_id", "quantity", "baseline_run_id"),
+    "samples": ("run_id", "content_hash", "metric", "sample"),
     "latest_runs": ("load_id", "kernel", "pass", "workload", "gpu", "protocol_id",
                     "implementation", "variant"),
     "rejects": ("source_file", "position", "field", "reason", "raw"),
@@ -378,8 +395,8 @@ APART = ("acknowledgements",)
 # kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
 # load's runs, see kidata/store/derived.py) follows runs. See docs/guarantees.md.
 COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters",
-                "implementations", "measurements", "published", "runs", "latest_runs", "rejects",
-                "loads")
+                "implementations", "measurements", "published", "samples", "runs", "latest_runs",
+                "rejects", "loads")
 
 
 def description(field: pa.Field) -> str:

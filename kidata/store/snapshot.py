@@ -143,7 +143,7 @@ def _windowed(table: str, body: str, window: Window) -> str:
     if table == "runs":
         # A run without a time cannot be placed in the window (the comparison is null).
         return f"SELECT * FROM ({body}) WHERE {window.sql('observed_at')}"
-    if table in ("measurements", "published"):
+    if table in ("measurements", "published", "samples"):
         return f"SELECT * FROM ({body}) WHERE run_id IN (SELECT run_id FROM runs)"
     if table == "latest_runs":
         # The stored rows are each load's latest run per key: with an end to the window a

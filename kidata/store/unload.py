@@ -7,8 +7,9 @@ any load a user wants gone.
 A load taken out keeps its commit marker (its row in ``loads``, with ``added`` counting only
 what stays and ``records``, ``duplicates``, ``rejected`` and ``rejects_not_kept`` 0) and the
 documents it added (environments, protocols, workloads and their parameters, implementations:
-keyed by digest, runs of other loads may name them); everything else of it goes: its runs,
-measurements, published claims, ``latest_runs`` rows and rejects.
+keyed by digest, runs of other loads may name them) and the raw samples it added (``samples``,
+keyed by run id and content hash: read only beside a run with those numbers); everything else
+of it goes: its runs, measurements, published claims, ``latest_runs`` rows and rejects.
 Its file manifest goes too, so loading the same files again reads them and adds what they
 hold. Every table it touches changes in one :class:`~kidata.store.commit.Transaction` (each
 table folder exchanged for its next one: the files without the load's rows, merged into one,
