@@ -33,7 +33,7 @@ from kidata.store.layout import (
     final_folder,
     spill_folder,
 )
-from kidata.store.schema import APART, COLUMNS, COMMIT_ORDER, KEYS, REFERENCE
+from kidata.store.schema import APART, COLUMNS, COMMIT_ORDER, FILED_WHEN_EMPTY, KEYS, REFERENCE
 from kidata.store.tablesql import table_sql
 
 # The documents a run points at, by table and digest column: a run's variant is richer the
@@ -89,6 +89,7 @@ class LoadCommit:
             final = final_folder(staging)
             final.mkdir()
             moves: list[tuple[str, str]] = []
+            empty: list[tuple[str, Path]] = []
             # The two big tables, staged in final form, are put in place (or their kept rows
             # copied) in threads (pyarrow releases the GIL), beside the small tables written
             # by DuckDB here; latest_runs follows runs (COMMIT_ORDER), so DuckDB's memory for
@@ -116,10 +117,17 @@ class LoadCommit:
                         if count:
                             moves.append((str(path.relative_to(self.path)),
                                           self.layout.part_relative(table, report.load_id)))
+                        elif table in FILED_WHEN_EMPTY and not self.layout.table_files(table):
+                            empty.append((table, path))
                         fault(f"after-write:{table}")
                 finally:
                     for future in streamed.values():
                         future.cancel()
+            if moves:  # a load that commits gives such a table its first, empty file
+                for table, path in empty:
+                    self._write_empty(table, path)
+                    moves.append((str(path.relative_to(self.path)),
+                                  self.layout.part_relative(table, report.load_id)))
             # Stored rows this load makes richer (docs/guarantees.md, "Duplicates that carry
             # more"): their files are replaced after the marker, see below.
             replaces: list[tuple[str, str]] = []
@@ -561,6 +569,18 @@ class LoadCommit:
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
         return write_reader(path, TABLES[table], reader,
                             before_write=lambda: fault(f"write-final:{table}"))
+
+    @staticmethod
+    def _write_empty(table: str, path: Path) -> None:
+        """An empty file of ``table`` (its declared columns, no row): for an engine that reads
+        the Parquet folders alone and infers a table's schema from its files (plain Spark),
+        which cannot define the views that read a table without one."""
+        import pyarrow.parquet as pq
+
+        from kidata.store.schema import TABLES
+
+        pq.write_table(TABLES[table].empty_table(), path, compression="zstd")
+        durable.fsync_file(path)
 
     @staticmethod
     def _stream_final(staging: Path, table: str, keep: Any, path: Path) -> int | None:

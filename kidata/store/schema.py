@@ -386,6 +386,10 @@ KEYS: dict[str, tuple[str, ...]] = {
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
 REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models",
              "kernel_families")
+# Tables a committing load gives an empty file while they have none: the core views read them
+# (speedups reads samples through sample_medians), and an engine that infers each table's
+# schema from its files (plain Spark, docs/spark.md) could not define those views otherwise.
+FILED_WHEN_EMPTY = ("samples",)
 # Tables written by a command of their own (kidata ack: kidata/store/acks.py), not by loads.
 APART = ("acknowledgements",)
 

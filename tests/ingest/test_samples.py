@@ -143,3 +143,21 @@ def test_two_records_samples_are_never_mixed(tmp_path):
     # A later load of the other list adds nothing either: the run has its samples.
     wh.load([str(write(tmp_path / "again.jsonl", [second]))])
     assert [v for (*_, v) in sample_rows(wh)] == got
+
+
+def test_a_load_without_samples_gives_the_table_its_one_empty_file(tmp_path):
+    # Plain Spark infers a table's schema from its files (docs/spark.md): without a file,
+    # sample_medians and every view reading it (speedups, trends...) could not be defined.
+    import pyarrow.parquet as pq
+
+    from kidata.store.schema import TABLES
+
+    seeds = Path(__file__).parents[1] / "data" / "seeds"
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(seeds)]).ok
+    [empty] = list((wh.path / "samples").glob("*.parquet"))
+    table = pq.read_table(empty)
+    assert table.num_rows == 0 and table.schema.names == TABLES["samples"].names
+    assert wh.load([str(VIEWS / "single.jsonl")]).ok  # the table has a file: none added
+    assert list((wh.path / "samples").glob("*.parquet")) == [empty]
+    assert wh.check().ok
