@@ -40,8 +40,8 @@
 --   run_noise: the run-to-run noise envelope the step was judged by (series_steps.run_noise:
 --     noise_basis 'run-to-run' only), null otherwise.
 --   noise_steps: re-run changes that envelope rests on (0 when none was used).
---   noise_basis: 'welch', 'run-to-run', 'within-run p20-p80' (or another spread) or 'none'; null
---     at step 1.
+--   noise_basis: 'samples', 'welch', 'run-to-run', 'within-run p20-p80' (or another spread) or
+--     'none'; null at step 1.
 --   together_implementations: other implementations measured together with this step
 --     (series_steps), null when none.
 --   together_change: how those moved over the same step (geometric mean), null when none.

@@ -24,8 +24,8 @@
 --   previous_p80_us: p80 of the previous result (µs).
 --   change: center_us / previous_center_us - 1; above verdict_settings.min_effect here.
 --   gpu_family: the GPU's family.
---   noise_basis: what the verdict rests on (trends.noise_basis): 'welch', 'run-to-run' or a
---     within-run spread.
+--   noise_basis: what the verdict rests on (trends.noise_basis): 'samples', 'welch',
+--     'run-to-run' or a within-run spread.
 --   run_noise: the run-to-run noise envelope it exceeded (trends.run_noise), null for other
 --     bases.
 --   attribution: 'own' (the implementations measured together did not move as much) or

@@ -1,7 +1,7 @@
 -- view: series_steps
--- purpose: Every step of every latency and memory series, in the metric's unit, judged by the one verdict rule (Welch where means and deviations are given, else run-to-run noise calibrated on re-runs, else within-run spreads) and against the implementations measured with it: the one trend rule trends and memory_trends show.
+-- purpose: Every step of every latency and memory series, in the metric's unit, judged by the one verdict rule (raw samples where both results kept them, Welch where means and deviations are given, else run-to-run noise calibrated on re-runs, else within-run spreads) and against the implementations measured with it: the one trend rule trends and memory_trends show.
 -- grain: one row per passed run with a timestamp and per metric it has a median or a mean of; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
--- sources: runs, run_statistics, protocols, gpus, environment_facts, noise_envelopes, student_t, verdict_settings, verdict_rule
+-- sources: runs, run_statistics, protocols, gpus, environment_facts, noise_envelopes, sample_medians, student_t, verdict_settings, verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -39,8 +39,8 @@
 --     source, GPU and latency size class); null for other bases and for memory.
 --   noise_steps: how many re-run changes that envelope rests on (the fewer of the two
 --     results'); 0 when no envelope was used.
---   noise_basis: what the verdict's noise estimate rests on, as in speedups: 'welch', 'run-to-run',
---     'within-run p20-p80' (or another spread), 'none'; null at step 1.
+--   noise_basis: what the verdict's noise estimate rests on, as in speedups: 'samples',
+--     'welch', 'run-to-run', 'within-run p20-p80' (or another spread), 'none'; null at step 1.
 --   verdict: from verdict_rule, judging this result (candidate) against the previous one
 --     (baseline) exactly as speedups judges a pair: 'slower', 'faster' (the interval of the
 --     ratio excludes 1 and the change exceeds verdict_settings.min_effect), 'negligible'
@@ -118,6 +118,7 @@ points AS (
         s.low - COALESCE(s.resolution, 0) / 2 AS wide_low,
         s.high + COALESCE(s.resolution, 0) / 2 AS wide_high,
         s.evidence IN ('measured', 'below resolution') AS has_spread,
+        COALESCE(s.resolution, 0) / 2 AS half_step,
         -- The latency size class a run-to-run envelope is looked up by (noise_envelopes).
         CASE WHEN s.metric = 'latency' AND s.center > 0
              THEN CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5) AS BIGINT)
@@ -150,6 +151,7 @@ ordered AS (
         LAG(wide_low) OVER series_in_time AS previous_wide_low,
         LAG(wide_high) OVER series_in_time AS previous_wide_high,
         LAG(has_spread) OVER series_in_time AS previous_has_spread,
+        LAG(half_step) OVER series_in_time AS previous_half_step,
         LAG(size_decade) OVER series_in_time AS previous_size_decade
     FROM points
     WINDOW
@@ -276,9 +278,17 @@ paired AS (
              THEN LN(s.wide_low / s.previous_wide_high) END AS range_log_low,
         CASE WHEN s.previous_wide_low > 0 AND s.wide_high > 0
              THEN LN(s.wide_high / s.previous_wide_low) END AS range_log_high,
+        CASE WHEN mc.low - s.half_step > 0 AND mp.high IS NOT NULL
+             THEN LN((mc.low - s.half_step) / (mp.high + s.previous_half_step))
+        END AS sample_log_low,
+        CASE WHEN mp.low - s.previous_half_step > 0 AND mc.high IS NOT NULL
+             THEN LN((mc.high + s.half_step) / (mp.low - s.previous_half_step))
+        END AS sample_log_high,
         CASE
             WHEN s.previous_run_id IS NULL THEN NULL
             WHEN s.center_statistic <> s.previous_center_statistic THEN 'different centers'
+            WHEN s.center_statistic = 'median' AND mc.high IS NOT NULL AND mp.high IS NOT NULL
+                THEN 'samples'
             WHEN s.log_variance + s.previous_log_variance > 0 THEN 'welch'
             WHEN nc.log_envelope IS NOT NULL AND np.log_envelope IS NOT NULL
                 THEN 'run-to-run'
@@ -305,16 +315,22 @@ paired AS (
     LEFT JOIN noise_envelopes np
         ON np.calibrated AND np.source = s.previous_source AND np.gpu = s.gpu
         AND np.size_decade = s.previous_size_decade
+    LEFT JOIN sample_medians mc
+        ON mc.run_id = s.run_id AND mc.metric = s.metric AND mc.high IS NOT NULL
+    LEFT JOIN sample_medians mp
+        ON mp.run_id = s.previous_run_id AND mp.metric = s.metric AND mp.high IS NOT NULL
 ),
 judged AS (
     SELECT
         p.*,
         CASE p.basis
+            WHEN 'samples' THEN p.sample_log_low
             WHEN 'welch' THEN p.log_change - t.t * SQRT(p.pair_log_variance)
             WHEN 'run-to-run' THEN p.log_change - p.pair_log_envelope
             WHEN 'within-run' THEN p.range_log_low
         END AS log_low,
         CASE p.basis
+            WHEN 'samples' THEN p.sample_log_high
             WHEN 'welch' THEN p.log_change + t.t * SQRT(p.pair_log_variance)
             WHEN 'run-to-run' THEN p.log_change + p.pair_log_envelope
             WHEN 'within-run' THEN p.range_log_high
@@ -358,7 +374,7 @@ SELECT
     CASE
         WHEN j.previous_run_id IS NULL THEN NULL
         WHEN j.basis = 'within-run' THEN CONCAT('within-run ', j.spread)
-        WHEN j.basis IN ('welch', 'run-to-run') THEN j.basis
+        WHEN j.basis IN ('samples', 'welch', 'run-to-run') THEN j.basis
         ELSE 'none'
     END AS noise_basis,
     v.verdict,
@@ -394,7 +410,7 @@ LEFT JOIN verdict_rule v
     ON j.previous_run_id IS NOT NULL
     AND v.basis = j.basis
     AND v.placement = CASE
-        WHEN j.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN 'none'
+        WHEN j.basis NOT IN ('samples', 'welch', 'run-to-run', 'within-run') THEN 'none'
         WHEN j.log_low > 0 THEN 'above'
         WHEN j.log_high < 0 THEN 'below'
         ELSE 'overlap'

@@ -1,7 +1,8 @@
 -- view: speedups
 -- purpose: Candidate vs baseline latency for every two implementations measured on the same kernel, pass, workload, GPU and protocol family, with a verdict that knows its evidence.
 -- grain: one row per ordered pair (candidate, baseline) of different implementations, per kernel, pass, workload, GPU and protocol family; both directions are listed.
--- sources: latest_latencies, noise_envelopes, student_t, verdict_settings, verdict_rule
+-- sources: latest_latencies, sample_medians, noise_envelopes, student_t, verdict_settings,
+--   verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -25,11 +26,13 @@
 --   candidate_p80_us: candidate 80th-percentile latency (µs), null when not measured.
 --   baseline_p20_us: baseline 20th-percentile latency (µs), null when not measured.
 --   baseline_p80_us: baseline 80th-percentile latency (µs), null when not measured.
---   speedup_low: the low end of the speedup's interval under noise_basis: for 'welch' a 95%
---     Welch t-interval of the ratio of the means, for 'run-to-run' the speedup divided by
---     (1 + the larger envelope), for 'within-run' baseline_low_us / candidate_high_us, each end
---     widened by half its resolution (for p20-p80 spreads: baseline p20 / candidate p80); null
---     without a noise estimate, or when a range's low end is not above 0.
+--   speedup_low: the low end of the speedup's interval under noise_basis: for 'samples'
+--     baseline low / candidate high of the two medians' intervals (sample_medians), for
+--     'welch' a 95% Welch t-interval of the ratio of the means, for 'run-to-run' the speedup
+--     divided by (1 + the larger envelope), for 'within-run' baseline_low_us /
+--     candidate_high_us, each end widened by half its resolution (for p20-p80 spreads:
+--     baseline p20 / candidate p80); null without a noise estimate, or when a range's low end
+--     is not above 0.
 --   speedup_high: the high end of that interval (for 'within-run' baseline_high_us /
 --     candidate_low_us).
 --   verdict: from verdict_rule, joined on noise_basis (its kind), where the interval lies
@@ -46,11 +49,13 @@
 --   candidate_evidence: what the candidate's spread supports (latencies.evidence).
 --   baseline_evidence: what the baseline's spread supports.
 --   noise_basis: what the verdict's noise estimate rests on, the first that applies:
---     'welch' (both sides give a mean, a standard deviation and 2 or more samples, and their
---     centers are means), 'run-to-run' (both sides' source, GPU and size class have a
---     calibrated envelope in noise_envelopes), 'within-run p20-p80' (or another spread: both
---     sides have a measured spread of the same statistics, or one under the resolution, which
---     is widened), 'none' otherwise (the verdict says what is missing).
+--     'samples' (both sides kept 7 or more raw samples and their centers are medians: each
+--     median's distribution-free 97.5% interval, sample_medians), 'welch' (both sides give a
+--     mean, a standard deviation and 2 or more samples, and their centers are means),
+--     'run-to-run' (both sides' source, GPU and size class have a calibrated envelope in
+--     noise_envelopes), 'within-run p20-p80' (or another spread: both sides have a measured
+--     spread of the same statistics, or one under the resolution, which is widened), 'none'
+--     otherwise (the verdict says what is missing).
 --   candidate_low_us: lower end of the candidate's spread (µs).
 --   candidate_high_us: upper end of the candidate's spread (µs).
 --   baseline_low_us: lower end of the baseline's spread (µs).
@@ -83,7 +88,8 @@
 --   protocol families, and two variants of one implementation are not paired with each other.
 --   The verdict compares an interval of the ratio with 1 and the ratio with the minimum
 --   effect, not medians alone: a side without a noise estimate gives no verdict at all.
---   Noise is taken, in order of preference, from the samples' means and deviations (Welch),
+--   Noise is taken, in order of preference, from raw samples (each median's distribution-free
+--   interval, sample_medians), from the samples' means and deviations (Welch),
 --   from run-to-run noise calibrated on re-runs of the same code (noise_envelopes), and only
 --   then from within-run spreads, which describe one process's samples and understate how
 --   much the next run differs (docs/statistics.md). Rounding and timer steps widen an
@@ -111,6 +117,8 @@ latest AS (
         l.low_us - COALESCE(l.resolution_us, 0) / 2 AS wide_low_us,
         l.high_us + COALESCE(l.resolution_us, 0) / 2 AS wide_high_us,
         l.evidence IN ('measured', 'below resolution') AS has_spread,
+        m.low / 1000 - COALESCE(l.resolution_us, 0) / 2 AS sample_wide_low_us,
+        m.high / 1000 + COALESCE(l.resolution_us, 0) / 2 AS sample_wide_high_us,
         n.log_envelope,
         n.changes AS envelope_changes,
         COALESCE(l.observed_at < w.newest_at - INTERVAL 30 DAYS, FALSE) AS stale
@@ -120,6 +128,8 @@ latest AS (
     LEFT JOIN noise_envelopes n
         ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
         AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)
+    LEFT JOIN sample_medians m
+        ON m.run_id = l.run_id AND m.metric = 'latency' AND m.high IS NOT NULL
 ),
 paired AS (
     SELECT
@@ -168,8 +178,14 @@ paired AS (
              THEN LN(c.wide_low_us / b.wide_high_us) END AS range_log_low,
         CASE WHEN b.wide_low_us > 0 AND c.wide_high_us > 0
              THEN LN(c.wide_high_us / b.wide_low_us) END AS range_log_high,
+        CASE WHEN c.sample_wide_low_us > 0 AND b.sample_wide_high_us > 0
+             THEN LN(c.sample_wide_low_us / b.sample_wide_high_us) END AS sample_log_low,
+        CASE WHEN b.sample_wide_low_us > 0 AND c.sample_wide_high_us > 0
+             THEN LN(c.sample_wide_high_us / b.sample_wide_low_us) END AS sample_log_high,
         CASE
             WHEN c.center_statistic <> b.center_statistic THEN 'different centers'
+            WHEN c.center_statistic = 'median' AND c.sample_wide_high_us IS NOT NULL
+                AND b.sample_wide_high_us IS NOT NULL THEN 'samples'
             WHEN c.log_variance + b.log_variance > 0 THEN 'welch'
             WHEN c.log_envelope IS NOT NULL AND b.log_envelope IS NOT NULL THEN 'run-to-run'
             WHEN c.has_spread AND b.has_spread AND c.spread = b.spread THEN 'within-run'
@@ -190,11 +206,13 @@ bounded AS (
     SELECT
         p.*,
         CASE p.basis
+            WHEN 'samples' THEN p.sample_log_low
             WHEN 'welch' THEN p.log_ratio - t.t * SQRT(p.log_variance)
             WHEN 'run-to-run' THEN p.log_ratio - p.log_envelope
             WHEN 'within-run' THEN p.range_log_low
         END AS log_low,
         CASE p.basis
+            WHEN 'samples' THEN p.sample_log_high
             WHEN 'welch' THEN p.log_ratio + t.t * SQRT(p.log_variance)
             WHEN 'run-to-run' THEN p.log_ratio + p.log_envelope
             WHEN 'within-run' THEN p.range_log_high
@@ -235,6 +253,7 @@ SELECT
     p.baseline_evidence,
     CASE p.basis
         WHEN 'within-run' THEN CONCAT('within-run ', p.spread)
+        WHEN 'samples' THEN 'samples'
         WHEN 'welch' THEN 'welch'
         WHEN 'run-to-run' THEN 'run-to-run'
         ELSE 'none'
@@ -260,7 +279,7 @@ CROSS JOIN settings s
 JOIN verdict_rule v
     ON v.basis = p.basis
     AND v.placement = CASE
-        WHEN p.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN 'none'
+        WHEN p.basis NOT IN ('samples', 'welch', 'run-to-run', 'within-run') THEN 'none'
         WHEN p.log_low > 0 THEN 'above'
         WHEN p.log_high < 0 THEN 'below'
         ELSE 'overlap'

@@ -5,7 +5,9 @@
 -- columns:
 --   basis: what the comparison's noise estimate rests on, the first that applies (worked out
 --     by the comparing view, docs/statistics.md section 3): 'different centers' (a mean set
---     against a median), 'welch' (both sides give a mean, a standard deviation and a sample
+--     against a median), 'samples' (both sides kept 7 or more raw samples: each median's
+--     distribution-free 97.5% interval, sample_medians, the ratio's interval from the two),
+--     'welch' (both sides give a mean, a standard deviation and a sample
 --     count of 2 or more: Welch's t-interval of the log ratio of the means, rounding steps
 --     added to the variance), 'run-to-run' (both sides' source, GPU and size class have a calibrated
 --     envelope, noise_envelopes: the log ratio plus or minus the larger envelope), 'within-run'
@@ -32,13 +34,13 @@ SELECT
     p.placement,
     e.effect,
     CASE
-        WHEN b.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN b.basis
+        WHEN b.basis NOT IN ('samples', 'welch', 'run-to-run', 'within-run') THEN b.basis
         WHEN p.placement IN ('overlap', 'none') THEN 'within noise'
         WHEN e.effect = 'under' THEN 'negligible'
         WHEN p.placement = 'below' THEN 'faster'
         ELSE 'slower'
     END AS verdict
-FROM (VALUES ('welch'), ('run-to-run'), ('within-run'), ('different centers'),
+FROM (VALUES ('samples'), ('welch'), ('run-to-run'), ('within-run'), ('different centers'),
              ('different spreads'), ('single sample'), ('no spread'), ('zero width'))
     AS b(basis)
 CROSS JOIN (VALUES ('below'), ('above'), ('overlap'), ('none')) AS p(placement)

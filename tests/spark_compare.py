@@ -18,6 +18,9 @@ from kidata import Warehouse
 from kidata.query.spark import SparkViewError, register
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
+# Raw samples (tests/make_view_fixtures.py, samples()): kernels the seeds do not have, so that
+# sample_medians and the basis 'samples' of the comparing views are compared on rows.
+SAMPLES = Path(__file__).parent / "data" / "views" / "samples.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +66,7 @@ def spark():
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory) -> Warehouse:
     wh = Warehouse(tmp_path_factory.mktemp("spark") / "wh seeds")  # Spark reads the space
-    report = wh.load([str(SEEDS)])
+    report = wh.load([str(SEEDS), str(SAMPLES)])
     assert report.ok, report.rejects
     return wh
 

@@ -106,11 +106,12 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
     assert wh.sql("select count(*) from speedup_summary").fetchall() == [(6,)]
     # speedup_summary reads kernel_speedups and student_t; speedups reads latest_latencies
     # (which reads only tables: each latest run's evidence is in latest_runs since 0.2.3),
-    # the verdict rule and its settings, and the run-to-run envelopes (noise_envelopes, from
-    # rerun_changes over latencies, latency_statistics and run_statistics: every run).
+    # the verdict rule and its settings, the run-to-run envelopes (noise_envelopes, from
+    # rerun_changes over latencies, latency_statistics and run_statistics: every run) and the
+    # runs' sample medians (sample_medians, from samples and runs).
     shared = {"latest_latencies", "verdict_rule", "verdict_settings", "kernel_speedups",
               "student_t", "noise_envelopes", "rerun_changes", "latencies",
-              "latency_statistics", "run_statistics"}
+              "latency_statistics", "run_statistics", "sample_medians"}
     assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary"} | shared
     # regressions reads trends, which reads series_steps, which reads run_statistics and
     # environment_facts (sql/*.sql bodies), and acknowledgements (a table).
@@ -138,7 +139,8 @@ def test_views_named_only_in_a_string_are_defined_too():
     # A superset is harmless; a view left out would fail the query.
     assert views.needed("select 'speedups' as s") == [
         "latest_latencies", "run_statistics", "latency_statistics", "latencies", "rerun_changes",
-        "noise_envelopes", "student_t", "verdict_rule", "verdict_settings", "speedups"]
+        "noise_envelopes", "sample_medians", "student_t", "verdict_rule", "verdict_settings",
+        "speedups"]
     assert views.needed("select 1") == []
     assert views.needed("select * from query_table('trends')") is None
 

@@ -206,11 +206,15 @@ _NOISE_SIDE = """
         l.low_us - COALESCE(l.resolution_us, 0) / 2 AS wide_low_us,
         l.high_us + COALESCE(l.resolution_us, 0) / 2 AS wide_high_us,
         l.evidence IN ('measured', 'below resolution') AS has_spread,
+        m.low / 1000 - COALESCE(l.resolution_us, 0) / 2 AS sample_wide_low_us,
+        m.high / 1000 + COALESCE(l.resolution_us, 0) / 2 AS sample_wide_high_us,
         n.log_envelope, n.changes AS envelope_changes
     FROM {side} l
     LEFT JOIN noise_envelopes n
         ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
         AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)
+    LEFT JOIN sample_medians m
+        ON m.run_id = l.run_id AND m.metric = 'latency' AND m.high IS NOT NULL
     WHERE l.rn = 1
 """
 _NOISE_PAIR = """
@@ -223,8 +227,14 @@ _NOISE_PAIR = """
          THEN LN({c}.wide_low_us / {b}.wide_high_us) END AS range_log_low,
     CASE WHEN {b}.wide_low_us > 0 AND {c}.wide_high_us > 0
          THEN LN({c}.wide_high_us / {b}.wide_low_us) END AS range_log_high,
+    CASE WHEN {c}.sample_wide_low_us > 0 AND {b}.sample_wide_high_us > 0
+         THEN LN({c}.sample_wide_low_us / {b}.sample_wide_high_us) END AS sample_log_low,
+    CASE WHEN {b}.sample_wide_low_us > 0 AND {c}.sample_wide_high_us > 0
+         THEN LN({c}.sample_wide_high_us / {b}.sample_wide_low_us) END AS sample_log_high,
     CASE
         WHEN {c}.center_statistic <> {b}.center_statistic THEN 'different centers'
+        WHEN {c}.center_statistic = 'median' AND {c}.sample_wide_high_us IS NOT NULL
+            AND {b}.sample_wide_high_us IS NOT NULL THEN 'samples'
         WHEN {c}.log_variance + {b}.log_variance > 0 THEN 'welch'
         WHEN {c}.log_envelope IS NOT NULL AND {b}.log_envelope IS NOT NULL THEN 'run-to-run'
         WHEN {c}.has_spread AND {b}.has_spread AND {c}.spread = {b}.spread THEN 'within-run'
@@ -235,10 +245,12 @@ _NOISE_PAIR = """
 """
 _NOISE_BOUNDS = """
     SELECT p.*,
-        CASE p.basis WHEN 'welch' THEN p.log_ratio - t.t * SQRT(p.log_variance)
+        CASE p.basis WHEN 'samples' THEN p.sample_log_low
+            WHEN 'welch' THEN p.log_ratio - t.t * SQRT(p.log_variance)
             WHEN 'run-to-run' THEN p.log_ratio - p.log_envelope
             WHEN 'within-run' THEN p.range_log_low END AS log_low,
-        CASE p.basis WHEN 'welch' THEN p.log_ratio + t.t * SQRT(p.log_variance)
+        CASE p.basis WHEN 'samples' THEN p.sample_log_high
+            WHEN 'welch' THEN p.log_ratio + t.t * SQRT(p.log_variance)
             WHEN 'run-to-run' THEN p.log_ratio + p.log_envelope
             WHEN 'within-run' THEN p.range_log_high END AS log_high
     FROM {pairs} p
@@ -248,7 +260,7 @@ _NOISE_BOUNDS = """
 _NOISE_RULE = """
     {v}.basis = {p}.basis
     AND {v}.placement = CASE
-        WHEN {p}.basis NOT IN ('welch', 'run-to-run', 'within-run') THEN 'none'
+        WHEN {p}.basis NOT IN ('samples', 'welch', 'run-to-run', 'within-run') THEN 'none'
         WHEN {p}.log_low > 0 THEN 'above'
         WHEN {p}.log_high < 0 THEN 'below'
         ELSE 'overlap' END
@@ -308,8 +320,8 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
                 p.candidate_us / p.baseline_us - 1 AS change,
                 v.verdict,
                 CASE p.basis WHEN 'within-run' THEN CONCAT('within-run ', p.spread)
-                     WHEN 'welch' THEN 'welch' WHEN 'run-to-run' THEN 'run-to-run'
-                     ELSE 'none' END AS noise_basis,
+                     WHEN 'samples' THEN 'samples' WHEN 'welch' THEN 'welch'
+                     WHEN 'run-to-run' THEN 'run-to-run' ELSE 'none' END AS noise_basis,
                 p.baseline_run_id, p.candidate_run_id,
                 EXP(-p.log_high) AS speedup_low, EXP(-p.log_low) AS speedup_high,
                 v.placement

@@ -2,16 +2,17 @@
 results) against a baseline (a branch's newest, a named load), over every key both have.
 
 Each key is judged by the verdict rule (``verdict_rule``; its noise model, as in ``speedups``:
-Welch where both sides give means, deviations and samples, else run-to-run noise calibrated on
-re-runs, else within-run spreads) with the key's threshold as the minimum effect: a key is
-*slower* when the interval of its ratio lies above 1 and its latency grew by more than the
-threshold, *faster* when the interval lies below 1 and it shrank by more than ``t / (1 + t)``
-(the same step seen from the other side). The threshold is the session's minimum effect
-(``verdict_settings``, 10% by default) unless the file or ``-t`` sets one. Thresholds come
-from a TOML file: a global one and rules per kernel, GPU (key or family), pass and metric, the
-first matching rule winning. A source that gives no spread (and has no calibrated re-runs) can
-never pass the verdict rule, so a rule (or the file) may say ``no_spread =
-"percent"``: such keys are judged by their change alone, and the output says which keys were.
+raw samples where both sides kept 7 or more, Welch where both sides give means, deviations and
+sample counts, else run-to-run noise calibrated on re-runs, else within-run spreads) with the
+key's threshold as the minimum effect: a key is *slower* when the interval of its ratio lies
+above 1 and its latency grew by more than the threshold, *faster* when the interval lies below
+1 and it shrank by more than ``t / (1 + t)`` (the same step seen from the other side). The
+threshold is the session's minimum effect (``verdict_settings``, 10% by default) unless the
+file or ``-t`` sets one. Thresholds come from a TOML file: a global one and rules per kernel,
+GPU (key or family), pass and metric, the first matching rule winning. A source that gives no
+spread (and has no calibrated re-runs) can never pass the verdict rule, so a rule (or the file)
+may say ``no_spread = "percent"``: such keys are judged by their change alone, and the output
+says which keys were.
 
 A key whose candidate run was acknowledged (``kidata ack``) is not a regression; the counts say
 how many were left out. The outcome is an exit code (0 none slower, 1 slower, 2 bad usage, 3

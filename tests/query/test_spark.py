@@ -68,8 +68,14 @@ def test_spark_matches_duckdb(spark, seeded, registered, name):
 def test_comparison_sees_data(spark, registered):
     # Guard against the comparison passing on empty tables: the seeds hold 26 runs
     # (000 and 001: one Liger run each; 003: 8 held-out rows x 2 implementations + 8 H100
-    # calibration schedules = 24).
-    assert spark.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26
+    # calibration schedules = 24), samples.jsonl 11 runs with 100 samples, on which 4 rows of
+    # speedups (w1 and w2, both ways), one step of trends and 2 rows of rate_speedups rest.
+    assert spark.sql("SELECT COUNT(*) FROM runs WHERE source <> 'views-fixture'"
+                     ).collect()[0][0] == 26
+    assert spark.sql("SELECT COUNT(*) FROM samples").collect()[0][0] == 100
+    for view, n in (("speedups", 4), ("trends", 1), ("rate_speedups", 2)):
+        assert spark.sql(f"SELECT COUNT(*) FROM {view} WHERE noise_basis = 'samples'"
+                         ).collect()[0][0] == n, view
     assert [n for n in VIEWS if n not in registered[0]] == list(registered[1])
 
 
@@ -227,8 +233,8 @@ def test_files_of_another_version_read_with_the_declared_columns(spark, seeded, 
         "WHERE run_id IN ('older-run', 'newer-run')").collect()}
     assert got["older-run"].version is None
     assert got["newer-run"].version == "0.2.1"
-    # 26 seed runs + the two added.
-    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 28
+    # 26 seed runs and samples.jsonl's 11, + the two added.
+    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26 + 11 + 2
 
 
 def test_register_opens_no_file_to_plan_a_table(spark, seeded, tmp_path):
@@ -243,7 +249,7 @@ def test_register_opens_no_file_to_plan_a_table(spark, seeded, tmp_path):
     session = spark.newSession()
     register(session, wh, views=[])
     assert session.table("rejects").columns == TABLES["rejects"].names
-    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26
+    assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26 + 11
     with pytest.raises(Exception, match="part-broken.parquet"):
         session.sql("SELECT * FROM rejects").collect()
 

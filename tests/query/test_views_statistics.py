@@ -99,8 +99,8 @@ def test_no_firm_verdict_without_a_measured_spread(loaded: Warehouse):
 
 def test_verdict_rule_is_one_lookup(loaded: Warehouse):
     rule = {r[:3]: r[3] for r in loaded.sql("SELECT * FROM verdict_rule").fetchall()}
-    assert len(rule) == 8 * 4 * 2  # basis x placement x effect
-    for basis in ("welch", "run-to-run", "within-run"):
+    assert len(rule) == 9 * 4 * 2  # basis x placement x effect
+    for basis in ("samples", "welch", "run-to-run", "within-run"):
         assert rule[(basis, "below", "beyond")] == "faster"
         assert rule[(basis, "above", "beyond")] == "slower"
         assert rule[(basis, "above", "under")] == "negligible"  # real, under the minimum effect

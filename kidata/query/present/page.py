@@ -275,8 +275,9 @@ def _noise_html(envelopes: pl.DataFrame, effect: float) -> str:
              "<code>rerun_changes</code>).</p>")
     if envelopes.is_empty():
         return intro + ('<p class="empty">No re-runs of the same code: verdicts rest on '
-                        "within-run spreads (or Welch's test where means, deviations and "
-                        "sample counts are given).</p>")
+                        "within-run spreads (or on raw samples where both sides kept 7 "
+                        "or more, or Welch's test where means, deviations and sample counts "
+                        "are given).</p>")
     return intro + _table(envelopes)
 
 
