@@ -277,11 +277,12 @@ def test_docs_plain_pyspark_block_runs_every_view(spark, seeded, registered, cap
     present = {r.viewName for r in session.sql("SHOW VIEWS").collect() if r.isTemporary}
     assert set(VIEWS) - set(scope["errors"]) <= present
     # Same answers as through kidata.query.spark.register in the module's session (code
-    # generation off, analyzed plans kept): speedups row for row, 16 rows = 8 pairs x 2
-    # directions (the module compares every view with DuckDB).
+    # generation off, analyzed plans kept): speedups row for row, 24 rows = 12 pairs x 2
+    # directions: the seeds' 8, samples.jsonl's geglu w1-w3 and matmul (the module compares
+    # every view with DuckDB).
     query = "SELECT * FROM speedups ORDER BY ALL"
     recipe, module = ([tuple(r) for r in s.sql(query).collect()] for s in (session, spark))
-    assert len(recipe) == 16 and same_rows(recipe, module)
+    assert len(recipe) == 24 and same_rows(recipe, module)
 
 
 def test_register_defines_the_views_asked_for_and_those_they_read(spark, seeded):
@@ -305,7 +306,7 @@ def test_register_defines_the_views_asked_for_and_those_they_read(spark, seeded)
         if name in needed:
             needed.update(views[name].depends)
     assert set(defined) == needed
-    assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == 16
+    assert session.sql("SELECT COUNT(*) FROM speedups").collect()[0][0] == 24  # 12 pairs x 2
     assert register(spark.newSession(), seeded.path, views=[]) == list(TABLES)
     with pytest.raises(NoSuchView, match="did you mean 'speedup_summary'"):
         register(spark.newSession(), seeded.path, views=["speedup_sumary"])
