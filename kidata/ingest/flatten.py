@@ -43,6 +43,8 @@ RUN_COLUMNS = ("run_id", "source", "external_id", "kernel", "pass", "implementat
                "protocol_id", "workload_id", "implementation_id", "observed_at", "status",
                "version", "title", "labels", "content_hash", "document")
 MEASUREMENT_COLUMNS = ("run_id", "metric", "statistic", "unit", "value", "resolution")
+# The columns of the rows of ``samples`` (:attr:`Flat.samples`), in the order of their tuples.
+SAMPLE_COLUMNS = ("run_id", "content_hash", "metric", "unit", "sample", "value")
 
 
 class Flat:
@@ -50,8 +52,9 @@ class Flat:
 
     ``run_rows`` and ``measurement_rows`` are tuples in :data:`RUN_COLUMNS` and
     :data:`MEASUREMENT_COLUMNS` order (:attr:`runs` and :attr:`measurements` give them as
-    dictionaries); the other tables' rows are dictionaries, shared with the flattener's
-    memory of the documents it has checked: copy one before changing it."""
+    dictionaries), ``samples`` tuples in :data:`SAMPLE_COLUMNS` order (a run may have
+    thousands); the other tables' rows are dictionaries, shared with the flattener's memory of
+    the documents it has checked: copy one before changing it."""
 
     __slots__ = ("run_rows", "measurement_rows", "environments", "protocols", "workloads",
                  "workload_parameters", "implementations", "published", "samples", "warnings")
@@ -65,7 +68,7 @@ class Flat:
         self.workload_parameters: list[dict] = []
         self.implementations: list[dict] = []
         self.published: list[dict] = []
-        self.samples: list[dict] = []
+        self.samples: list[tuple] = []
         self.warnings: list[str] = [] if warnings is None else warnings
 
     @property
@@ -554,8 +557,9 @@ def _native_rows(c: Checker, out: Flat, native: dict, run_id: str, content_hash:
 
 
 def _samples(c: Checker, out: Flat, values: list, unit: Any, run_id: str,
-             content_hash: str) -> list[dict]:
-    """The rows of a run's raw samples (``sourceNative.samples``, in the source's unit
+             content_hash: str) -> list[tuple]:
+    """The rows of a run's raw samples, tuples in :data:`SAMPLE_COLUMNS` order
+    (``sourceNative.samples``, in the source's unit
     ``sourceNative.unit``: kidata's readers keep them there), converted as the run's
     statistics were (:func:`kidata.ingest.units.in_stored_unit`, then the metric's unit as
     stored). Raises :class:`RecordError` for a sample that is no positive number; a unit kidata
@@ -570,15 +574,14 @@ def _samples(c: Checker, out: Flat, values: list, unit: Any, run_id: str,
     metric, unit_as_measured = metric_unit
     stored_unit, factors = target
     factor = factors[unit_as_measured]
+    convert = units.converter(unit)
     rows = []
     for i, value in enumerate(values):
-        number = units.in_stored_unit(value, unit)
+        number = convert(value)
         if number is None:
             raise c.fail(f"run.spec.sourceNative.samples[{i}]",
                          f"expected a positive number (a raw sample), got {value!r}")
-        rows.append({"run_id": run_id, "content_hash": content_hash, "metric": metric,
-                     "unit": stored_unit,
-                     "sample": i + 1, "value": number * factor})
+        rows.append((run_id, content_hash, metric, stored_unit, i + 1, number * factor))
     return rows
 
 

@@ -22,7 +22,13 @@ import pyarrow.parquet as pq
 from kidata.core.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.errors import RecordError
 from kidata.ingest.fast import FastPath
-from kidata.ingest.flatten import MEASUREMENT_COLUMNS, RUN_COLUMNS, Flat, Flattener
+from kidata.ingest.flatten import (
+    MEASUREMENT_COLUMNS,
+    RUN_COLUMNS,
+    SAMPLE_COLUMNS,
+    Flat,
+    Flattener,
+)
 from kidata.ingest.readers.base import Item
 from kidata.store import commit, finalize, pqwrite
 from kidata.store.durable import fault
@@ -72,6 +78,9 @@ class StagingWriter:
             if sorted((*flat, *extra)) != sorted(self.names[table]):
                 raise AssertionError(f"the staged columns of {table} are not the flattener's "
                                      "and staging's: update stage_writer._FLAT")
+        if self.names["samples"] != [*SAMPLE_COLUMNS, "source_file", "_seq", "_position"]:
+            raise AssertionError("the staged columns of samples are not SAMPLE_COLUMNS and "
+                                 "staging's: update stage_writer.add_flat")
         self.structs = {t: pa.struct(list(schema)) for t, schema in self.schemas.items()}
         # runs and measurements: where each staged column is, in order, as (0, place in the
         # flattener's tuple) or (1, place in the staging tuple), and whether it is a text
@@ -150,6 +159,9 @@ class StagingWriter:
                 self.rows["measurements"] += measurements
                 self.extra["measurements"] += [(seq, position)] * len(measurements)
                 self.counts["measurements"] += len(measurements)
+        if flat.samples:  # tuples in SAMPLE_COLUMNS order, then the staged columns
+            self.rows["samples"] += [(*row, name, seq, position) for row in flat.samples]
+            self.counts["samples"] += len(flat.samples)
         for table in _DICT_TABLES:
             rows = getattr(flat, table)
             if not rows:
@@ -376,7 +388,7 @@ def _documented(table: str, row: dict) -> bool:
 
 # The tables whose rows a Flat holds as dictionaries.
 _DICT_TABLES = ("environments", "protocols", "workloads", "workload_parameters",
-                "implementations", "published", "samples")
+                "implementations", "published")
 
 
 def _reject(stager: StagingWriter, report: LoadReport, tally: FileTally, err: RecordError,

@@ -52,15 +52,29 @@ def in_stored_unit(value: int | float, text: str) -> int | float | None:
     """A source's positive finite number in ``text`` (a unit :func:`unit_of` knows) as a built
     run's measurements hold it: latency converted exactly to ns, other metrics as given, then
     :func:`plain`. None for anything else (not a number, a bool, not finite, not positive)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    except (InvalidOperation, ValueError):
-        return None
-    if not number.is_finite() or number <= 0 or not -30 <= number.adjusted() <= 30:
-        return None
+    return converter(text)(value)
+
+
+def converter(text: str):
+    """:func:`in_stored_unit` for one unit, its factor looked up once: a function of the value
+    (the same result; a run's samples are converted by one)."""
     metric_unit = unit_of(text)
-    if metric_unit is not None and metric_unit[0] == "latency":
-        number *= latency_factor(text)
-    return plain(number)
+    factor = latency_factor(text) if metric_unit is not None and metric_unit[0] == "latency" \
+        else Decimal(1)
+    whole = int(factor) if factor == factor.to_integral_value() else None
+
+    def convert(value: int | float) -> int | float | None:
+        if type(value) is int and whole is not None and 0 < value < 10 ** 30:
+            number = value * whole  # exact in integers: plain() of it is itself
+            return number if number < 2 ** 53 else plain(Decimal(number))
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        try:
+            number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        except (InvalidOperation, ValueError):
+            return None
+        if not number.is_finite() or number <= 0 or not -30 <= number.adjusted() <= 30:
+            return None
+        return plain(number * factor)
+
+    return convert

@@ -161,3 +161,28 @@ def test_a_load_without_samples_gives_the_table_its_one_empty_file(tmp_path):
     assert wh.load([str(VIEWS / "single.jsonl")]).ok  # the table has a file: none added
     assert list((wh.path / "samples").glob("*.parquet")) == [empty]
     assert wh.check().ok
+
+
+@pytest.mark.parametrize("unit", ["ns", "us", "µs", "ms", "s", "ms/iter", "tflops", "MB"])
+def test_samples_convert_exactly_as_the_statistics_do(unit):
+    # The builder converts a statistic with Decimal arithmetic (latency to ns, the rest as
+    # given) and keeps 6 decimals; the samples' converter (a fast path for whole numbers)
+    # must give the same number, worked out here independently.
+    import random
+    from decimal import Decimal
+
+    from kidata.ingest import units
+
+    scale = {"ns": 1, "us": 10 ** 3, "µs": 10 ** 3, "ms": 10 ** 6, "s": 10 ** 9,
+             "ms/iter": 10 ** 6}.get(unit, 1)
+    rng = random.Random(unit)
+    values = [rng.randrange(1, 10 ** 12) for _ in range(200)] + \
+        [rng.uniform(1e-6, 1e6) for _ in range(200)] + [2 ** 53 - 1, 2 ** 53 + 1, 0.1, 1e-30]
+    convert = units.converter(unit)
+    for v in values:
+        exact = Decimal(repr(v) if isinstance(v, float) else v) * scale
+        want = int(exact) if exact == exact.to_integral_value() and exact < 2 ** 53 \
+            else round(float(exact), 6)
+        got = convert(v)
+        assert got == want and type(got) is type(want), (v, got, want)
+    assert [convert(v) for v in (0, -3, True, "7", None, float("inf"), 10 ** 31)] == [None] * 7
