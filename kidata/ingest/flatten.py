@@ -561,7 +561,7 @@ def _samples(c: Checker, out: Flat, values: list, unit: Any, run_id: str,
     """The rows of a run's raw samples, tuples in :data:`SAMPLE_COLUMNS` order
     (``sourceNative.samples``, in the source's unit
     ``sourceNative.unit``: kidata's readers keep them there), converted as the run's
-    statistics were (:func:`kidata.ingest.units.in_stored_unit`, then the metric's unit as
+    statistics were (:func:`kidata.ingest.units.converter`, then the metric's unit as
     stored). Raises :class:`RecordError` for a sample that is no positive number; a unit kidata
     does not know keeps no rows and warns (the run itself is fine)."""
     metric_unit = units.unit_of(unit) if isinstance(unit, str) else None

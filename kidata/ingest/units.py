@@ -48,16 +48,11 @@ def plain(number: Decimal) -> int | float:
     return round(float(number), 6)
 
 
-def in_stored_unit(value: int | float, text: str) -> int | float | None:
-    """A source's positive finite number in ``text`` (a unit :func:`unit_of` knows) as a built
-    run's measurements hold it: latency converted exactly to ns, other metrics as given, then
-    :func:`plain`. None for anything else (not a number, a bool, not finite, not positive)."""
-    return converter(text)(value)
-
-
 def converter(text: str):
-    """:func:`in_stored_unit` for one unit, its factor looked up once: a function of the value
-    (the same result; a run's samples are converted by one)."""
+    """A function giving a source's positive finite number in ``text`` (a unit :func:`unit_of`
+    knows) as a built run's measurements hold it: latency converted exactly to ns, other
+    metrics as given, then :func:`plain`; None for anything else (not a number, a bool, not
+    finite, not positive). The factor is looked up once: a run's samples share one."""
     metric_unit = unit_of(text)
     factor = latency_factor(text) if metric_unit is not None and metric_unit[0] == "latency" \
         else Decimal(1)

@@ -123,9 +123,14 @@ class LoadCommit:
                 finally:
                     for future in streamed.values():
                         future.cancel()
-            if moves:  # a load that commits gives such a table its first, empty file
+            if moves:  # a load that commits gives such a table its first, empty file: for an
+                # engine that infers a table's schema from its files (plain Spark), which
+                # cannot define the views reading a table that has none
+                from kidata.store.pqwrite import write_reader
+                from kidata.store.schema import TABLES
+
                 for table, path in empty:
-                    self._write_empty(table, path)
+                    write_reader(path, TABLES[table], iter(()), create_empty=True)
                     moves.append((str(path.relative_to(self.path)),
                                   self.layout.part_relative(table, report.load_id)))
             # Stored rows this load makes richer (docs/guarantees.md, "Duplicates that carry
@@ -569,18 +574,6 @@ class LoadCommit:
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
         return write_reader(path, TABLES[table], reader,
                             before_write=lambda: fault(f"write-final:{table}"))
-
-    @staticmethod
-    def _write_empty(table: str, path: Path) -> None:
-        """An empty file of ``table`` (its declared columns, no row): for an engine that reads
-        the Parquet folders alone and infers a table's schema from its files (plain Spark),
-        which cannot define the views that read a table without one."""
-        import pyarrow.parquet as pq
-
-        from kidata.store.schema import TABLES
-
-        pq.write_table(TABLES[table].empty_table(), path, compression="zstd")
-        durable.fsync_file(path)
 
     @staticmethod
     def _stream_final(staging: Path, table: str, keep: Any, path: Path) -> int | None:
