@@ -28,14 +28,17 @@
 --   attribution: 'own' or 'alone' (memory_trends.attribution).
 --   relative_change: the step against the implementations measured with it; above the
 --     minimum effect when not null.
+--   code_change: the step with its session's fitted effect taken out
+--     (memory_trends.code_change); above the minimum effect when not null.
 --   center_mb: central memory of the result (MB): the median, else the mean
 --     (memory_trends.center_mb).
 --   previous_center_mb: central memory of the previous result (MB).
 --   center_statistic: 'median' or 'mean', which statistic both centers are.
 -- notes: The rule of the regressions view, on memory: memory_trends.verdict is 'slower' (more
 --   memory beyond noise and the minimum effect), not a re-run of one version, not a 'shared'
---   shift, and relative_change above the minimum effect when other implementations were
---   measured at the same two times.
+--   shift, relative_change above the minimum effect when other implementations were
+--   measured at the same two times, and code_change above it when the session's effect was
+--   fitted.
 SELECT
     kernel,
     pass,
@@ -61,6 +64,7 @@ SELECT
     run_noise,
     attribution,
     relative_change,
+    code_change,
     center_mb,
     previous_center_mb,
     center_statistic
@@ -69,3 +73,4 @@ WHERE verdict = 'slower' AND same_version IS NOT TRUE
     AND attribution NOT IN ('shared', 'session', 'environment')
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))
+    AND (code_change IS NULL OR code_change > (SELECT min_effect FROM verdict_settings))

@@ -32,6 +32,8 @@
 --     'alone' (nothing was measured together, so the step is not attributed).
 --   relative_change: the step against the implementations measured with it
 --     (trends.relative_change); above the minimum effect when not null.
+--   code_change: the step with its session's fitted effect taken out (trends.code_change):
+--     the code's part; above the minimum effect when not null.
 --   center_us: central latency of the slower result (µs): the median, else the mean
 --     (trends.center_us).
 --   previous_center_us: central latency of the previous result (µs).
@@ -42,7 +44,8 @@
 --   speedups), its two results are not a re-run of one version (same_version: a re-run of the
 --   same code is noise or a shift of its environment, never a change of the code), it is not
 --   a 'shared', 'session' or 'environment' shift (those are in the shifts view), and when other implementations were measured at the same two times,
---   relative_change exceeds the minimum effect too. `kidata regressions --threshold 0.05`
+--   relative_change exceeds the minimum effect too, as does code_change when the session's
+--   effect was fitted (the code's part of a step made partly by the session). `kidata regressions --threshold 0.05`
 --   (kidata.analysis.regressions) applies another minimum effect to trends with the same rule
 --   and these columns. A step whose run was acknowledged as intended (kidata ack: the
 --   acknowledgements table) is left out; `kidata regressions` says how many were.
@@ -71,6 +74,7 @@ SELECT
     run_noise,
     attribution,
     relative_change,
+    code_change,
     center_us,
     previous_center_us,
     center_statistic
@@ -79,4 +83,5 @@ WHERE verdict = 'slower' AND same_version IS NOT TRUE
     AND attribution NOT IN ('shared', 'session', 'environment')
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))
+    AND (code_change IS NULL OR code_change > (SELECT min_effect FROM verdict_settings))
     AND run_id NOT IN (SELECT run_id FROM acknowledgements)

@@ -63,12 +63,10 @@
 --   attribution: who moved, the first that applies: 'shared' when the implementations
 --     measured together moved the same way by at least half as much (LN(1 + together_change)
 --     has the sign of LN(1 + change) and at least half its size): an environment or harness
---     shift, not this implementation; 'session' when (most of) the series moved with it over the
---     same two sessions (3 or more other workloads of the implementation, at least three in
---     four of them with a log change within half of this step's of it: one stray workload
---     does not hide a shift of the rest) and another implementation measured over
---     those sessions moved the same way by at least half as much at some workload: a shift
---     of the session, not of the code; 'environment' when a software fact of the environment
+--     shift, not this implementation; 'session' when the session's fitted effect
+--     (session_change, on 3 or more other workloads, echoed) moved the same way and what is
+--     left (code_change) is within verdict_settings.min_effect: a shift of the session, not
+--     of the code; 'environment' when a software fact of the environment
 --     changed between the two results (changed_facts) and the implementation's version did
 --     not (same_version true, or unknown): the changed fact is the likely cause; 'alone' when
 --     nothing was measured together; 'own' otherwise; null at step 1.
@@ -84,7 +82,15 @@
 --   noise_df: for noise_basis 'welch', the Welch-Satterthwaite degrees of freedom used.
 --   session_workloads: other workloads of the implementation measured over the same two
 --     sessions (each result within one hour of this step's); null when none.
---   session_change: their geometric-mean change; null when none.
+--   session_change: the session's effect, fitted by a two-way model of log center (workload
+--     and session effects, least absolute deviations) over this step's two sessions: EXP of
+--     the median log change of the implementation's workloads measured over both, this one
+--     included, minus 1. Null unless 3 or more other workloads were measured and another
+--     implementation measured over those sessions moved the same way by at least half as
+--     much at some workload (else a uniform move may be a release's, not the session's).
+--   code_change: (1 + change) / (1 + session_change) - 1, the step with the session's effect
+--     taken out: what the model leaves to the implementation's code; null when
+--     session_change is.
 --   changed_facts: the software facts (environment_facts: torch, cuda, driver, triton) that
 --     differ between the previous result's environment and this one's, as 'torch 2.4.0 ->
 --     2.5.1; cuda 12.4 -> 12.6'; a fact recorded on one side only is not a change; null when
@@ -178,13 +184,13 @@ near AS (
     -- a step within one hour of another's result has that result's day among these (a day
     -- is longer than the two hours between the ends), and matches exactly one of them.
     -- Only the columns the joins read.
-    SELECT kernel, pass, implementation, variant, workload, gpu, family, metric, observed_at,
-        previous_observed_at, same_center, log_change,
+    SELECT run_id, kernel, pass, implementation, variant, workload, gpu, family, metric,
+        observed_at, previous_observed_at, same_center, log_change,
         DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR) AS near_day
     FROM steps
     UNION ALL
-    SELECT kernel, pass, implementation, variant, workload, gpu, family, metric, observed_at,
-        previous_observed_at, same_center, log_change,
+    SELECT run_id, kernel, pass, implementation, variant, workload, gpu, family, metric,
+        observed_at, previous_observed_at, same_center, log_change,
         DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR) AS near_day
     FROM steps
     WHERE DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR)
@@ -209,34 +215,40 @@ together AS (
     GROUP BY s.run_id, s.metric
 ),
 session AS (
-    -- The same implementation's other workloads over the same two sessions (each result
-    -- within one hour of this step's): how many, and what share of them moved as this step
-    -- did (within half of its log change): a shift of (most of) the whole series.
+    -- The two-way model of log center with workload and session effects, fitted over this
+    -- step's two sessions: every workload of the implementation measured over both (each
+    -- result within one hour of this step's), this one included, changed by the session's
+    -- effect plus its own. Fitted by least absolute deviations, the session's effect is the
+    -- median of their log changes; what is left of this step is its code's.
     SELECT
         s.run_id,
         s.metric,
-        CAST(COUNT(*) AS BIGINT) AS session_workloads,
-        AVG(o.log_change) AS session_log_change,
-        AVG(CASE WHEN ABS(o.log_change - s.log_change) <= ABS(s.log_change) / 2 THEN 1.0
-            ELSE 0.0 END) AS session_agreeing
+        CAST(COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) AS BIGINT)
+            AS session_workloads,
+        PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY o.log_change) AS session_log_effect
     FROM steps s
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.implementation = s.implementation
         AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
-        AND o.workload <> s.workload AND o.same_center AND s.same_center
+        AND (o.workload <> s.workload OR o.run_id = s.run_id) AND o.same_center
+        AND s.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR
         AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
                                        AND s.previous_observed_at + INTERVAL '1' HOUR
     GROUP BY s.run_id, s.metric
+    HAVING COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) > 0
 ),
 echo AS (
     -- Another implementation of the kernel measured over the same two sessions that moved the
-    -- same way by at least half as much at one of its workloads, at least.
+    -- way of the session's effect by at least half as much at one of its workloads, at least:
+    -- the effect is the session's, not a release's that moved all of one implementation.
     SELECT DISTINCT s.run_id, s.metric
     FROM steps s
+    JOIN session se
+        ON se.run_id = s.run_id AND se.metric = s.metric AND se.session_log_effect <> 0
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.gpu = s.gpu AND o.family = s.family
@@ -245,8 +257,8 @@ echo AS (
                               AND s.observed_at + INTERVAL '1' HOUR
         AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
                                        AND s.previous_observed_at + INTERVAL '1' HOUR
-    WHERE s.log_change <> 0 AND SIGN(o.log_change) = SIGN(s.log_change)
-        AND ABS(o.log_change) >= ABS(s.log_change) / 2
+    WHERE SIGN(o.log_change) = SIGN(se.session_log_effect)
+        AND ABS(o.log_change) >= ABS(se.session_log_effect) / 2
 ),
 paired AS (
     -- The pair's noise, as speedups works it out: joined after the self-joins above, so that
@@ -256,9 +268,9 @@ paired AS (
         t.together_implementations,
         t.together_log_change,
         se.session_workloads,
-        se.session_log_change,
-        COALESCE(se.session_workloads >= 3 AND se.session_agreeing >= 0.75, FALSE)
-            AND e.run_id IS NOT NULL AS session_shift,
+        -- A shift of the session: its effect fitted on 4 or more workloads and echoed.
+        CASE WHEN se.session_workloads >= 3 AND e.run_id IS NOT NULL
+             THEN se.session_log_effect END AS session_log_effect,
         s.log_variance + s.previous_log_variance AS pair_log_variance,
         FLOOR(POWER(s.log_variance + s.previous_log_variance, 2)
               / NULLIF(POWER(s.log_variance, 2) / (s.samples - 1)
@@ -388,7 +400,10 @@ SELECT
         WHEN j.together_log_change IS NOT NULL AND j.log_change <> 0
             AND SIGN(j.together_log_change) = SIGN(j.log_change)
             AND ABS(j.together_log_change) >= ABS(j.log_change) / 2 THEN 'shared'
-        WHEN j.session_shift THEN 'session'
+        WHEN j.session_log_effect IS NOT NULL AND j.log_change <> 0
+            AND SIGN(j.session_log_effect) = SIGN(j.log_change)
+            AND ABS(j.log_change - j.session_log_effect) <= LN(1 + st.min_effect)
+            THEN 'session'
         WHEN j.changed_facts IS NOT NULL AND j.same_version IS NOT FALSE THEN 'environment'
         WHEN j.together_log_change IS NULL THEN 'alone'
         ELSE 'own'
@@ -402,7 +417,8 @@ SELECT
     st.min_effect,
     CASE WHEN j.basis = 'welch' THEN CAST(GREATEST(j.welch_df, 1) AS BIGINT) END AS noise_df,
     j.session_workloads,
-    EXP(j.session_log_change) - 1 AS session_change,
+    EXP(j.session_log_effect) - 1 AS session_change,
+    EXP(j.log_change - j.session_log_effect) - 1 AS code_change,
     j.changed_facts
 FROM judged j
 CROSS JOIN settings st

@@ -1,6 +1,6 @@
 -- view: shifts
 -- purpose: Which steps moved beyond noise and the minimum effect because the session or the environment did, not the code: the steps regressions leaves out for that reason.
--- grain: one row per step of a latency series (see trends) whose verdict is 'slower' or 'faster' and that is a re-run of one version, a shift shared with the implementations measured beside it, a uniform shift of the whole series in one session, or a step over a changed environment under one version.
+-- grain: one row per step of a latency series (see trends) whose verdict is 'slower' or 'faster' and that is a re-run of one version, a shift shared with the implementations measured beside it, a shift of the session the implementation's workloads share, or a step over a changed environment under one version.
 -- sources: trends
 -- columns:
 --   kernel: kernel benchmarked.
@@ -21,13 +21,16 @@
 --   cause: why the step is not the code's, the first that applies: 'same version' (a re-run
 --     of one release moved: the environment, the machine or noise beyond its envelope),
 --     'shared' (the implementations measured beside it moved the same way, trends.attribution),
---     'session' (the implementation's other workloads moved uniformly over the same two
---     sessions, and another implementation with them), 'environment' (a software fact of
---     the environment changed under the same version, trends.changed_facts).
+--     'session' (the session's effect, fitted over the implementation's workloads in the same
+--     two sessions and echoed by another implementation, explains the step up to the
+--     minimum effect, trends.session_change), 'environment' (a software fact of the
+--     environment changed under the same version, trends.changed_facts).
 --   together_change: how the implementations measured beside it moved (trends), null when
 --     none.
 --   session_workloads: the implementation's other workloads over the same two sessions.
---   session_change: their geometric-mean change.
+--   session_change: the session's fitted effect (trends.session_change), null when not
+--     fitted.
+--   code_change: the step without the session's effect (trends.code_change).
 --   noise_basis: what the verdict rests on (trends.noise_basis).
 --   changed_facts: the software facts that changed between the two results (trends), null
 --     when none.
@@ -62,6 +65,7 @@ SELECT
     together_change,
     session_workloads,
     session_change,
+    code_change,
     noise_basis,
     changed_facts
 FROM trends

@@ -47,8 +47,8 @@
 --   together_change: how those moved over the same step (geometric mean), null when none.
 --   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
 --   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
---     least half as much), 'session' (the whole series moved uniformly over the same two
---     sessions, echoed by another implementation), 'environment' (a software fact changed
+--     least half as much), 'session' (the session's fitted effect over the same two
+--     sessions explains the step up to the minimum effect: series_steps), 'environment' (a software fact changed
 --     under the same version: changed_facts), 'own', 'alone' (nothing measured together);
 --     null at step 1 (series_steps.attribution).
 --   center_us: this result's central latency (µs): the median, else the mean
@@ -64,7 +64,10 @@
 --   noise_df: Welch degrees of freedom for noise_basis 'welch', else null.
 --   session_workloads: other workloads of the implementation measured over the same two
 --     sessions (series_steps.session_workloads); null when none.
---   session_change: their geometric-mean change; null when none.
+--   session_change: the session's effect fitted over the implementation's workloads in the
+--     same two sessions (series_steps.session_change); null when not fitted.
+--   code_change: (1 + change) / (1 + session_change) - 1, the step without the session's
+--     effect (series_steps.code_change); null when session_change is.
 --   changed_facts: the software facts that differ between the two results' environments, as
 --     'torch 2.4.0 -> 2.5.1' (series_steps.changed_facts); null when none.
 -- notes: series_steps for metric 'latency', in µs (ns / 1000); every rule (time order, run-to-run
@@ -117,6 +120,7 @@ SELECT
     noise_df,
     session_workloads,
     session_change,
+    code_change,
     changed_facts
 FROM series_steps
 WHERE metric = 'latency'

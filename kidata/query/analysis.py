@@ -94,7 +94,8 @@ def regressions(db: Queryable, threshold: float | None = None,
 # the session's minimum effect.
 _SLOWER = ("change_low > 0 AND change > $threshold AND same_version IS NOT TRUE "
            "AND attribution NOT IN ('shared', 'session', 'environment') "
-           "AND (relative_change IS NULL OR relative_change > $threshold)")
+           "AND (relative_change IS NULL OR relative_change > $threshold) "
+           "AND (code_change IS NULL OR code_change > $threshold)")
 
 
 def acknowledged_regressions(db: Queryable, threshold: float | None = None) -> int:
