@@ -495,15 +495,17 @@ def changes(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Show where each latency series' level moved over its whole history (change points:
-    asv's step objective solved by PELT; docs/statistics.md), beyond the minimum effect. The
-    one-step `regressions` stays the CI rule; this finds steps made of several results.
+    asv's step objective solved by PELT; docs/statistics.md), beyond the minimum effect, each
+    with its cause (code, same version, shared, session, environment). The one-step
+    `regressions` stays the CI rule; this finds steps made of several results.
     Needs pip install 'kidata[changes]'."""
     check_format(format)
     result = _wh(warehouse, since, until, min_effect).changes(min_points=min_points)
     if result.found:
         out.rows(result.rows, format, max_rows=1_000_000)
     out.note(f"{result.found:,} change points in {result.series:,} series "
-             f"({result.slower:,} slower) beyond the {result.min_effect:.1%} minimum effect")
+             f"({result.slower:,} slower, {result.code_slower:,} of them the code's) beyond "
+             f"the {result.min_effect:.1%} minimum effect")
 
 
 @app.command()

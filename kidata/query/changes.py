@@ -18,6 +18,13 @@ the geometric mean of the two middle results); only changes beyond the minimum e
 (``verdict_settings``) are listed, and a change between two results of one version is labelled
 so (a shift of the environment, not of the code).
 
+Each change point is attributed by the one-step rules (docs/statistics.md, section 4) of the step
+where the new level starts, the ``trends`` row from the last result of the old level to the first
+of the new: ``cause`` is ``same version``, ``shared``, ``session`` or ``environment`` when that
+step is one of those shifts (the ``shifts`` view's causes), else ``code``; ``changed_facts`` names
+the software that changed there. A change point whose boundary is not a step of ``trends`` (a
+series mixing center statistics) has no cause.
+
 ruptures (and its scipy) is an optional dependency: ``pip install 'kidata[changes]'``.
 """
 
@@ -44,8 +51,19 @@ MIN_POINTS = 6  # fewer results give no segmentation worth reporting (3 + 3 at b
 SERIES = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family")
 COLUMNS = (*SERIES, "run_id", "previous_run_id", "observed_at", "previous_observed_at",
            "version", "previous_version", "points_before", "points_after", "level_before_us",
-           "level_after_us", "change", "direction", "same_version", "series_points",
-           "series_noise")
+           "level_after_us", "change", "direction", "same_version", "cause", "changed_facts",
+           "series_points", "series_noise")
+
+# The step at a change point, attributed as the shifts view does (sql/shifts.sql's cause),
+# 'code' when it is none of those.
+_CAUSES = """
+    SELECT run_id, previous_run_id,
+        CASE WHEN same_version THEN 'same version'
+             WHEN attribution IN ('shared', 'session', 'environment') THEN attribution
+             ELSE 'code' END AS cause,
+        changed_facts
+    FROM trends
+    WHERE run_id IN (SELECT unnest($runs))"""
 
 
 @dataclass
@@ -58,6 +76,7 @@ class Changes:
     found: int
     slower: int
     min_effect: float
+    code_slower: int = 0
 
 
 def robust_sigma(y: list[float]) -> float:
@@ -136,8 +155,15 @@ def changes(db: Queryable, min_effect: float | None = None,
                                  else first[width + 2] == last[width + 2]),
                 "series_points": len(chunk), "series_noise": math.exp(sigma) - 1,
             })
-    return Changes(_relation(rows), series, len(rows),
-                   sum(1 for r in rows if r["direction"] == "slower"), effect)
+    if rows:
+        causes = {(run, previous): (cause, facts) for run, previous, cause, facts in db.sql(
+            _CAUSES, params={"runs": [r["run_id"] for r in rows]}).fetchall()}
+        for r in rows:
+            r["cause"], r["changed_facts"] = causes.get((r["run_id"], r["previous_run_id"]),
+                                                        (None, None))
+    slower = [r for r in rows if r["direction"] == "slower"]
+    return Changes(_relation(rows), series, len(rows), len(slower), effect,
+                   sum(1 for r in slower if r["cause"] == "code"))
 
 
 def _relation(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
@@ -153,6 +179,7 @@ def _relation(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
         ("points_before", pa.int64()), ("points_after", pa.int64()),
         ("level_before_us", pa.float64()), ("level_after_us", pa.float64()),
         ("change", pa.float64()), ("direction", pa.string()), ("same_version", pa.bool_()),
+        ("cause", pa.string()), ("changed_facts", pa.string()),
         ("series_points", pa.int64()), ("series_noise", pa.float64()),
     ])
     table = pa.Table.from_pylist(rows, schema=schema)

@@ -102,7 +102,55 @@ def test_the_cli_prints_the_changes(wh):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kernel,pass,implementation,variant,workload,gpu,family,run_id,")
     assert [line.split(",")[4] for line in lines[1:]] == ["a", "e", "e"]
-    assert "3 change points in 5 series (2 slower) beyond the 10.0% minimum effect" in done.stderr
+    assert ("3 change points in 5 series (2 slower, 2 of them the code's) beyond the 10.0% "
+            "minimum effect") in done.stderr
     bad = subprocess.run([str(KIDATA), "-w", str(wh.path), "changes", "--min-points", "2"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--min-points must be a whole number >= 4" in bad.stderr
+
+
+def test_each_change_point_names_its_cause(tmp_path):
+    """jsd forward on the H100 PCIe, torch and liger at four workloads, one session a day for
+    12 days (v1 for days 1-6, v2 after; liger timed a second before torch, workload i at
+    i minutes past ten), each series' days 1-6 and 7-12 scaled by WIGGLE[:6]. On day 7 torch
+    moved +50% at w1 and +20% at w2-w4; liger +20% at w4 only.
+
+    Each change point is from level 100 x base to its factor (both segments' middle two are
+    WIGGLE[:6]'s, so the change is the factor exactly), and is attributed by the trends step
+    from day 6 to day 7, where every series moved by its factor / 1.003 (WIGGLE[5] -> [0]):
+    - torch w4 and liger w4 moved together: 'shared';
+    - torch's session effect is the median of its four steps, ln(1.2 / 1.003) (echoed by
+      liger w4): w2 and w3 are the session's (nothing left), 'session';
+    - torch w1: 1.5 / 1.2 - 1 = +25% is left, beyond the 10% minimum effect: 'code'.
+    liger w1-w3 never moved: no change point."""
+    from make_view_fixtures import bundle, workload
+
+    factors = {"torch": (1.5, 1.2, 1.2, 1.2), "liger": (1.0, 1.0, 1.0, 1.2)}
+    rows = []
+    for day in range(12):
+        for i in range(4):
+            for second, impl in enumerate(("liger", "torch")):
+                base = (i + 1) * 100.0 * (0.5 if impl == "liger" else 1.0)
+                us = base * (factors[impl][i] if day >= 6 else 1.0) * WIGGLE[day % 6]
+                rows.append(bundle(
+                    f"{impl}-w{i + 1}-{day:02d}", "jsd/forward", impl, "NVIDIA H100 PCIe",
+                    round(us * 1000, 3), workload(f"w{i + 1}", "jsd"), "s",
+                    version="v1" if day < 6 else "v2",
+                    at=f"2026-02-{day + 1:02d}T10:{i + 1:02d}:{second:02d}Z"))
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w = Warehouse(tmp_path / "wh")
+    assert w.load([str(path)]).ok
+
+    result = w.changes()
+    got = {(impl, work): (pytest.approx(change, abs=1e-9), cause, facts)
+           for impl, work, change, cause, facts in result.rows.select(
+               "implementation, workload, change, cause, changed_facts").fetchall()}
+    assert got == {("torch", "w1"): (0.5, "code", None), ("torch", "w2"): (0.2, "session", None),
+                   ("torch", "w3"): (0.2, "session", None), ("torch", "w4"): (0.2, "shared", None),
+                   ("liger", "w4"): (0.2, "shared", None)}
+    assert (result.series, result.found, result.slower, result.code_slower) == (8, 5, 5, 1)
+    done = subprocess.run([str(KIDATA), "-w", str(w.path), "changes", "-f", "csv"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "5 change points in 8 series (5 slower, 1 of them the code's)" in done.stderr
