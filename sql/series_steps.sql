@@ -63,10 +63,9 @@
 --   attribution: who moved, the first that applies: 'shared' when the implementations
 --     measured together moved the same way by at least half as much (LN(1 + together_change)
 --     has the sign of LN(1 + change) and at least half its size): an environment or harness
---     shift, not this implementation; 'session' when the session's fitted effect
---     (session_change, on 3 or more other workloads, echoed) moved the same way and what is
---     left (code_change) is within verdict_settings.min_effect: a shift of the session, not
---     of the code; 'environment' when a software fact of the environment
+--     shift, not this implementation; 'session' when the session's fitted shift
+--     (session_change) moved the same way and what is left (code_change) is within
+--     verdict_settings.min_effect: a shift of the session, not of the code; 'environment' when a software fact of the environment
 --     changed between the two results (changed_facts) and the implementation's version did
 --     not (same_version true, or unknown): the changed fact is the likely cause; 'alone' when
 --     nothing was measured together; 'own' otherwise; null at step 1.
@@ -82,12 +81,13 @@
 --   noise_df: for noise_basis 'welch', the Welch-Satterthwaite degrees of freedom used.
 --   session_workloads: other workloads of the implementation measured over the same two
 --     sessions (each result within one hour of this step's); null when none.
---   session_change: the session's effect, fitted by a two-way model of log center (workload
+--   session_change: the session's shift, fitted by a two-way model of log center (workload
 --     and session effects, least absolute deviations) over this step's two sessions: EXP of
 --     the median log change of the implementation's workloads measured over both, this one
---     included, minus 1. Null unless 3 or more other workloads were measured and another
+--     included, minus 1. Null unless 3 or more other workloads were measured, another
 --     implementation measured over those sessions moved the same way by at least half as
---     much at some workload (else a uniform move may be a release's, not the session's).
+--     much at some workload (else a uniform move may be a release's, not the session's), and
+--     the effect exceeds verdict_settings.min_effect (a smaller one is not a shift).
 --   code_change: (1 + change) / (1 + session_change) - 1, the step with the session's effect
 --     taken out: what the model leaves to the implementation's code; null when
 --     session_change is.
@@ -242,13 +242,12 @@ session AS (
     HAVING COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) > 0
 ),
 echo AS (
-    -- Another implementation of the kernel measured over the same two sessions that moved the
-    -- way of the session's effect by at least half as much at one of its workloads, at least:
-    -- the effect is the session's, not a release's that moved all of one implementation.
-    SELECT DISTINCT s.run_id, s.metric
+    -- How the other implementations of the kernel measured over the same two sessions moved:
+    -- their largest rise and largest fall at any workload, for the session's effect to be
+    -- echoed (the same way by at least half as much): the effect is the session's, not a
+    -- release's that moved all of one implementation.
+    SELECT s.run_id, s.metric, MAX(o.log_change) AS echo_up, MIN(o.log_change) AS echo_down
     FROM steps s
-    JOIN session se
-        ON se.run_id = s.run_id AND se.metric = s.metric AND se.session_log_effect <> 0
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.gpu = s.gpu AND o.family = s.family
@@ -257,8 +256,7 @@ echo AS (
                               AND s.observed_at + INTERVAL '1' HOUR
         AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
                                        AND s.previous_observed_at + INTERVAL '1' HOUR
-    WHERE SIGN(o.log_change) = SIGN(se.session_log_effect)
-        AND ABS(o.log_change) >= ABS(se.session_log_effect) / 2
+    GROUP BY s.run_id, s.metric
 ),
 paired AS (
     -- The pair's noise, as speedups works it out: joined after the self-joins above, so that
@@ -268,9 +266,12 @@ paired AS (
         t.together_implementations,
         t.together_log_change,
         se.session_workloads,
-        -- A shift of the session: its effect fitted on 4 or more workloads and echoed.
-        CASE WHEN se.session_workloads >= 3 AND e.run_id IS NOT NULL
-             THEN se.session_log_effect END AS session_log_effect,
+        -- The session's effect, fitted on 4 or more workloads and echoed.
+        CASE WHEN se.session_workloads >= 3
+                  AND (se.session_log_effect > 0 AND e.echo_up >= se.session_log_effect / 2
+                       OR se.session_log_effect < 0
+                          AND e.echo_down <= se.session_log_effect / 2)
+             THEN se.session_log_effect END AS fitted_log_effect,
         s.log_variance + s.previous_log_variance AS pair_log_variance,
         FLOOR(POWER(s.log_variance + s.previous_log_variance, 2)
               / NULLIF(POWER(s.log_variance, 2) / (s.samples - 1)
@@ -346,8 +347,14 @@ judged AS (
             WHEN 'welch' THEN p.log_change + t.t * SQRT(p.pair_log_variance)
             WHEN 'run-to-run' THEN p.log_change + p.pair_log_envelope
             WHEN 'within-run' THEN p.range_log_high
-        END AS log_high
+        END AS log_high,
+        -- A shift of the session: the fitted effect beyond the minimum effect (a smaller one
+        -- is not taken out of the step; with no shift, removing the median of noise would
+        -- move the step by noise).
+        CASE WHEN ABS(p.fitted_log_effect) > LN(1 + ss.min_effect)
+             THEN p.fitted_log_effect END AS session_log_effect
     FROM paired p
+    CROSS JOIN settings ss
     LEFT JOIN student_t t
         ON p.basis = 'welch' AND GREATEST(p.welch_df, 1) BETWEEN t.df_from AND t.df_to
 )

@@ -65,7 +65,7 @@
 --   session_workloads: other workloads of the implementation measured over the same two
 --     sessions (series_steps.session_workloads); null when none.
 --   session_change: the session's effect fitted over the implementation's workloads in the
---     same two sessions (series_steps.session_change); null when not fitted.
+--     same two sessions (series_steps.session_change); null when no shift was fitted.
 --   code_change: (1 + change) / (1 + session_change) - 1, the step without the session's
 --     effect (series_steps.code_change); null when session_change is.
 --   changed_facts: the software facts that differ between the two results' environments, as
