@@ -447,3 +447,38 @@ def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
     names = sorted(set(every["implementation"]))
     one, n = data.trends(liger, data.Filters(implementations=[names[0]]), 12)
     assert len(names) > 1 and set(one["implementation"]) == {names[0]} and 0 < n < total
+
+
+def test_the_history_shows_the_codes_regressions_apart_from_the_sessions_shifts(tmp_path, run):
+    """The sessions of tests/query/test_views_verdicts.py's partial shift: torch moved +12% at
+    w1-w3 and +40% at w4 between two sessions, liger beside it +1%, +1%, +11%, +1%. The
+    report's history section lists one regression, torch w4, with its code's part
+    (1.40 / 1.12 - 1 = 0.25), and four shifts: torch w1 and w2 the session's (session_change
+    0.12, code_change 0), torch w3 and liger w3 shared with the implementation beside them."""
+    import html as html_mod
+
+    from make_view_fixtures import jsd_sessions
+
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.01, 1.40)])
+    out = tmp_path / "report.html"
+    done = run("report", "-o", out, warehouse=wh.path)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text("utf-8")
+    tables = {}
+    for title, body in re.findall(r"<h3>([^<]+)</h3>(?:<p>.*?</p>)?<table>(.*?)</table>", page):
+        head = re.findall(r"<th>([^<]*)</th>", body)
+        rows = [dict(zip(head, (html_mod.unescape(c) for c in re.findall(r"<td[^>]*>([^<]*)</td>",
+                                                                         row)), strict=True))
+                for row in re.findall(r"<tr>(.*?)</tr>", body.split("</thead>", 1)[1])]
+        tables[title] = rows
+    [regression] = tables["Regressions (1)"]
+    assert (regression["implementation"], regression["workload"], regression["change"],
+            regression["code_change"]) == ("torch", "w4", "0.4", "0.25")
+    shifts = {(r["implementation"], r["workload"]): (r["cause"], r["session_change"],
+                                                     r["code_change"])
+              for r in tables["Shifts of the session or environment (4)"]}
+    assert shifts == {("torch", "w1"): ("session", "0.12", "0"),
+                      ("torch", "w2"): ("session", "0.12", "0"),
+                      ("torch", "w3"): ("shared", "0.12", "0"),
+                      ("liger", "w3"): ("shared", "", "")}

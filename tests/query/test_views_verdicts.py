@@ -303,35 +303,8 @@ def test_a_kernel_family_counts_once(tmp_path):
 
 def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]],
                   clock: tuple[int, int] = (10, 0)) -> Warehouse:
-    """jsd forward on the H100 PCIe in two sessions a month apart (releases v1 and v2, as
-    Liger labels every provider), one workload w1, w2, ... per ``(torch µs, liger's move,
-    torch's move)``, w<i> i minutes after ``clock`` (hour, minute) on the 1st of the month:
-    liger at half torch's latency, timed a second before it; p20/p80 at +-1%. Loaded into a
-    fresh warehouse."""
-    import json
-    from datetime import datetime, timedelta
-
-    from make_view_fixtures import bundle, workload
-
-    rows = []
-    for day, version in ((1, "v1"), (2, "v2")):
-        for i, (base, liger_move, torch_move) in enumerate(moves, start=1):
-            work = workload(f"w{i}", "jsd")
-            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
-                                     ("torch", base * (torch_move if day == 2 else 1), 1)):
-                ns = us * 1000
-                rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl,
-                                   "NVIDIA H100 PCIe", round(ns, 3), work, "f",
-                                   p20=round(ns * 0.99, 3), p80=round(ns * 1.01, 3),
-                                   version=version,
-                                   at=(datetime(2024, day, 1, *clock)
-                                       + timedelta(minutes=i, seconds=minute)
-                                       ).strftime("%Y-%m-%dT%H:%M:%SZ")))
-    path = tmp_path / "sessions.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
-    return wh
+    from make_view_fixtures import jsd_sessions
+    return jsd_sessions(tmp_path, moves, clock)
 
 
 @pytest.mark.parametrize("clock", [(10, 0), (23, 58)], ids=["morning", "across midnight"])

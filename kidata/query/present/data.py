@@ -238,8 +238,21 @@ def regressions(db: Queryable, filters: Filters) -> pl.DataFrame:
     where, params = filters.condition()
     return _frame(db, f"""
         SELECT kernel, pass, implementation, variant, workload, gpu, family, run_id,
-               observed_at, version, previous_version, median_us, previous_median_us, change
+               observed_at, version, previous_version, median_us, previous_median_us, change,
+               code_change
         FROM regressions WHERE {where}""", params)
+
+
+def shifts(db: Queryable, filters: Filters) -> pl.DataFrame:
+    """The ``shifts`` view: firm steps of the session, the environment or a re-run, which
+    ``regressions`` leaves out."""
+    where, params = filters.condition()
+    return _frame(db, f"""
+        SELECT kernel, pass, implementation, variant, workload, gpu, observed_at, version,
+               previous_version, change, verdict, cause, session_change, code_change,
+               changed_facts
+        FROM shifts WHERE {where}
+        ORDER BY kernel, pass, gpu, workload, implementation, variant, observed_at""", params)
 
 
 def kernel_speedups(db: Queryable, filters: Filters) -> pl.DataFrame:

@@ -84,6 +84,7 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     speedups = data.speedups(db, filters)
     trends, series = data.trends(db, filters, charts_mod.MAX_SERIES)
     regressions = data.regressions(db, filters)
+    shifts = data.shifts(db, filters)
     efficiency = data.efficiency(db, filters)
     compute = data.roofline(db, filters)
     audit = data.audit(db, filters)
@@ -116,7 +117,7 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
          _charts_html(latency, "No passed latency results.")),
         ("history", "History and regressions",
          _charts_html([history] if history else [], "No series with two or more timed results.")
-         + _regressions_html(regressions, effect)),
+         + _regressions_html(regressions, effect) + _shifts_html(shifts)),
         ("noise", "Run-to-run noise", _noise_html(envelopes, effect)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
                                                   "with a byte model (docs/efficiency.md).")
@@ -262,6 +263,20 @@ def _regressions_html(regressions: pl.DataFrame, effect: float) -> str:
                 "effect.</p>")
     return (f"<h3>Regressions ({regressions.height:,})</h3>"
             + _table(regressions.drop("run_id", "family")))
+
+
+def _shifts_html(shifts: pl.DataFrame) -> str:
+    """The firm steps not blamed on the code (the ``shifts`` view, docs/statistics.md section
+    4), apart from the regressions."""
+    if shifts.is_empty():
+        return ('<p class="empty">No firm step is a shift of the session or the environment, or '
+                "a re-run of one version.</p>")
+    return (f"<h3>Shifts of the session or environment ({shifts.height:,})</h3>"
+            "<p>Firm steps that moved with the session (<code>session_change</code>, fitted "
+            "over the implementation's workloads; <code>code_change</code> is what it leaves), "
+            "with the implementations measured beside them, over a changed environment or "
+            "between two runs of one version: not regressions of the code.</p>"
+            + _table(shifts))
 
 
 def _noise_html(envelopes: pl.DataFrame, effect: float) -> str:
