@@ -467,7 +467,8 @@ def regressions(
     """Show results slower than the previous result of their series, beyond noise (Welch,
     calibrated run-to-run noise, else within-run spreads: docs/statistics.md) and by more than
     the threshold, between two versions, and not a shift shared with the implementations
-    measured beside them; exit 1 if there are any."""
+    measured beside them, of the session or of the environment (those are counted, and listed
+    by the shifts view); exit 1 if there are any."""
     check_format(format)
     wh = _wh(warehouse, since, until, threshold)
     wh.keep("trends")  # counted, printed and checked for acknowledgements: computed once
@@ -477,9 +478,12 @@ def regressions(
     if found:
         out.rows(rows, format, max_rows=1_000_000)
     acked = wh.acknowledged_regressions()
+    shifted = wh.sql("SELECT count(*) FROM shifts WHERE verdict = 'slower'").fetchall()[0][0]
     out.note(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}"
              + (f" ({acked:,} acknowledged left out: kidata sql 'select * from "
-                "acknowledgements')" if acked else ""))
+                "acknowledgements')" if acked else "")
+             + (f"; {shifted:,} slower steps left out as shifts of the session, the "
+                "environment or a re-run: kidata sql 'select * from shifts'" if shifted else ""))
     if found:
         raise typer.Exit(1)
 

@@ -410,6 +410,13 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
     assert sorted(wh.sql("SELECT implementation, workload, cause FROM shifts").fetchall()) == [
         ("liger", "w3", "shared"), ("torch", "w1", "session"), ("torch", "w2", "session"),
         ("torch", "w3", "shared")]
+    # kidata regressions lists the code's one and counts the four it left out as shifts.
+    done = subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w", str(wh.path),
+                           "regressions", "-f", "csv"], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert [line.split(",")[4] for line in done.stdout.splitlines()[1:]] == ["w4"]
+    assert ("1 regressions slower beyond noise and by more than 10.0%; 4 slower steps left out "
+            "as shifts of the session, the environment or a re-run") in done.stderr
 
     (tmp_path / "at 25%").mkdir()
     wh = _jsd_sessions(tmp_path / "at 25%", [(100, 1.01, 1.12), (200, 1.01, 1.12),
