@@ -533,8 +533,9 @@ def compare(
 ) -> None:
     """Compare two versions, loads or labels of an implementation, or two implementations,
     over every key both have, with noise-aware verdicts. Exit 1 if any key is slower beyond
-    noise and the threshold (a CI gate), 0 if none, 2 on a usage error, 3 when nothing could be
-    compared (no shared key, or the query failed)."""
+    noise and the threshold and not a shift of the session it was measured in (docs/statistics.md
+    section 4), 0 if none, 2 on a usage error, 3 when nothing could be compared (no shared key,
+    or the query failed)."""
     check_format(format)
     try:
         result = _wh(warehouse, since, until, threshold).compare(
@@ -555,8 +556,10 @@ def compare(
                f"{result.geomean_ratio:.4g})")
     out.note(f"{result.shared:,} shared keys: {result.slower:,} slower, {result.faster:,} faster "
              f"(beyond noise and {threshold:.1%}), {result.unchanged:,} unchanged, "
-             f"{result.no_verdict:,} without a verdict (no noise estimate); "
-             f"geomean speedup over {result.kernels:,} kernel-passes {geomean}")
+             f"{result.no_verdict:,} without a verdict (no noise estimate)"
+             + (f", {result.shifted:,} slower with their session (session_shift, code_change)"
+                if result.shifted else "")
+             + f"; geomean speedup over {result.kernels:,} kernel-passes {geomean}")
     if result.regressed:
         raise typer.Exit(1)
 

@@ -138,6 +138,9 @@ class Comparison:
     kernels: int
     geomean_ratio: float | None  # latency ratio, candidate / baseline: below 1, faster
     threshold: float
+    # Slower by the verdict rule, but a shift of the session (the code's part, code_change,
+    # within the threshold): not counted in ``slower``.
+    shifted: int = 0
 
     @property
     def geomean_speedup(self) -> float | None:
@@ -336,6 +339,96 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
     return query, params
 
 
+# compare's rows with the session model of series_steps (docs/statistics.md section 4) over
+# the pairs of one implementation: the session's effect is the median log ratio of the
+# implementation's keys (kernel, pass, GPU, family) whose two results lie within an hour of
+# this pair's two, this one included, taken out when 3 or more others share it, another
+# implementation measured within those hours moved the same way by at least half as much at
+# some workload (the echo), and it exceeds the threshold; session_shift when what it leaves
+# (code_change) is within the threshold. Pairs of two implementations get nulls.
+_SESSIONS = """
+    WITH pairs AS ({query}),
+    results AS MATERIALIZED (
+        SELECT run_id, kernel, pass, gpu, family, implementation, variant, workload,
+            center_statistic, center_us, observed_at
+        FROM latencies
+        WHERE status = 'passed'
+    ),
+    timed AS (
+        SELECT p.*, lb.family, lb.observed_at AS baseline_at, lc.observed_at AS candidate_at,
+            LN(p.latency_ratio) AS log_ratio,
+            lb.implementation = lc.implementation
+                AND (lb.variant = lc.variant OR (lb.variant IS NULL AND lc.variant IS NULL))
+                AS one_implementation
+        FROM pairs p
+        LEFT JOIN results lb ON lb.run_id = p.baseline_run_id
+        LEFT JOIN results lc ON lc.run_id = p.candidate_run_id
+    ),
+    session AS (
+        SELECT p.baseline_run_id, p.candidate_run_id,
+            COUNT(CASE WHEN q.workload <> p.workload THEN 1 END) AS others,
+            PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY q.log_ratio) AS effect
+        FROM timed p
+        JOIN timed q
+            ON q.kernel = p.kernel AND q.pass = p.pass AND q.gpu = p.gpu
+            AND q.family = p.family AND q.implementation = p.implementation
+            AND (q.variant = p.variant OR (q.variant IS NULL AND p.variant IS NULL))
+            AND q.one_implementation
+            AND (q.workload <> p.workload OR q.candidate_run_id = p.candidate_run_id)
+            AND q.baseline_at BETWEEN p.baseline_at - INTERVAL '1' HOUR
+                                  AND p.baseline_at + INTERVAL '1' HOUR
+            AND q.candidate_at BETWEEN p.candidate_at - INTERVAL '1' HOUR
+                                   AND p.candidate_at + INTERVAL '1' HOUR
+        WHERE p.one_implementation
+        GROUP BY p.baseline_run_id, p.candidate_run_id
+    ),
+    echo AS (
+        SELECT p.baseline_run_id, p.candidate_run_id,
+            MAX(LN(o2.center_us / o1.center_us)) AS up,
+            MIN(LN(o2.center_us / o1.center_us)) AS down
+        FROM timed p
+        JOIN results o1
+            ON o1.kernel = p.kernel AND o1.pass = p.pass AND o1.gpu = p.gpu
+            AND o1.family = p.family AND o1.implementation <> p.implementation
+            AND o1.center_us > 0
+            AND o1.observed_at BETWEEN p.baseline_at - INTERVAL '1' HOUR
+                                   AND p.baseline_at + INTERVAL '1' HOUR
+        JOIN results o2
+            ON o2.kernel = o1.kernel AND o2.pass = o1.pass AND o2.gpu = o1.gpu
+            AND o2.family = o1.family AND o2.workload = o1.workload
+            AND o2.implementation = o1.implementation
+            AND (o2.variant = o1.variant OR (o2.variant IS NULL AND o1.variant IS NULL))
+            AND o2.center_statistic = o1.center_statistic AND o2.center_us > 0
+            AND o2.observed_at BETWEEN p.candidate_at - INTERVAL '1' HOUR
+                                   AND p.candidate_at + INTERVAL '1' HOUR
+        WHERE p.one_implementation
+        GROUP BY p.baseline_run_id, p.candidate_run_id
+    ),
+    fitted AS (
+        SELECT t.*,
+            CASE WHEN se.others >= 3 AND ABS(se.effect) > LN(1 + $threshold)
+                      AND (se.effect > 0 AND e.up >= se.effect / 2
+                           OR se.effect < 0 AND e.down <= se.effect / 2)
+                 THEN se.effect END AS session_log_effect
+        FROM timed t
+        LEFT JOIN session se
+            ON se.baseline_run_id = t.baseline_run_id
+            AND se.candidate_run_id = t.candidate_run_id
+        LEFT JOIN echo e
+            ON e.baseline_run_id = t.baseline_run_id AND e.candidate_run_id = t.candidate_run_id
+    )
+    SELECT * EXCLUDE (family, baseline_at, candidate_at, log_ratio, one_implementation,
+                      session_log_effect),
+        EXP(session_log_effect) - 1 AS session_change,
+        EXP(log_ratio - session_log_effect) - 1 AS code_change,
+        COALESCE(log_ratio <> 0 AND SIGN(session_log_effect) = SIGN(log_ratio)
+                 AND ABS(log_ratio - session_log_effect) <= LN(1 + $threshold), FALSE)
+            AS session_shift
+    FROM fitted
+    ORDER BY kernel, pass, workload, gpu, implementation, variant
+"""
+
+
 def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
             threshold: float | None = None) -> Comparison:
     """Compare the latest passed run of every key selected by ``baseline`` with the one
@@ -357,18 +450,31 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     The pairing differs from ``speedups`` by design: each side is the latest passed run its
     selector matches (any version, load or label), where ``speedups`` pairs the latest run of
     each implementation overall.
+
+    Two sides of one implementation (two versions, loads, commits) are also read as two
+    sessions: ``session_change``, ``code_change`` and ``session_shift`` apply the session model
+    of ``series_steps`` (docs/statistics.md section 4) to the pairs, with ``threshold`` as the
+    minimum effect. A slower key that is a shift of the session (``session_shift``), or whose
+    code's part is not beyond the threshold, is counted in ``shifted``, not in ``slower``.
     """
     threshold = min_effect(db, threshold)
     query, params = pairs_sql(baseline, candidate)
     params = {**params, "threshold": float(threshold)}
-    rows = db.sql(query, params={k: v for k, v in params.items() if k != "threshold"})
-    summary = db.sql(f"""
-        WITH pairs AS ({query}),
-        kernels AS (SELECT kernel, pass, AVG(LN(latency_ratio)) AS log_ratio FROM pairs
-                    GROUP BY kernel, pass)
+    # The rows are computed once (the session model reads every result twice more) and the
+    # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
+    table = db.sql(_SESSIONS.format(query=query), params=params).to_arrow_table()
+    local = duckdb.connect()
+    local.register("pairs", table)
+    rows = local.sql("SELECT * FROM pairs ORDER BY kernel, pass, workload, gpu, "
+                     "implementation, variant")
+    slower = "placement = 'above' AND change > $threshold"
+    code = "(NOT session_shift AND (code_change IS NULL OR code_change > $threshold))"
+    summary = local.execute(f"""
+        WITH kernels AS (SELECT kernel, pass, AVG(LN(latency_ratio)) AS log_ratio FROM pairs
+                         GROUP BY kernel, pass)
         SELECT
             (SELECT COUNT(*) FROM pairs),
-            (SELECT COUNT(*) FROM pairs WHERE placement = 'above' AND change > $threshold),
+            (SELECT COUNT(*) FROM pairs WHERE {slower} AND {code}),
             (SELECT COUNT(*) FROM pairs WHERE placement = 'below' AND -change > $threshold
                 / (1 + $threshold)),
             (SELECT COUNT(*) FROM pairs WHERE placement = 'overlap'
@@ -376,8 +482,9 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
                 OR (placement = 'below' AND -change <= $threshold / (1 + $threshold))),
             (SELECT COUNT(*) FROM pairs WHERE placement = 'none'),
             (SELECT COUNT(*) FROM kernels),
-            (SELECT EXP(AVG(log_ratio)) FROM kernels)
-    """, params=params).fetchall()[0]
-    shared, slower, faster, unchanged, none, kernels, geomean = summary
+            (SELECT EXP(AVG(log_ratio)) FROM kernels),
+            (SELECT COUNT(*) FROM pairs WHERE {slower} AND NOT {code})
+    """, {"threshold": float(threshold)}).fetchall()[0]
+    shared, slower, faster, unchanged, none, kernels, geomean, shifted = summary
     return Comparison(rows, shared, slower, faster, unchanged, none, kernels, geomean,
-                      float(threshold))
+                      float(threshold), shifted)

@@ -405,7 +405,8 @@ def test_compare_two_versions_through_the_console_script(loaded: Warehouse):
     # baseline / candidate (above 1: candidate faster).
     assert lines[0] == ("kernel,pass,workload,gpu,implementation,variant,baseline_us,"
                         "candidate_us,latency_ratio,speedup,change,verdict,noise_basis,"
-                        "baseline_run_id,candidate_run_id,speedup_low,speedup_high,placement")
+                        "baseline_run_id,candidate_run_id,speedup_low,speedup_high,placement,"
+                        "session_change,code_change,session_shift")
     got = [line.split(",") for line in lines[1:]]
     assert [(r[2], r[6], r[7], r[11], r[13], r[14]) for r in got] == [
         ("n1", "103.0", "113.0", "slower", "no-n1-2", "no-n1-4"),

@@ -487,3 +487,45 @@ def test_a_triton_bandwidth_report_compares_higher_is_better(tmp_path):
                  "'Triton' AND workload = 'n1024'").fetchall()
     assert got == [("bandwidth", pytest.approx(446.836360 / 384.000001), "no spread")]
     assert wh.sql("SELECT count(*) FROM speedups").fetchall() == [(0,)]  # no latencies
+
+
+def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
+    """The issue's symptom: `kidata compare` of one implementation's two versions exited 1 when
+    the session moved every key. Two sessions as in the tests above, torch +12% at w1-w4,
+    liger beside it +1%, +1%, +11%, +11%: compare torch v1 -> v2 pairs the four keys, each
+    slower by the verdict rule (+12%, ranges +-1% apart); the session's effect over them is
+    their median, +12%, shared by 3 others and echoed by liger (+11% >= 6%), beyond 10%:
+    each key is the session's (code_change 0), counted as shifted, and compare exits 0.
+    With +40% at w4 the effect stays +12% and w4's code's part, 1.40 / 1.12 - 1 = 25%, is
+    slower: exit 1, one key slower, three shifted. liger vs torch (two implementations)
+    is not read as sessions."""
+    kidata = Path(sys.executable).parent / "kidata"
+    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                  (400, 1.11, 1.12)])
+    result = wh.compare("torch,version=v1", "torch,version=v2")
+    assert (result.shared, result.slower, result.shifted) == (4, 0, 4)
+    rows = result.rows.select("workload, verdict, session_change, code_change, session_shift"
+                              ).fetchall()
+    assert [(w, v, s) for w, v, _, _, s in rows] == [(f"w{i}", "slower", True)
+                                                     for i in range(1, 5)]
+    assert all(sc == pytest.approx(0.12, rel=1e-9) and cc == pytest.approx(0, abs=1e-9)
+               for _, _, sc, cc, _ in rows)
+    done = subprocess.run([str(kidata), "-w", str(wh.path), "compare", "torch,version=v1",
+                           "torch,version=v2", "-f", "csv"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "4 shared keys: 0 slower" in done.stderr
+    assert "4 slower with their session (session_shift, code_change)" in done.stderr
+
+    (tmp_path / "partial").mkdir()
+    wh = _jsd_sessions(tmp_path / "partial", [(100, 1.01, 1.12), (200, 1.01, 1.12),
+                                              (300, 1.11, 1.12), (400, 1.01, 1.40)])
+    result = wh.compare("torch,version=v1", "torch,version=v2")
+    assert (result.shared, result.slower, result.shifted, result.regressed) == (4, 1, 3, True)
+    ((code,),) = result.rows.filter("workload = 'w4'").select("code_change").fetchall()
+    assert code == pytest.approx(0.25, rel=1e-9)
+    done = subprocess.run([str(kidata), "-w", str(wh.path), "compare", "torch,version=v1",
+                           "torch,version=v2"], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    across = wh.compare("torch", "liger")
+    assert across.shifted == 0
+    assert across.rows.filter("session_change IS NOT NULL OR session_shift").fetchall() == []
