@@ -592,6 +592,10 @@ def gate(
         "--format", "-f", help="table, csv, json, ndjson or markdown (the rows).")] = "table",
     all_keys: Annotated[bool, typer.Option(
         "--all", help="List every shared key, not only those slower or faster.")] = False,
+    sessions: Annotated[bool, typer.Option(
+        "--sessions", help="Read the two sides as two sessions: a key slower with its "
+        "session (the implementation's other keys moved alike and another implementation "
+        "measured in both moved too) is 'session shift', not slower (docs/ci.md).")] = False,
     since: SinceOpt = None,
     until: UntilOpt = None,
     warehouse: WarehouseOpt = None,
@@ -603,16 +607,17 @@ def gate(
 
     check_format(format)
     try:
-        result = _wh(warehouse, since, until, threshold).gate(baseline, candidate, thresholds,
-                                                              threshold, start_point)
+        result = _wh(warehouse, since, until, threshold).gate(
+            baseline, candidate, thresholds, threshold, start_point, sessions)
     except UsageError:
         raise
     except KidataError as exc:
         out.error(str(exc))
         raise typer.Exit(3) from None
-    rows = result.rows if all_keys else result.rows.filter("outcome IN ('slower', 'faster')")
+    rows = result.rows if all_keys else result.rows.filter(
+        "outcome IN ('slower', 'faster', 'session shift')")
     if result.shared:
-        if all_keys or result.slower or result.faster or format != "table":
+        if all_keys or result.slower or result.faster or result.shifted or format != "table":
             out.rows(rows, format, max_rows=1_000_000)
     else:
         out.note(f"nothing to compare: no key has a passed run on both sides ({baseline!r} "

@@ -521,16 +521,18 @@ class Warehouse:
         return analysis.acknowledged_regressions(self.session, threshold)
 
     def gate(self, baseline: str, candidate: str, thresholds: str | os.PathLike[str] | None
-             = None, threshold: float | None = None, start_point: str | None = None):
+             = None, threshold: float | None = None, start_point: str | None = None,
+             sessions: bool = False):
         """A regression gate: ``candidate`` judged against ``baseline`` (selectors, as
         :meth:`compare` takes them) by the verdict rule and the thresholds of a TOML file
         (``threshold`` replacing its global one), acknowledged slowdowns left out; the
-        ``start_point`` is the baseline when ``baseline`` shares no key with the candidate. A
+        ``start_point`` is the baseline when ``baseline`` shares no key with the candidate;
+        ``sessions`` reads the two sides as two sessions (docs/ci.md). A
         :class:`~kidata.query.gate.GateResult` (``exit_code``, ``markdown()``)."""
         from kidata.query import gate
 
         limits = gate.load_thresholds(thresholds, threshold)
-        return gate.gate(self.session, baseline, candidate, limits, start_point)
+        return gate.gate(self.session, baseline, candidate, limits, start_point, sessions)
 
     def ack(self, reason: str, author: str | None = None, runs: list[str] | None = None,
             baseline: str | None = None, candidate: str | None = None,

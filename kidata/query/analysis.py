@@ -346,7 +346,7 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
 # implementation measured within those hours moved the same way by at least half as much at
 # some workload (the echo), and it exceeds the threshold; session_shift when what it leaves
 # (code_change) is within the threshold. Pairs of two implementations get nulls.
-_SESSIONS = """
+SESSIONS_SQL = """
     WITH pairs AS ({query}),
     results AS MATERIALIZED (
         SELECT run_id, kernel, pass, gpu, family, implementation, variant, workload,
@@ -462,7 +462,7 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     params = {**params, "threshold": float(threshold)}
     # The rows are computed once (the session model reads every result twice more) and the
     # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
-    table = db.sql(_SESSIONS.format(query=query), params=params).to_arrow_table()
+    table = db.sql(SESSIONS_SQL.format(query=query), params=params).to_arrow_table()
     local = duckdb.connect()
     local.register("pairs", table)
     rows = local.sql("SELECT * FROM pairs ORDER BY kernel, pass, workload, gpu, "

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from kidata.errors import UsageError
-from kidata.query.analysis import check_threshold, min_effect, pairs_sql
+from kidata.query.analysis import SESSIONS_SQL, check_threshold, min_effect, pairs_sql
 
 if TYPE_CHECKING:
     from kidata.query.session import Queryable
@@ -172,6 +172,7 @@ class GateResult:
     unchanged: int = 0
     no_verdict: int = 0
     acknowledged: int = 0
+    shifted: int = 0  # slower, but with their session (sessions=True): not failing
     by_percent: int = 0  # keys judged by their change alone (no spread)
     kernels: int = 0
     geomean_speedup: float | None = None
@@ -189,6 +190,8 @@ class GateResult:
                 f"{self.no_verdict:,} without a verdict")
         if self.acknowledged:
             text += f" ({self.acknowledged:,} acknowledged slower left out)"
+        if self.shifted:
+            text += f" ({self.shifted:,} slower with their session left out)"
         return text
 
     def summary_line(self) -> str:
@@ -255,25 +258,37 @@ class GateResult:
 
 
 def gate(db: Queryable, baseline: str, candidate: str, thresholds: Thresholds | None = None,
-         start_point: str | None = None) -> GateResult:
+         start_point: str | None = None, sessions: bool = False) -> GateResult:
     """Judge ``candidate`` against ``baseline`` (selectors, as ``compare`` takes them); when
     the baseline shares no key with the candidate and ``start_point`` is given (a new branch's
-    first run: ``branch=main``), against the start point."""
+    first run: ``branch=main``), against the start point. With ``sessions``, the two sides of
+    one implementation are read as two sessions (compare's session model, docs/ci.md): a key
+    slower with its session, its code's part within its threshold, is 'session shift'."""
     thresholds = thresholds or Thresholds()
     # No global threshold given: the session's minimum effect, stated in the output.
     thresholds = replace(thresholds, threshold=min_effect(db, thresholds.threshold))
     used = None
-    result = _judge(db, baseline, candidate, thresholds)
+    result = _judge(db, baseline, candidate, thresholds, sessions)
     if result.shared == 0 and start_point:
-        result = _judge(db, start_point, candidate, thresholds)
+        result = _judge(db, start_point, candidate, thresholds, sessions)
         used = start_point
     result.baseline, result.start_point = baseline, used
     return result
 
 
-def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> GateResult:
+def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
+           sessions: bool = False) -> GateResult:
     query, params = pairs_sql(baseline, candidate)
     params = {**params, "th": th.threshold, "ns": th.no_spread}
+    shift = ""
+    if sessions:
+        # The session's effect must exceed the global threshold; the code's part is held to
+        # the key's own.
+        query = SESSIONS_SQL.format(query=query)
+        params["threshold"] = th.threshold
+        shift = ("WHEN (basis = 'percent' OR placement = 'above') AND change > threshold "
+                 "AND session_change IS NOT NULL AND code_change <= threshold "
+                 "THEN 'session shift'")
     threshold_case, mode_case = ["CASE"], ["CASE"]
     for i, rule in enumerate(th.rules):
         conds = []
@@ -315,6 +330,7 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
         judged AS (
             SELECT *, CASE
                 WHEN basis = 'none' THEN 'no verdict'
+                {shift}
                 WHEN (basis = 'percent' OR placement = 'above') AND change > threshold
                     THEN CASE WHEN acknowledged THEN 'acknowledged' ELSE 'slower' END
                 WHEN (basis = 'percent' OR placement = 'below')
@@ -334,6 +350,7 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds) -> Gate
     out.slower, out.faster = outcomes.count("slower"), outcomes.count("faster")
     out.unchanged, out.no_verdict = outcomes.count("unchanged"), outcomes.count("no verdict")
     out.acknowledged = outcomes.count("acknowledged")
+    out.shifted = outcomes.count("session shift")
     out.by_percent = sum(1 for r in table if r[at("basis")] == "percent")
     # The geometric mean speedup weighing each (kernel, pass) the same, with a t-interval
     # over them (the student_t view), as speedup_summary does over kernels.

@@ -529,3 +529,32 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
     across = wh.compare("torch", "liger")
     assert across.shifted == 0
     assert across.rows.filter("session_change IS NOT NULL OR session_shift").fetchall() == []
+
+
+def test_the_gate_leaves_a_sessions_shift_out_when_asked(tmp_path):
+    """`kidata gate --sessions` applies compare's session model (the test above): torch +12%
+    at four workloads with liger beside it moving +1%, +1%, +11%, +11% fails the plain gate
+    (4 slower, exit 1) and passes with --sessions (4 'session shift', listed, exit 0); with
+    +40% at w4 the gate still fails on w4 (its code's part is +25%), three shifts left out."""
+    kidata = Path(sys.executable).parent / "kidata"
+    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                  (400, 1.11, 1.12)])
+    plain = wh.gate("torch,version=v1", "torch,version=v2")
+    assert (plain.slower, plain.shifted, plain.exit_code) == (4, 0, 1)
+    done = subprocess.run([str(kidata), "-w", str(wh.path), "gate", "torch,version=v1",
+                           "torch,version=v2", "--sessions", "-f", "csv"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    outcome = lines[0].split(",").index("outcome")
+    assert [line.split(",")[outcome] for line in lines[1:]] == ["session shift"] * 4
+    assert "0 slower, 0 faster, 0 unchanged, 0 without a verdict (4 slower with their " \
+           "session left out)" in done.stderr
+
+    (tmp_path / "partial").mkdir()
+    wh = _jsd_sessions(tmp_path / "partial", [(100, 1.01, 1.12), (200, 1.01, 1.12),
+                                              (300, 1.11, 1.12), (400, 1.01, 1.40)])
+    result = wh.gate("torch,version=v1", "torch,version=v2", sessions=True)
+    assert (result.slower, result.shifted, result.exit_code) == (1, 3, 1)
+    assert result.rows.filter("outcome = 'slower'").select("workload").fetchall() == [("w4",)]
+    assert "3 slower with their session left out" in result.markdown()
