@@ -348,3 +348,20 @@ def test_self_check_times_the_loads_own_check_beside_the_load(tiny):
         assert 0 < got["check_wall_s"] < got["load_wall_s"]
         assert got["check_share_of_wall"] == pytest.approx(
             got["check_wall_s"] / got["load_wall_s"], abs=0.001)
+
+
+def test_compare_views_times_a_view_beside_an_older_commits(tmp_path, tiny):
+    """benchmarks/compare_views.py --view: the view as HEAD writes it against the working
+    tree's, each with its rows (the same at HEAD, so the counts agree)."""
+    _head()
+    from kidata import Warehouse
+
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).load([str(tiny / "bundles.ndjson")]).ok
+    proc = _bench("compare_views.py", wh, "--old", "HEAD", "--repeat", "1", "--view",
+                  "series_steps")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("series_steps ")]
+    old, new = line.removeprefix("series_steps ").split("  new: ")
+    assert old.startswith("old: min ") and "CPU median" in new
+    assert old.rsplit(", ", 1)[1] == new.rsplit(", ", 1)[1] == "1 rows"
