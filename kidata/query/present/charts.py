@@ -44,6 +44,7 @@ _RC = {
     "svg.hashsalt": "kidata",       # stable element ids: the same data gives the same file
     "font.size": FONT,
     "axes.titlesize": FONT,
+    "axes.titley": 1.0,
     "axes.labelsize": FONT,
     "legend.fontsize": FONT,
     "xtick.labelsize": FONT,
@@ -382,8 +383,7 @@ def _categories(ax: Any, names: list[str], grid: _Grid) -> None:
     else:
         rotation, depth = 90, widest + 0.05
         step = math.ceil(LINE / pitch)
-    shown = [n if i % step == 0 else "" for i, n in enumerate(names)]
-    ax.set_xticks(range(len(names)), shown, rotation=rotation,
+    ax.set_xticks(range(0, len(names), step), names[::step], rotation=rotation,
                   ha="right" if rotation == 45 else "center",
                   rotation_mode="anchor" if rotation == 45 else "default")
     grid.bottom = max(grid.bottom, depth + 0.45)
