@@ -35,8 +35,8 @@
 --   previous_center_mb: central memory of the previous result (MB).
 --   center_statistic: 'median' or 'mean', which statistic both centers are.
 -- notes: The rule of the regressions view, on memory: memory_trends.verdict is 'slower' (more
---   memory beyond noise and the minimum effect), not a re-run of one version, not a 'shared'
---   shift, relative_change above the minimum effect when other implementations were
+--   memory beyond noise and the minimum effect), put down to the code (memory_trends.cause
+--   'code': not a re-run of one version, not a 'shared', 'session' or 'environment' shift), relative_change above the minimum effect when other implementations were
 --   measured at the same two times, and code_change above it when the session's effect was
 --   fitted.
 SELECT
@@ -69,8 +69,7 @@ SELECT
     previous_center_mb,
     center_statistic
 FROM memory_trends
-WHERE verdict = 'slower' AND same_version IS NOT TRUE
-    AND attribution NOT IN ('shared', 'session', 'environment')
+WHERE verdict = 'slower' AND cause = 'code'
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))
     AND (code_change IS NULL OR code_change > (SELECT min_effect FROM verdict_settings))

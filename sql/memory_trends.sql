@@ -69,6 +69,8 @@
 --     effect (series_steps.code_change); null when session_change is.
 --   changed_facts: the software facts that differ between the two results' environments, as
 --     'torch 2.4.0 -> 2.5.1' (series_steps.changed_facts); null when none.
+--   cause: 'same version', 'shared', 'session', 'environment' or 'code': what the step is put
+--     down to (series_steps.cause); null at step 1.
 -- notes: series_steps for metric 'memory', in MB; every rule (time order, run-to-run noise,
 --   attribution, what is left out) is written in series_steps' header. The memory_regressions
 --   view keeps the steps that use more memory beyond a threshold and are not shared shifts.
@@ -120,6 +122,7 @@ SELECT
     session_workloads,
     session_change,
     code_change,
-    changed_facts
+    changed_facts,
+    cause
 FROM series_steps
 WHERE metric = 'memory'

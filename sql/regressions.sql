@@ -43,7 +43,9 @@
 --   above 1 and the change exceeds verdict_settings.min_effect: the one verdict rule, see
 --   speedups), its two results are not a re-run of one version (same_version: a re-run of the
 --   same code is noise or a shift of its environment, never a change of the code), it is not
---   a 'shared', 'session' or 'environment' shift (those are in the shifts view), and when other implementations were measured at the same two times,
+--   a 'shared', 'session' or 'environment' shift (those are in the shifts view; together:
+--   trends.cause is 'code'), and when other implementations were measured at the same two
+--   times,
 --   relative_change exceeds the minimum effect too, as does code_change when the session's
 --   effect was fitted (the code's part of a step made partly by the session). `kidata regressions --threshold 0.05`
 --   (kidata.analysis.regressions) applies another minimum effect to trends with the same rule
@@ -79,8 +81,7 @@ SELECT
     previous_center_us,
     center_statistic
 FROM trends
-WHERE verdict = 'slower' AND same_version IS NOT TRUE
-    AND attribution NOT IN ('shared', 'session', 'environment')
+WHERE verdict = 'slower' AND cause = 'code'
     AND (relative_change IS NULL
          OR relative_change > (SELECT min_effect FROM verdict_settings))
     AND (code_change IS NULL OR code_change > (SELECT min_effect FROM verdict_settings))

@@ -95,6 +95,11 @@
 --     differ between the previous result's environment and this one's, as 'torch 2.4.0 ->
 --     2.5.1; cuda 12.4 -> 12.6'; a fact recorded on one side only is not a change; null when
 --     none changed, when neither records any, and at step 1.
+--   cause: what the step is put down to, the first that applies: 'same version' (a re-run of
+--     one release: same_version), the attribution when it is 'shared', 'session' or
+--     'environment', else 'code'; null at step 1. regressions and memory_regressions list
+--     'code' steps only, shifts the others, and kidata changes names each change point's
+--     cause by it.
 -- notes: Time order is observed_at, then run_id for results with the same timestamp (a tie is
 --   ordered, never merged). Runs without a timestamp cannot be placed in time and are left
 --   out, as are runs whose status is not 'passed'. Series never cross GPUs, passes, variants,
@@ -357,7 +362,8 @@ judged AS (
     CROSS JOIN settings ss
     LEFT JOIN student_t t
         ON p.basis = 'welch' AND GREATEST(p.welch_df, 1) BETWEEN t.df_from AND t.df_to
-)
+),
+judged_steps AS (
 SELECT
     j.kernel,
     j.pass,
@@ -440,3 +446,13 @@ LEFT JOIN verdict_rule v
     END
     AND v.effect = CASE WHEN ABS(j.log_change) > LN(1 + st.min_effect) THEN 'beyond'
                         ELSE 'under' END
+)
+SELECT
+    *,
+    CASE
+        WHEN previous_run_id IS NULL THEN NULL
+        WHEN same_version THEN 'same version'
+        WHEN attribution IN ('shared', 'session', 'environment') THEN attribution
+        ELSE 'code'
+    END AS cause
+FROM judged_steps

@@ -56,12 +56,7 @@ SELECT
     previous_version,
     change,
     verdict,
-    CASE
-        WHEN same_version THEN 'same version'
-        WHEN attribution = 'shared' THEN 'shared'
-        WHEN attribution = 'environment' THEN 'environment'
-        ELSE 'session'
-    END AS cause,
+    cause,
     together_change,
     session_workloads,
     session_change,
@@ -69,5 +64,4 @@ SELECT
     noise_basis,
     changed_facts
 FROM trends
-WHERE verdict IN ('slower', 'faster')
-    AND (same_version OR attribution IN ('shared', 'session', 'environment'))
+WHERE verdict IN ('slower', 'faster') AND cause <> 'code'

@@ -70,6 +70,8 @@
 --     effect (series_steps.code_change); null when session_change is.
 --   changed_facts: the software facts that differ between the two results' environments, as
 --     'torch 2.4.0 -> 2.5.1' (series_steps.changed_facts); null when none.
+--   cause: 'same version', 'shared', 'session', 'environment' or 'code': what the step is put
+--     down to (series_steps.cause); null at step 1.
 -- notes: series_steps for metric 'latency', in µs (ns / 1000); every rule (time order, run-to-run
 --   noise, attribution, what is left out) is written in series_steps' header. The regressions
 --   view keeps the slower steps beyond a threshold that are not shared shifts.
@@ -121,6 +123,7 @@ SELECT
     session_workloads,
     session_change,
     code_change,
-    changed_facts
+    changed_facts,
+    cause
 FROM series_steps
 WHERE metric = 'latency'

@@ -92,8 +92,7 @@ def regressions(db: Queryable, threshold: float | None = None,
 # with the minimum effect $threshold: the interval of the change lies above 0 (change_low is
 # null without a noise estimate) and the change exceeds it; verdict 'slower' is this rule at
 # the session's minimum effect.
-_SLOWER = ("change_low > 0 AND change > $threshold AND same_version IS NOT TRUE "
-           "AND attribution NOT IN ('shared', 'session', 'environment') "
+_SLOWER = ("change_low > 0 AND change > $threshold AND cause = 'code' "
            "AND (relative_change IS NULL OR relative_change > $threshold) "
            "AND (code_change IS NULL OR code_change > $threshold)")
 

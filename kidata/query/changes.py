@@ -54,14 +54,9 @@ COLUMNS = (*SERIES, "run_id", "previous_run_id", "observed_at", "previous_observ
            "level_after_us", "change", "direction", "same_version", "cause", "changed_facts",
            "series_points", "series_noise")
 
-# The step at a change point, attributed as the shifts view does (sql/shifts.sql's cause),
-# 'code' when it is none of those.
+# The step at a change point and what trends puts it down to (series_steps.cause).
 _CAUSES = """
-    SELECT run_id, previous_run_id,
-        CASE WHEN same_version THEN 'same version'
-             WHEN attribution IN ('shared', 'session', 'environment') THEN attribution
-             ELSE 'code' END AS cause,
-        changed_facts
+    SELECT run_id, previous_run_id, cause, changed_facts
     FROM trends
     WHERE run_id IN (SELECT unnest($runs))"""
 

@@ -396,14 +396,18 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
     wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
                                   (400, 1.01, 1.40)])
     got = {r[0]: r[1:] for r in wh.sql(
-        "SELECT workload, verdict, attribution, session_change, code_change FROM trends "
+        "SELECT workload, verdict, attribution, session_change, code_change, cause FROM trends "
         "WHERE step = 2 AND implementation = 'torch'").fetchall()}
     approx = pytest.approx
+    # cause: the one statement of what regressions, shifts and kidata changes put a step down
+    # to ('code' for w4, the attribution for the shifts); null at step 1.
     assert got == {
-        "w1": ("slower", "session", approx(0.12, rel=1e-9), approx(0, abs=1e-9)),
-        "w2": ("slower", "session", approx(0.12, rel=1e-9), approx(0, abs=1e-9)),
-        "w3": ("slower", "shared", approx(0.12, rel=1e-9), approx(0, abs=1e-9)),
-        "w4": ("slower", "own", approx(0.12, rel=1e-9), approx(0.25, rel=1e-9))}
+        "w1": ("slower", "session", approx(0.12, rel=1e-9), approx(0, abs=1e-9), "session"),
+        "w2": ("slower", "session", approx(0.12, rel=1e-9), approx(0, abs=1e-9), "session"),
+        "w3": ("slower", "shared", approx(0.12, rel=1e-9), approx(0, abs=1e-9), "shared"),
+        "w4": ("slower", "own", approx(0.12, rel=1e-9), approx(0.25, rel=1e-9), "code")}
+    assert wh.sql("SELECT count(*) FROM trends WHERE step = 1 AND cause IS NOT NULL"
+                  ).fetchall() == [(0,)]
     assert [(r[0], r[1], approx(r[2], rel=1e-9), approx(r[3], rel=1e-9)) for r in wh.sql(
         "SELECT implementation, workload, relative_change, code_change FROM regressions"
     ).fetchall()] == [("torch", "w4", 1.40 / 1.01 - 1, 0.25)]
