@@ -36,9 +36,9 @@
 --   center_statistic: 'median' or 'mean', which statistic both centers are.
 -- notes: The rule of the regressions view, on memory: memory_trends.verdict is 'slower' (more
 --   memory beyond noise and the minimum effect), put down to the code (memory_trends.cause
---   'code': not a re-run of one version, not a 'shared', 'session' or 'environment' shift), relative_change above the minimum effect when other implementations were
---   measured at the same two times, and code_change above it when the session's effect was
---   fitted.
+--   'code': not a re-run of one version, not a 'shared', 'session' or 'environment' shift),
+--   relative_change above the minimum effect when other implementations were measured at
+--   the same two times, and code_change above it when the session's effect was fitted.
 SELECT
     kernel,
     pass,

@@ -48,9 +48,9 @@
 --   relative_change: (1 + change) / (1 + together_change) - 1, null when none.
 --   attribution: 'shared' (an environment or harness shift: the others moved the same way by at
 --     least half as much), 'session' (the session's fitted effect over the same two
---     sessions explains the step up to the minimum effect: series_steps), 'environment' (a software fact changed
---     under the same version: changed_facts), 'own', 'alone' (nothing measured together);
---     null at step 1 (series_steps.attribution).
+--     sessions explains the step up to the minimum effect: series_steps), 'environment' (a
+--     software fact changed under the same version: changed_facts), 'own', 'alone' (nothing
+--     measured together); null at step 1 (series_steps.attribution).
 --   center_mb: this result's central memory (MB): the median, else the mean
 --     (series_steps.center).
 --   previous_center_mb: the previous result's central memory (MB).

@@ -45,12 +45,12 @@
 --   same code is noise or a shift of its environment, never a change of the code), it is not
 --   a 'shared', 'session' or 'environment' shift (those are in the shifts view; together:
 --   trends.cause is 'code'), and when other implementations were measured at the same two
---   times,
---   relative_change exceeds the minimum effect too, as does code_change when the session's
---   effect was fitted (the code's part of a step made partly by the session). `kidata regressions --threshold 0.05`
---   (kidata.analysis.regressions) applies another minimum effect to trends with the same rule
---   and these columns. A step whose run was acknowledged as intended (kidata ack: the
---   acknowledgements table) is left out; `kidata regressions` says how many were.
+--   times, relative_change exceeds the minimum effect too, as does code_change when the
+--   session's effect was fitted (the code's part of a step made partly by the session).
+--   `kidata regressions --threshold 0.05` (kidata.analysis.regressions) applies another
+--   minimum effect to trends with the same rule and these columns. A step whose run was
+--   acknowledged as intended (kidata ack: the acknowledgements table) is left out; `kidata
+--   regressions` says how many were.
 SELECT
     kernel,
     pass,

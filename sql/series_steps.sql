@@ -65,10 +65,11 @@
 --     has the sign of LN(1 + change) and at least half its size): an environment or harness
 --     shift, not this implementation; 'session' when the session's fitted shift
 --     (session_change) moved the same way and what is left (code_change) is within
---     verdict_settings.min_effect: a shift of the session, not of the code; 'environment' when a software fact of the environment
---     changed between the two results (changed_facts) and the implementation's version did
---     not (same_version true, or unknown): the changed fact is the likely cause; 'alone' when
---     nothing was measured together; 'own' otherwise; null at step 1.
+--     verdict_settings.min_effect: a shift of the session, not of the code; 'environment'
+--     when a software fact of the environment changed between the two results (changed_facts)
+--     and the implementation's version did not (same_version true, or unknown): the changed
+--     fact is the likely cause; 'alone' when nothing was measured together; 'own' otherwise;
+--     null at step 1.
 --   center: this result's central value, in unit: the median, else the mean
 --     (run_statistics.center).
 --   previous_center: the previous result's center.

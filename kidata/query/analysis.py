@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from kidata.core import engine
 from kidata.core.sql import quote_identifier
 from kidata.core.viewfiles import load_views
 from kidata.errors import UsageError
@@ -462,7 +463,7 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     # The rows are computed once (the session model reads every result twice more) and the
     # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
     table = db.sql(SESSIONS_SQL.format(query=query), params=params).to_arrow_table()
-    local = duckdb.connect()
+    local = engine.connect()  # over the rows in memory, with kidata's settings
     local.register("pairs", table)
     rows = local.sql("SELECT * FROM pairs ORDER BY kernel, pass, workload, gpu, "
                      "implementation, variant")

@@ -23,7 +23,7 @@ from kidata import Warehouse
 VIEWS = Path(__file__).parents[1] / "data" / "views"
 KIDATA = Path(sys.executable).parent / "kidata"
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from make_view_fixtures import RERUN_CHANGES  # noqa: E402
+from make_view_fixtures import RERUN_CHANGES, jsd_sessions  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -301,12 +301,6 @@ def test_a_kernel_family_counts_once(tmp_path):
     assert got == [(3, 2, pytest.approx(4.0), None, pytest.approx(2.0), pytest.approx(16.0))]
 
 
-def _jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]],
-                  clock: tuple[int, int] = (10, 0)) -> Warehouse:
-    from make_view_fixtures import jsd_sessions
-    return jsd_sessions(tmp_path, moves, clock)
-
-
 @pytest.mark.parametrize("clock", [(10, 0), (23, 58)], ids=["morning", "across midnight"])
 def test_a_uniform_baseline_shift_is_the_sessions(tmp_path, clock):
     """jsd forward on the H100 PCIe, two sessions a month apart (releases v1 and v2, as Liger
@@ -322,8 +316,8 @@ def test_a_uniform_baseline_shift_is_the_sessions(tmp_path, clock):
     The same answers when each session straddles midnight (w1 at 23:59, w2-w4 at 00:00-00:02
     of the next day): results an hour apart or less are measured together whatever their
     dates (series_steps pairs steps by day before it compares their times)."""
-    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
-                                  (400, 1.11, 1.12)], clock)
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.11, 1.12)], clock)
     got = {(r[0], r[1]): r[2:] for r in wh.sql(
         "SELECT implementation, workload, verdict, attribution, session_workloads "
         "FROM trends WHERE step = 2").fetchall()}
@@ -354,8 +348,8 @@ def test_one_stray_workload_does_not_hide_a_shift_of_the_session(tmp_path):
     effect, +1%, is under the 10% minimum effect, so no shift of the session is taken out of
     liger's steps (session_change null: taking the median of noise out would move each step
     by noise); liger w5 (+1%, torch beside it the other way) is 'own', within noise."""
-    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
-                                  (400, 1.11, 1.12), (500, 1.01, 0.99)])
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.11, 1.12), (500, 1.01, 0.99)])
     got = {(r[0], r[1]): r[2:] for r in wh.sql(
         "SELECT implementation, workload, verdict, attribution, session_workloads "
         "FROM trends WHERE step = 2").fetchall()}
@@ -393,8 +387,8 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
     are within half of the step (ln 1.25 - ln 1.12 = 0.110 <= ln 1.25 / 2 = 0.112), so all
     three agree and the step would be the session's, hiding the code's +11.6%. The model
     keeps it: 1.25 / 1.12 - 1 = 11.6% > 10%, a regression."""
-    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
-                                  (400, 1.01, 1.40)])
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.01, 1.40)])
     got = {r[0]: r[1:] for r in wh.sql(
         "SELECT workload, verdict, attribution, session_change, code_change, cause FROM trends "
         "WHERE step = 2 AND implementation = 'torch'").fetchall()}
@@ -423,8 +417,8 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
             "as shifts of the session, the environment or a re-run") in done.stderr
 
     (tmp_path / "at 25%").mkdir()
-    wh = _jsd_sessions(tmp_path / "at 25%", [(100, 1.01, 1.12), (200, 1.01, 1.12),
-                                              (300, 1.11, 1.12), (400, 1.01, 1.25)])
+    wh = jsd_sessions(tmp_path / "at 25%", [(100, 1.01, 1.12), (200, 1.01, 1.12),
+                                             (300, 1.11, 1.12), (400, 1.01, 1.25)])
     assert [(r[0], r[1], approx(r[2], rel=1e-9)) for r in wh.sql(
         "SELECT implementation, workload, code_change FROM regressions").fetchall()] == [
         ("torch", "w4", 1.25 / 1.12 - 1)]
@@ -438,8 +432,8 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
     # shared; 1.15 / 1.30 = -11.5% is left, beyond the minimum effect), but the code's part
     # is faster: no regression, in the view or through the CLI's function.
     (tmp_path / "less").mkdir()
-    wh = _jsd_sessions(tmp_path / "less", [(100, 1.01, 1.30), (200, 1.01, 1.30),
-                                           (300, 1.16, 1.30), (400, 1.01, 1.15)])
+    wh = jsd_sessions(tmp_path / "less", [(100, 1.01, 1.30), (200, 1.01, 1.30),
+                                          (300, 1.16, 1.30), (400, 1.01, 1.15)])
     ((verdict, attribution, code),) = wh.sql(
         "SELECT verdict, attribution, code_change FROM trends WHERE step = 2 AND "
         "implementation = 'torch' AND workload = 'w4'").fetchall()
@@ -455,8 +449,8 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
     # w3's others (12, 12, 30) would give +12% and leave +16%: a regression the model does
     # not see.
     (tmp_path / "halves").mkdir()
-    wh = _jsd_sessions(tmp_path / "halves", [(100, 1.01, 1.12), (200, 1.11, 1.12),
-                                             (300, 1.01, 1.30), (400, 1.01, 1.30)])
+    wh = jsd_sessions(tmp_path / "halves", [(100, 1.01, 1.12), (200, 1.11, 1.12),
+                                            (300, 1.01, 1.30), (400, 1.01, 1.30)])
     effect = math.sqrt(1.12 * 1.30) - 1
     got = {r[0]: r[1:] for r in wh.sql(
         "SELECT workload, attribution, session_change, code_change FROM trends "
@@ -525,8 +519,8 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
     slower: exit 1, one key slower, three shifted. liger vs torch (two implementations)
     is not read as sessions."""
     kidata = Path(sys.executable).parent / "kidata"
-    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
-                                  (400, 1.11, 1.12)])
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.11, 1.12)])
     result = wh.compare("torch,version=v1", "torch,version=v2")
     assert (result.shared, result.slower, result.shifted) == (4, 0, 4)
     rows = result.rows.select("workload, verdict, session_change, code_change, session_shift"
@@ -542,8 +536,8 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
     assert "4 slower with their session (session_shift, code_change)" in done.stderr
 
     (tmp_path / "partial").mkdir()
-    wh = _jsd_sessions(tmp_path / "partial", [(100, 1.01, 1.12), (200, 1.01, 1.12),
-                                              (300, 1.11, 1.12), (400, 1.01, 1.40)])
+    wh = jsd_sessions(tmp_path / "partial", [(100, 1.01, 1.12), (200, 1.01, 1.12),
+                                             (300, 1.11, 1.12), (400, 1.01, 1.40)])
     result = wh.compare("torch,version=v1", "torch,version=v2")
     assert (result.shared, result.slower, result.shifted, result.regressed) == (4, 1, 3, True)
     ((code,),) = result.rows.filter("workload = 'w4'").select("code_change").fetchall()
@@ -562,8 +556,8 @@ def test_the_gate_leaves_a_sessions_shift_out_when_asked(tmp_path):
     (4 slower, exit 1) and passes with --sessions (4 'session shift', listed, exit 0); with
     +40% at w4 the gate still fails on w4 (its code's part is +25%), three shifts left out."""
     kidata = Path(sys.executable).parent / "kidata"
-    wh = _jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
-                                  (400, 1.11, 1.12)])
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.11, 1.12)])
     plain = wh.gate("torch,version=v1", "torch,version=v2")
     assert (plain.slower, plain.shifted, plain.exit_code) == (4, 0, 1)
     done = subprocess.run([str(kidata), "-w", str(wh.path), "gate", "torch,version=v1",
@@ -577,8 +571,8 @@ def test_the_gate_leaves_a_sessions_shift_out_when_asked(tmp_path):
            "session left out)" in done.stderr
 
     (tmp_path / "partial").mkdir()
-    wh = _jsd_sessions(tmp_path / "partial", [(100, 1.01, 1.12), (200, 1.01, 1.12),
-                                              (300, 1.11, 1.12), (400, 1.01, 1.40)])
+    wh = jsd_sessions(tmp_path / "partial", [(100, 1.01, 1.12), (200, 1.01, 1.12),
+                                             (300, 1.11, 1.12), (400, 1.01, 1.40)])
     result = wh.gate("torch,version=v1", "torch,version=v2", sessions=True)
     assert (result.slower, result.shifted, result.exit_code) == (1, 3, 1)
     assert result.rows.filter("outcome = 'slower'").select("workload").fetchall() == [("w4",)]
