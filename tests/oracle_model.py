@@ -59,7 +59,7 @@ GENERATE = Path(__file__).resolve().parents[1] / "benchmarks" / "generate.py"
 
 
 @cache
-def _generate():
+def generate_module():
     """benchmarks/generate.py as a module (its protocol and environment documents)."""
     spec = importlib.util.spec_from_file_location("kidata_bench_generate", GENERATE)
     module = importlib.util.module_from_spec(spec)
@@ -241,13 +241,13 @@ class Run:
 
 @cache
 def _protocol(pass_: str) -> tuple[dict, str]:
-    document = _generate().protocol(pass_)
+    document = generate_module().protocol(pass_)
     return document, digest(document)
 
 
 @cache
 def _environment(gpu: str) -> tuple[dict, str]:
-    document = _generate().environment(gpu)
+    document = generate_module().environment(gpu)
     return document, digest(document)
 
 

@@ -173,6 +173,22 @@ def test_load_memory_prints_each_case_beside_the_first_and_duckdb(tmp_path):
     assert all(m["peak_mb"] > 0 and m["cpu_s"] > 0 for ms in raw.values() for m in ms)
 
 
+def test_pruning_prints_each_gpu_and_a_kernel_with_row_groups_and_times(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "pruning.py"), "--runs", "400", "--loads", "4",
+         "--repeat", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    lines = proc.stdout.splitlines()
+    assert [line.split(",")[0] for line in lines[:2]] == [
+        "merge of 4 files", "merge of 4 files"]
+    assert "file order" in lines[0] and "clustered" in lines[1]
+    filters = [line.split()[0] for line in lines if line.startswith(("gpu =", "kernel ="))]
+    assert filters.count("kernel") == 1 and filters.count("gpu") >= 3
+    assert all(line.rstrip().endswith("x") for line in lines
+               if line.startswith(("gpu =", "kernel =")))
+
+
 def test_cpu_per_run_gives_each_load_per_run_and_the_liger_ratio(tmp_path):
     gen = _generate_module()
     gen.generate(tmp_path / "data", 300, extra=0, per_file=100)

@@ -16,6 +16,11 @@ is completed by the next writer. Compaction holds the writer lock throughout, so
 commits meanwhile, and it keeps every row as it was, ``load_id`` included, so kidata's
 snapshot filter is unaffected.
 
+A merged ``runs`` or ``latest_runs`` file holds one GPU per row group, ordered by kernel, pass
+and time within it (:data:`CLUSTERED`), so its row groups' statistics let DuckDB, Spark or any
+Parquet reader skip the row groups of other GPUs: merging many loads' files in file order
+would interleave them in every row group. Other tables keep file order.
+
 Limit: a query that listed the old folder and opens a merged-away file after the swap fails
 with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
 """
@@ -28,23 +33,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kidata.core import config, engine
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
-from kidata.store import commit
+from kidata.store import commit, durable
 from kidata.store.layout import Layout
-from kidata.store.pqwrite import write_reader
-from kidata.store.schema import COMMIT_ORDER, TABLES
+from kidata.store.pqwrite import GroupedWriter, write_reader
+from kidata.store.schema import COMMIT_ORDER, KEYS, TABLES
 
 # Files at least this large are left as they are.
 SMALL_BYTES = 64 * 1024 * 1024
 ROW_GROUP = 128 * 1024
+# Rows DuckDB hands over at a time. A batch goes into a row group whole: small batches keep a
+# row group of wide rows (runs keep their documents) near the writer's byte limit
+# (kidata.store.pqwrite.MAX_BYTES).
+BATCH = 8192
 # After a load, a table with this many small files has them merged (KIDATA_COMPACT_AT; 0 turns
 # it off). Every query and every load plans over each file (~1-2 ms a file), so without it
 # their cost would grow with the number of past loads rather than with the data.
 AUTO_AT = config.Config.compact_at
+# A merged file of these tables holds one GPU per row group, its rows ordered by these columns
+# (then the table's key): a filter on one GPU reads its row groups only (docs/benchmarks.md,
+# Run AE, with what it costs a filter on one kernel).
+CLUSTERED = ("gpu", "kernel", "pass", "observed_at")
+# Bytes of rows a clustered merge keeps waiting for their row group, all GPUs together (Arrow's
+# count; the process's peak grows by about three times this). Beyond it the largest buffer goes
+# out early: with 7 GPUs, row groups of ~9 MB rather than 16 (kidata.store.pqwrite.MAX_BYTES).
+# Merging 300k runs peaks at 463 MB with it, ~510 MB with 128 MB, 290 MB in file order
+# (docs/benchmarks.md, Run AE).
+BUFFER_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -126,12 +147,69 @@ def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path]]]
 
 
 def _compact_table(layout: Layout, table: str, small: list[Path], keep: list[Path]) -> int:
-    return commit.replace_table(layout.root, table, lambda out: _merge(table, small, out), keep,
+    return commit.replace_table(layout.root, table, lambda out: merge(table, small, out), keep,
                                 what=f"compaction of {table}", faults="compact-")
 
 
-def _merge(table: str, files: list[Path], out: Path) -> int:
-    """Write the rows of ``files`` (in file order) to ``out`` with the declared schema."""
+def sort_keys(table: str) -> list[str]:
+    """The columns a merged file of ``table`` is ordered by: :data:`CLUSTERED`, then its key,
+    for the tables that have those columns; none (file order) for the others."""
+    if not set(CLUSTERED) <= set(TABLES[table].names):
+        return []
+    return [*CLUSTERED, *(k for k in KEYS[table] if k not in CLUSTERED)]
+
+
+class _Clustered:
+    """Rows handed to a :class:`~kidata.store.pqwrite.GroupedWriter` so that each row group
+    holds one value of ``keys[0]`` (one GPU), its rows ordered by ``keys`` (ascending, nulls
+    last). Rows wait in one buffer per value; a buffer goes out as a row group once it is a
+    row group's worth (the writer's rows or bytes), or, the largest first, when all buffers
+    together pass ``budget`` bytes. Memory stays bounded whatever the table's size, and a
+    filter on one GPU reads that GPU's row groups only. (A whole-table ORDER BY in DuckDB
+    needed ~1.2 GB for 300k runs and failed with Out of Memory under a 256 or 512 MB limit
+    rather than spill.)"""
+
+    def __init__(self, writer: GroupedWriter, keys: list[str], budget: int):
+        self.writer = writer
+        self.lead = keys[0]
+        self.sort_keys = [(k, "ascending", "at_end") for k in keys]
+        self.budget = budget
+        self.buffers: dict[object, list[pa.Table]] = {}
+        self.sizes: dict[object, tuple[int, int]] = {}  # rows, bytes
+        self.held = 0
+
+    def write(self, table: pa.Table) -> None:
+        column = table.column(self.lead)
+        for value in pc.unique(column).to_pylist():
+            mask = pc.is_null(column) if value is None else pc.equal(column, value)
+            part = table.filter(mask)
+            self.buffers.setdefault(value, []).append(part)
+            rows, size = self.sizes.get(value, (0, 0))
+            self.sizes[value] = rows + part.num_rows, size + part.nbytes
+            self.held += part.nbytes
+            if (self.sizes[value][0] >= self.writer.group_rows
+                    or self.sizes[value][1] >= self.writer.max_bytes):
+                self._emit(value)
+        while self.held > self.budget:
+            self._emit(max(self.sizes, key=lambda v: self.sizes[v][1]))
+
+    def close(self) -> None:
+        """Write what is buffered, by value (nulls last), so the file's end is in order too."""
+        for value in sorted(self.buffers, key=lambda v: (v is None, v or "")):
+            self._emit(value)
+
+    def _emit(self, value: object) -> None:
+        table = pa.concat_tables(self.buffers.pop(value))
+        self.held -= self.sizes.pop(value)[1]
+        self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
+        self.writer.cut()
+
+
+def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -> int:
+    """Write the rows of ``files`` to ``out`` with the declared schema and return how many: in
+    file order, or, for the tables :func:`sort_keys` names, clustered (:class:`_Clustered`):
+    one GPU per row group, ordered within. ``clustered=False`` is file order for every table, as
+    compactions before 0.3.4 wrote (the baseline of ``benchmarks/pruning.py``)."""
     schema = TABLES[table]
     present: set[str] = set()
     for path in files:
@@ -147,12 +225,22 @@ def _merge(table: str, files: list[Path], out: Path) -> int:
                      for f in schema)
     listed = ", ".join(quote_literal(str(p)) for p in files)
     con = engine.connect({"threads": 2, "memory_limit": "1GB",
-                                 "preserve_insertion_order": True})
+                          "preserve_insertion_order": True})
     try:
+        con.execute("SET enable_progress_bar = false")  # a long merge would draw one on stdout
+        batch_rows = min(BATCH, ROW_GROUP)
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
-                         ).to_arrow_reader(ROW_GROUP)
-        # Even an empty table gets its file (the folder must hold one after the swap).
-        rows = write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True)
+                         ).to_arrow_reader(batch_rows)
+        keys = sort_keys(table) if clustered else []
+        if not keys:
+            # Even an empty table gets its file (the folder must hold one after the swap).
+            return write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True)
+        with GroupedWriter(out, schema, rows=ROW_GROUP, create_empty=True) as writer:
+            grouper = _Clustered(writer, keys, BUFFER_BYTES)
+            for batch in reader:
+                grouper.write(pa.Table.from_batches([batch]).cast(schema))
+            grouper.close()
+        durable.fsync_file(out)
+        return writer.rows
     finally:
         con.close()
-    return rows

@@ -9,7 +9,7 @@ reaches ``MAX_BYTES``, whichever comes first, so memory stays bounded whatever t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -82,6 +82,10 @@ class GroupedWriter:
             self.before_write()
         self._writer.write_table(data, row_group_size=max(self.group_rows, data.num_rows))
 
+    def cut(self) -> None:
+        """End the current row group here: what is buffered is written as one."""
+        self._flush()
+
     def close(self) -> None:
         """Write what is buffered and close the file."""
         try:
@@ -110,7 +114,7 @@ class GroupedWriter:
             self.abort()
 
 
-def write_reader(path: Path, schema: pa.Schema, reader: pa.RecordBatchReader,
+def write_reader(path: Path, schema: pa.Schema, reader: Iterable[pa.RecordBatch],
                  **options: object) -> int:
     """Write every batch of ``reader`` (cast to ``schema``) to ``path`` with a
     :class:`GroupedWriter` (``options`` are its keyword arguments), fsync the file if one was

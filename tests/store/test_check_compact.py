@@ -382,7 +382,7 @@ def test_a_failed_merge_after_a_load_leaves_the_load_committed(tmp_path: Path, m
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(compact, "_merge", full_disk)
+    monkeypatch.setattr(compact, "merge", full_disk)
     report = wh.load([str(write_runs(tmp_path / "b.jsonl", range(5, 10)))])
     assert report.committed and report.runs_added == 5 and report.compacted == {}
     assert len(report.warnings) == 1

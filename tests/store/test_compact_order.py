@@ -1,0 +1,135 @@
+"""A compaction writes ``runs`` and ``latest_runs`` with one GPU per row group, ordered by
+kernel, pass and time within it, in bounded memory, so a filter on one GPU reads its own row
+groups only; no query result changes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from oracle_model import generate_module
+from test_check_compact import SOME_VIEWS, everything
+
+from kidata import Warehouse
+from kidata.store import compaction
+
+LOADS = 6
+PER_LOAD = 80
+GROUP = 16  # rows per row group of a merged file here (compaction.ROW_GROUP)
+ORDER = ["gpu", "kernel", "pass", "observed_at", "run_id"]
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory) -> list[Path]:
+    """480 generated runs (several GPUs, kernels and passes in every file) in 6 files."""
+    generate = generate_module()
+    gen = generate.Generator(seed=0)
+    folder = tmp_path_factory.mktemp("parts")
+    files = []
+    for n in range(LOADS):
+        path = folder / f"part-{n}.ndjson"
+        generate.write_ndjson(gen, path, n * PER_LOAD, (n + 1) * PER_LOAD)
+        files.append(path)
+    return files
+
+
+def _loaded(path: Path, files: list[Path]) -> Warehouse:
+    wh = Warehouse(path)
+    for f in files:
+        assert wh.load([str(f)]).committed
+    return wh
+
+
+def _only_file(wh: Warehouse, table: str) -> Path:
+    [path] = sorted((wh.path / table).glob("*.parquet"))
+    return path
+
+
+def _groups_to_read(path: Path, column: str, value: str) -> int:
+    """Row groups whose statistics do not rule out ``column = value``: what any Parquet reader
+    (DuckDB, Spark, pyarrow) must read for that filter."""
+    meta = pq.ParquetFile(path).metadata
+    index = meta.schema.to_arrow_schema().get_field_index(column)
+    count = 0
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics
+        if stats is None or not stats.has_min_max or stats.min <= value <= stats.max:
+            count += 1
+    return count
+
+
+def _row_groups(path: Path, columns: list[str]) -> list[list[tuple]]:
+    """Each row group's rows, as tuples of ``columns``."""
+    f = pq.ParquetFile(path)
+    return [[tuple(r[c] for c in columns) for r in f.read_row_group(g, columns).to_pylist()]
+            for g in range(f.metadata.num_row_groups)]
+
+
+def _assert_clustered(path: Path, columns: list[str]) -> list[list[tuple]]:
+    """Each row group of ``path`` holds one GPU (its first column), in ``columns`` order."""
+    groups = _row_groups(path, columns)
+    for rows in groups:
+        assert len({r[0] for r in rows}) == 1, {r[0] for r in rows}
+        assert rows == sorted(rows)  # no nulls in these columns of generated runs
+    return groups
+
+
+def test_compaction_puts_one_gpu_in_each_row_group_so_a_filter_reads_its_own(
+        parts, tmp_path, monkeypatch):
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")  # the test compacts when it means to
+    monkeypatch.setattr(compaction, "ROW_GROUP", GROUP)
+    wh = _loaded(tmp_path / "wh", parts)
+    stored = sorted(run_id for f in (wh.path / "runs").glob("*.parquet")
+                    for run_id in pq.read_table(f, columns=["run_id"]).column(0).to_pylist())
+    before = everything(wh.path, SOME_VIEWS)
+    report = wh.compact()
+    assert report.tables["runs"] == (LOADS, 1)
+    assert report.tables["latest_runs"] == (LOADS, 1)
+    assert wh.check().ok
+    assert everything(wh.path, SOME_VIEWS) == before
+
+    path = _only_file(wh, "runs")
+    groups = _assert_clustered(path, ORDER)
+    assert sorted(r[-1] for rows in groups for r in rows) == stored
+    # A filter on a GPU reads that GPU's row groups and no other (in load order, nearly
+    # every row group holds every GPU). Each is a row group's worth (16 rows or a few more:
+    # the batch that fills it goes in whole) but the GPU's last.
+    sizes: dict[str, list[int]] = {}
+    for rows in groups:
+        sizes.setdefault(rows[0][0], []).append(len(rows))
+    assert len(sizes) >= 3
+    for gpu, counts in sizes.items():
+        assert _groups_to_read(path, "gpu", gpu) == len(counts), gpu
+        assert all(n >= GROUP for n in counts[:-1]), (gpu, counts)
+    assert len(groups) < sum(math.ceil(sum(c) / GROUP) for c in sizes.values()) + len(sizes)
+
+    _assert_clustered(_only_file(wh, "latest_runs"), ["gpu", "kernel", "pass", "observed_at"])
+
+
+def test_a_merge_over_its_memory_budget_writes_smaller_groups_of_one_gpu(parts, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    monkeypatch.setattr(compaction, "ROW_GROUP", GROUP)
+    monkeypatch.setattr(compaction, "BUFFER_BYTES", 1)  # every GPU's rows out as they come
+    wh = _loaded(tmp_path / "wh", parts)
+    stored = sorted(run_id for f in (wh.path / "runs").glob("*.parquet")
+                    for run_id in pq.read_table(f, columns=["run_id"]).column(0).to_pylist())
+    wh.compact(["runs"])
+    groups = _assert_clustered(_only_file(wh, "runs"), ORDER)
+    assert sorted(r[-1] for rows in groups for r in rows) == stored
+    # Each batch DuckDB hands over (16 rows) goes out GPU by GPU: more, smaller row groups.
+    assert len(groups) > math.ceil(len(stored) / GROUP) + 7
+    assert wh.check().ok
+
+
+def test_other_tables_keep_the_order_of_their_files(parts, tmp_path, monkeypatch):
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    wh = _loaded(tmp_path / "wh", parts[:3])
+    files = sorted((wh.path / "measurements").glob("*.parquet"))
+    expected = [row for f in files for row in pq.read_table(f).to_pylist()]
+    wh.compact(["measurements"])
+    assert pq.read_table(_only_file(wh, "measurements")).to_pylist() == expected
+    # Nothing of the sort's spill folder or the work folder is left behind.
+    assert not any((wh.path / "_kidata" / "compact").iterdir())
