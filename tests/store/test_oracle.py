@@ -54,7 +54,7 @@ from test_properties import tables as full_tables  # every column but provenance
 
 from kidata import Warehouse
 from kidata.ingest import stage
-from kidata.store import finalize, pqwrite
+from kidata.store import compaction, finalize, pqwrite
 
 LONG = os.environ.get("KIDATA_ORACLE_LONG", "") not in ("", "0")
 LONG_SEED = int(os.environ.get("KIDATA_ORACLE_SEED") or random.SystemRandom().randrange(2**32))
@@ -74,7 +74,7 @@ class Sizes:
     JSON lines and CSV rows per worker job (``stage.BATCH_LINES``, ``stage.POOL_ROWS``), runs
     staged per batch by the loading process (``Warehouse.load(batch_size=)``), rows per batch
     of the commit's copy of kept rows (``finalize.BATCH``: 0.2.7's bug) and rows per Parquet
-    row group (``pqwrite.ROWS``)."""
+    row group (``pqwrite.ROWS``, and ``compaction.ROW_GROUP`` of a merged file)."""
 
     lines: int
     rows: int
@@ -93,19 +93,23 @@ class Load:
     files: list[int]  # indexes into Scenario.files, in the order given to the load
     workers: bool
     slow_path: bool
+    compact: bool  # the load merges the tables' small files after its commit (2 or more)
 
 
 @dataclass(frozen=True)
 class Split:
     """A split of a scenario's files into loads: file ``i`` goes to load ``load_of[i]``, the
     loads commit in ``order``, a load's files are given in ``rank`` order, and load ``n`` runs
-    with worker processes if ``workers[n]`` and the general path only if ``slow_path[n]``."""
+    with worker processes if ``workers[n]``, the general path only if ``slow_path[n]`` and
+    merges the small files of every table after its commit if ``compact[n]`` (the automatic
+    compaction at ``KIDATA_COMPACT_AT=2``)."""
 
     load_of: tuple[int, ...]
     order: tuple[int, ...]
     rank: tuple[int, ...]
     workers: tuple[bool, ...]
     slow_path: tuple[bool, ...]
+    compact: tuple[bool, ...]
 
     def plan(self, n_files: int) -> list[Load]:
         loads = len(self.order)
@@ -113,7 +117,7 @@ class Split:
         for i in range(n_files):
             groups[self.load_of[i % len(self.load_of)] % loads].append(i)
         return [Load(sorted(groups[n], key=lambda i: (self.rank[i % len(self.rank)], i)),
-                     self.workers[n], self.slow_path[n])
+                     self.workers[n], self.slow_path[n], self.compact[n])
                 for n in self.order if groups[n]]
 
 
@@ -126,7 +130,7 @@ def splits(draw, most: int) -> Split:
                                     max_size=MAX_FILES))),
         order=tuple(draw(st.permutations(range(loads)))),
         rank=tuple(draw(st.permutations(range(MAX_FILES)))),
-        workers=tuple(draw(each)), slow_path=tuple(draw(each)))
+        workers=tuple(draw(each)), slow_path=tuple(draw(each)), compact=tuple(draw(each)))
 
 
 class _Settings:
@@ -135,9 +139,11 @@ class _Settings:
 
     def __init__(self, size: Sizes):
         self.attributes = [(stage, "BATCH_LINES", size.lines), (stage, "POOL_ROWS", size.rows),
-                           (finalize, "BATCH", size.copy), (pqwrite, "ROWS", size.group)]
+                           (finalize, "BATCH", size.copy), (pqwrite, "ROWS", size.group),
+                           (compaction, "ROW_GROUP", size.group)]
         self.saved: list = []
-        self.environ = {k: os.environ.get(k) for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH")}
+        self.environ = {k: os.environ.get(k)
+                        for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH", "KIDATA_COMPACT_AT")}
 
     def __enter__(self) -> _Settings:
         for module, name, value in self.attributes:
@@ -146,12 +152,14 @@ class _Settings:
         return self
 
     def load(self, load: Load) -> None:
-        """The environment of one load: workers (the default count) or none, fast path or not."""
+        """The environment of one load: workers (the default count) or none, fast path or not,
+        a compaction after it or none."""
         if load.workers:
             os.environ.pop("KIDATA_WORKERS", None)
         else:
             os.environ["KIDATA_WORKERS"] = "0"
         os.environ["KIDATA_SLOW_PATH"] = "1" if load.slow_path else "0"
+        os.environ["KIDATA_COMPACT_AT"] = "2" if load.compact else "0"
 
     def __exit__(self, *exc) -> None:
         for module, name, value in self.saved:
@@ -218,15 +226,17 @@ def check_scenario(sc: Scenario, plan: list[Load], size: Sizes) -> None:
         model = Model()
         note(f"sizes {size}; loads: " + "; ".join(
             f"{[sc.files[i].name for i in load.files]} workers={load.workers} "
-            f"slow_path={load.slow_path}" for load in plan))
+            f"slow_path={load.slow_path} compact={load.compact}" for load in plan))
         for n, load in enumerate(plan, 1):
             names = ", ".join(sc.files[i].name for i in load.files)
             label = (f"load {n} of {len(plan)} ({names}; workers={load.workers}, "
-                     f"slow path={load.slow_path}, {size})")
+                     f"slow path={load.slow_path}, compact={load.compact}, {size})")
             want = model.load([item for i in load.files for item in sc.files[i].items(paths[i])])
             settings_.load(load)
             report = wh.load([paths[i] for i in load.files], batch_size=size.staged)
             assert report.committed, label
+            # From the second load on, every table has two files or more to merge.
+            assert bool(report.compacted) == (load.compact and n > 1), label
             assert report.runs_added == want.added, label
             assert report.enriched == want.enriched, label
             assert len(report.rejects) == report.rejected, label
@@ -256,10 +266,11 @@ BOUNDED = settings(max_examples=1, deadline=None, derandomize=True, database=Non
 BOUNDED_RUNS = 350
 
 
-# Three loads, files of both formats in each, with and without workers and the fast path:
-# an example every run has, whatever Hypothesis draws.
+# Three loads, files of both formats in each, with and without workers, the fast path and a
+# compaction after the load: an example every run has, whatever Hypothesis draws.
 MIXED = Split(load_of=(0, 1, 2) * 4, order=(2, 0, 1), rank=tuple(range(MAX_FILES))[::-1],
-              workers=(True, False, True), slow_path=(False, True, True))
+              workers=(True, False, True), slow_path=(False, True, True),
+              compact=(False, True, True))
 
 
 @pytest.mark.parametrize("conflicts", [
