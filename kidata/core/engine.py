@@ -23,8 +23,12 @@ SWAP_RETRIES = 5
 
 
 def connect(config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with kidata's settings (plus ``config``)."""
-    return duckdb.connect(config={**SETTINGS, **(config or {})})
+    """An in-memory DuckDB connection with kidata's settings (plus ``config``). Its progress
+    bar is off: a long statement (a commit, a compaction) would draw it on standard output,
+    into the command's own output. (It is a session setting: DuckDB refuses it in ``config``.)"""
+    con = duckdb.connect(config={**SETTINGS, **(config or {})})
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],

@@ -176,7 +176,6 @@ class _Clustered:
         self.budget = budget
         self.buffers: dict[object, list[pa.Table]] = {}
         self.sizes: dict[object, tuple[int, int]] = {}  # rows, bytes
-        self.held = 0
 
     def write(self, table: pa.Table) -> None:
         column = table.column(self.lead)
@@ -186,11 +185,10 @@ class _Clustered:
             self.buffers.setdefault(value, []).append(part)
             rows, size = self.sizes.get(value, (0, 0))
             self.sizes[value] = rows + part.num_rows, size + part.nbytes
-            self.held += part.nbytes
             if (self.sizes[value][0] >= self.writer.group_rows
                     or self.sizes[value][1] >= self.writer.max_bytes):
                 self._emit(value)
-        while self.held > self.budget:
+        while sum(size for _, size in self.sizes.values()) > self.budget:
             self._emit(max(self.sizes, key=lambda v: self.sizes[v][1]))
 
     def close(self) -> None:
@@ -200,7 +198,7 @@ class _Clustered:
 
     def _emit(self, value: object) -> None:
         table = pa.concat_tables(self.buffers.pop(value))
-        self.held -= self.sizes.pop(value)[1]
+        del self.sizes[value]
         self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
         self.writer.cut()
 
@@ -227,7 +225,6 @@ def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -
     con = engine.connect({"threads": 2, "memory_limit": "1GB",
                           "preserve_insertion_order": True})
     try:
-        con.execute("SET enable_progress_bar = false")  # a long merge would draw one on stdout
         batch_rows = min(BATCH, ROW_GROUP)
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
                          ).to_arrow_reader(batch_rows)

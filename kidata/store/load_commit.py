@@ -67,7 +67,6 @@ class LoadCommit:
                                      # every query that writes has its own ORDER BY
                                      "preserve_insertion_order": False})
         try:
-            con.execute("SET enable_progress_bar = false")  # a long commit draws one on stdout
             self._plan(con, staging)
             con.execute(f"SET memory_limit = '{settings.commit_write_memory}'")  # a size
             # Counted, and only those the report can list fetched: a load of millions of
