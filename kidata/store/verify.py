@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -104,13 +104,19 @@ def _check_files_and_rows(layout: Layout, report: CheckReport) -> None:
         # the other checks (its measurements may be in place while its runs are not yet).
         id_table(con, "_pending", sorted(pending))
         loaded = set(filtered_tables())
+        views = []
         for table in TABLES:
             body = _table_sql(table, readable)
             if table in loaded and pending:
                 body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                         "(SELECT load_id FROM _pending)")
-            con.execute(f"CREATE VIEW {q(table)} AS {body}")
-            report.rows[table] = con.sql(f"SELECT count(*) FROM {q(table)}").fetchall()[0][0]
+            views.append(f"CREATE VIEW {q(table)} AS {body}")
+        # Each check asks about every table in one statement: a statement costs milliseconds
+        # however small the warehouse, and a check runs after every load of the test suite.
+        con.execute(";\n".join(views))
+        counts = dict(con.sql(_each(f"SELECT {_name(t)}, count(*) FROM {q(t)}"
+                                    for t in TABLES)).fetchall())
+        report.rows.update((table, counts[table]) for table in TABLES)
         _check_nulls(con, report)
         _check_identities(con, report)
         _check_references(con, report)
@@ -288,33 +294,49 @@ def _examples(rows: list[tuple]) -> str:
     return shown + (", …" if len(rows) > SHOWN else "")
 
 
+def _each(selects: Iterable[str]) -> str:
+    """One statement of the ``selects`` (one per table or check), their rows together."""
+    return " UNION ALL ".join(f"({select})" for select in selects)
+
+
+def _name(text: str) -> str:
+    return quote_literal(text)
+
+
 def _check_nulls(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
-    for table, schema in TABLES.items():
-        required = [f.name for f in schema if not f.nullable]
-        if not required or not report.rows.get(table):
-            continue
-        counts = con.sql("SELECT " + ", ".join(f"count(*) FILTER (WHERE {q(c)} IS NULL)"
-                                               for c in required)
-                         + f" FROM {q(table)}").fetchall()[0]
-        for column, n in zip(required, counts, strict=True):
+    required = {table: [f.name for f in schema if not f.nullable]
+                for table, schema in TABLES.items() if report.rows.get(table)}
+    required = {table: columns for table, columns in required.items() if columns}
+    if not required:
+        return
+    counts = dict(con.sql(_each(
+        f"SELECT {_name(table)}, [" + ", ".join(f"count(*) FILTER (WHERE {q(c)} IS NULL)"
+                                                for c in columns) + f"] FROM {q(table)}"
+        for table, columns in required.items())).fetchall())
+    for table, columns in required.items():
+        for column, n in zip(columns, counts[table], strict=True):
             if n:
                 report.problems.append(f"{table}: {n:,} rows have no {column}, which is "
                                        "required")
 
 
 def _check_identities(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
-    for table, key in KEYS.items():
-        if not key or table not in TABLES:
+    keys = {table: ", ".join(q(k) for k in key) for table, key in KEYS.items()
+            if key and table in TABLES and report.rows.get(table)}
+    if not keys:
+        return
+    totals = dict(con.sql(_each(
+        f"SELECT {_name(table)}, (SELECT count(*) FROM (SELECT {cols} FROM {q(table)} "
+        "GROUP BY ALL HAVING count(*) > 1))" for table, cols in keys.items())).fetchall())
+    for table, cols in keys.items():
+        total = totals[table]
+        if not total:
             continue
-        cols = ", ".join(q(k) for k in key)
         dups = con.sql(f"SELECT {cols}, count(*) AS n FROM {q(table)} GROUP BY ALL "
                        f"HAVING count(*) > 1 ORDER BY {cols} LIMIT {SHOWN + 1}").fetchall()
-        if dups:
-            total = con.sql(f"SELECT count(*) FROM (SELECT {cols} FROM {q(table)} GROUP BY ALL "
-                            "HAVING count(*) > 1)").fetchall()[0][0]
-            report.problems.append(
-                f"{table}: {total:,} identities ({', '.join(key)}) appear more than once, e.g. "
-                + _examples([r[:-1] for r in dups]))
+        report.problems.append(
+            f"{table}: {total:,} identities ({', '.join(KEYS[table])}) appear more than "
+            "once, e.g. " + _examples([r[:-1] for r in dups]))
 
 
 # (table, column, referenced table, referenced column, why it matters)
@@ -326,28 +348,40 @@ REFERENCES = [
 ]
 
 
+# Runs without a median (or primary statistic) measurement of their metric.
+MISSING_MEDIAN = (
+    "SELECT r.run_id FROM runs r WHERE NOT EXISTS (SELECT 1 FROM measurements m "
+    "WHERE m.run_id = r.run_id AND m.metric = r.metric AND (m.statistic = 'median' OR "
+    # A mean-only source (KernelBench, old nvbench) names its primary statistic.
+    "m.statistic = (SELECT p.primary_statistic FROM protocols p "
+    "WHERE p.protocol_id = r.protocol_id)))")
+
+
 def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
-    for table, column, target, target_column, why in REFERENCES:
-        if table not in TABLES or target not in TABLES:
-            continue
-        orphans = con.sql(
-            f"SELECT DISTINCT t.{q(column)} FROM {q(table)} t WHERE NOT EXISTS (SELECT 1 FROM "
-            f"{q(target)} r WHERE r.{q(target_column)} = t.{q(column)}) ORDER BY 1").fetchall()
-        if orphans:
-            report.problems.append(f"{table}: rows for {len(orphans):,} {column}s that are not "
+    checked = [(table, column, target, target_column, why)
+               for table, column, target, target_column, why in REFERENCES
+               if table in TABLES and target in TABLES]
+    orphan_sql = [
+        f"SELECT DISTINCT t.{q(column)} FROM {q(table)} t WHERE NOT EXISTS (SELECT 1 FROM "
+        f"{q(target)} r WHERE r.{q(target_column)} = t.{q(column)})"
+        for table, column, target, target_column, _ in checked]
+    # How many of each, in one statement; the examples only where there are some.
+    counts = con.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM ({sql}))"
+                                           for sql in [*orphan_sql, MISSING_MEDIAN])
+                     ).fetchall()[0]
+    for (table, column, target, _, why), sql, n in zip(checked, orphan_sql, counts,
+                                                         strict=False):
+        if n:
+            orphans = con.sql(f"{sql} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
+            report.problems.append(f"{table}: rows for {n:,} {column}s that are not "
                                    f"in {target} ({why}), e.g. {_examples(orphans)}")
-    missing = con.sql(
-        "SELECT r.run_id FROM runs r WHERE NOT EXISTS (SELECT 1 FROM measurements m "
-        "WHERE m.run_id = r.run_id AND m.metric = r.metric AND (m.statistic = 'median' OR "
-        # A mean-only source (KernelBench, old nvbench) names its primary statistic.
-        "m.statistic = (SELECT p.primary_statistic FROM protocols p "
-        "WHERE p.protocol_id = r.protocol_id))) "
-        "ORDER BY 1").fetchall()
+    missing = counts[-1]
     if missing:
-        report.problems.append(f"runs: {len(missing):,} runs have no median (or primary "
+        shown = con.sql(f"{MISSING_MEDIAN} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
+        report.problems.append(f"runs: {missing:,} runs have no median (or primary "
                                f"statistic) measurement of their metric (never a run without "
                                f"its measurements), e.g. "
-                               f"{_examples(missing)}")
+                               f"{_examples(shown)}")
 
 
 def _check_damaged(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
@@ -443,11 +477,16 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
             report.problems.append(f"loads: load {load_id} has an unreadable 'added' ({exc})")
             continue
         recorded[load_id] = counts
-    for table in filtered_tables():
-        if table == "loads":
-            continue
-        actual = dict(con.sql(f"SELECT load_id, count(*) FROM {q(table)} GROUP BY load_id"
-                              ).fetchall())
+    tables = [table for table in filtered_tables() if table != "loads"]
+    found: dict[str, dict[str, int]] = {table: {} for table in tables}
+    counted = [table for table in tables if report.rows.get(table)]
+    if counted:
+        for table, load_id, n in con.sql(_each(
+                f"SELECT {_name(table)}, load_id, count(*) FROM {q(table)} GROUP BY load_id"
+                for table in counted)).fetchall():
+            found[table][load_id] = n
+    for table in tables:
+        actual = found[table]
         unmarked = sorted(set(actual) - set(recorded))
         if unmarked:
             report.problems.append(
@@ -464,11 +503,17 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
 
 def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Declared digests match the documents stored with them."""
-    for table, key in (("environments", "environment_id"), ("protocols", "protocol_id"),
-                       ("workloads", "workload_id"), ("implementations", "implementation_id")):
+    keys = {"environments": "environment_id", "protocols": "protocol_id",
+            "workloads": "workload_id", "implementations": "implementation_id"}
+    documents: dict[str, list[tuple[str, str]]] = {table: [] for table in keys}
+    for table, ident, document in con.sql(_each(
+            f"SELECT {_name(table)} AS t, {key} AS id, document FROM {table} "
+            "WHERE document IS NOT NULL" for table, key in keys.items())
+            + " ORDER BY t, id").fetchall():
+        documents[table].append((ident, document))
+    for table, key in keys.items():
         bad = []
-        for ident, document in con.sql(f"SELECT {key}, document FROM {table} "
-                                       "WHERE document IS NOT NULL ORDER BY 1").fetchall():
+        for ident, document in documents[table]:
             try:
                 actual = digest(json.loads(document))
             except (ValueError, TypeError, AttributeError):

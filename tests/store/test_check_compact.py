@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from runs_factory import write_runs
@@ -122,6 +123,37 @@ def test_check_finds_measurements_without_their_run(several_loads: Path, cli, mo
     assert result.code == 1
     assert ("problem: measurements: rows for 1 run_ids that are not in runs (every measurement "
             "belongs to a run), e.g. 'liger-rms-norm-forward") in result.err
+
+
+def test_check_finds_a_required_value_missing(several_loads: Path, cli, monkeypatch):
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    path = _seed_runs_file(several_loads)  # one run
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("kernel")
+    pq.write_table(table.set_column(at, table.schema.field("kernel").with_nullable(True),
+                                    pa.array([None], pa.string())), path)
+    result = cli("check")
+    assert result.code == 1
+    assert "problem: runs: 1 rows have no kernel, which is required" in result.err
+
+
+def test_check_finds_a_run_without_its_median(several_loads: Path, cli, monkeypatch):
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    path = _first(several_loads / "measurements")  # seed 000's run: median, mean, ...
+    table = pq.read_table(path)
+    kept = table.filter(pc.not_equal(table["statistic"], "median"))
+    assert 0 < kept.num_rows < table.num_rows
+    pq.write_table(kept, path)
+    result = cli("check")
+    assert result.code == 1
+    run0 = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
+            "2024-09-03-15-39-30")
+    assert ("problem: runs: 1 runs have no median (or primary statistic) measurement of their "
+            f"metric (never a run without its measurements), e.g. '{run0}'") in result.err
+    # and the load that holds it is named, with why
+    load_id = path.stem.removeprefix("part-")
+    assert (f"problem: loads: 1 loads hold inconsistent rows: {load_id} (1 runs without their "
+            "median measurement)") in result.err
 
 
 def test_check_finds_half_written_stray_and_misshapen_files(several_loads: Path, cli,
