@@ -52,6 +52,9 @@ class LoadCommit:
     def __init__(self, path: Path):
         self.path = path
         self.layout = Layout(path)
+        # The tables the load staged no rows for (set by _plan): their final queries are
+        # not run (each statement costs milliseconds, whatever the load's size).
+        self.unstaged: set[str] = set()
 
     def commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
         """Commit the load staged in ``staging`` (under the writer lock), filling ``report``."""
@@ -71,8 +74,13 @@ class LoadCommit:
             con.execute(f"SET memory_limit = '{settings.commit_write_memory}'")  # a size
             # Counted, and only those the report can list fetched: a load of millions of
             # conflicting duplicates holds no Python object per conflict (issue 27, item 8).
-            conflicts = con.sql("SELECT count(*) FROM conflict_rejects").fetchall()[0][0]
-            listed = con.sql(
+            [(conflicts, duplicates, enriching, added, staged)] = con.sql(
+                "SELECT (SELECT count(*) FROM conflict_rejects), "
+                "count(*) FILTER (WHERE _outcome IN ('duplicate', 'enrich')), "
+                "count(*) FILTER (WHERE _outcome = 'enrich'), "
+                "count(*) FILTER (WHERE _outcome = 'added'), count(*) FROM run_outcome"
+            ).fetchall()
+            listed = [] if not conflicts else con.sql(
                 "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq "
                 f"LIMIT {max(0, MAX_REPORTED - len(report.rejects))}").fetchall()
             for file, position, reason in listed:
@@ -81,9 +89,7 @@ class LoadCommit:
             if strict and conflicts:
                 return
             report.rejects_not_kept = max(0, report.rejected - max_kept_rejects())
-            report.duplicates += con.sql(
-                "SELECT count(*) FROM run_outcome WHERE _outcome IN ('duplicate', 'enrich')"
-            ).fetchall()[0][0]
+            report.duplicates += duplicates
             now = started_at(report.load_id)  # as in the rows staged in final form
             final = final_folder(staging)
             final.mkdir()
@@ -95,8 +101,6 @@ class LoadCommit:
             # it is not added to theirs.
             # The records whose rows are kept; None: all of them (a load of new runs only),
             # so the staged files are renamed without looking at a row.
-            added, staged = con.sql("SELECT count(*) FILTER (WHERE _outcome = 'added'), "
-                                    "count(*) FROM run_outcome").fetchall()[0]
             keep = None if added == staged else con.sql(
                 "SELECT _seq FROM run_outcome WHERE _outcome = 'added' ORDER BY _seq"
             ).to_arrow_table()["_seq"].combine_chunks()
@@ -110,9 +114,11 @@ class LoadCommit:
                             continue
                         path = final_file(staging, table)
                         count = streamed[table].result() if table in streamed else None
-                        if count is None:
+                        if count is None and (table not in self.unstaged
+                                              or table == "latest_runs"  # derived
+                                              or (table == "rejects" and conflicts)):
                             count = self._write_final(con, table, path, report.load_id, now)
-                        report.added[table] = count
+                        report.added[table] = count = count or 0
                         if count:
                             moves.append((str(path.relative_to(self.path)),
                                           self.layout.part_relative(table, report.load_id)))
@@ -135,9 +141,10 @@ class LoadCommit:
             # Stored rows this load makes richer (docs/guarantees.md, "Duplicates that carry
             # more"): their files are replaced after the marker, see below.
             replaces: list[tuple[str, str]] = []
-            report.enriched = self._write_enriched(con, final, replaces)
+            report.enriched = self._write_enriched(con, final, replaces, enriching)
             # Before the commit point: what the final files hold must be what was read.
-            disagreements = self._verify(con, staging, report, staged, keep is not None)
+            disagreements = self._verify(con, staging, report, staged, added,
+                                         keep is not None)
             if disagreements:
                 raise LoadRefused(report.load_id, disagreements)
         finally:
@@ -169,7 +176,7 @@ class LoadCommit:
         report.committed = True
 
     def _verify(self, con: duckdb.DuckDBPyConnection, staging: Path, report: LoadReport,
-                planned: int, copied: bool) -> list[str]:
+                planned: int, added: int, copied: bool) -> list[str]:
         """What disagrees between what the load read and the final files it is about to
         commit (empty: nothing), checked from sources other than the code that wrote the
         files: the runs the stage counted as it read them, the plan's outcomes, the staged
@@ -189,8 +196,6 @@ class LoadCommit:
         a good load (which, run again, commits: the refusal changes nothing)."""
         q = quote_literal
         out: list[str] = []
-        [(added,)] = con.sql("SELECT count(*) FROM run_outcome WHERE _outcome = 'added'"
-                             ).fetchall()
         written = report.added.get("runs", 0)
         out += [message for wrong, message in (
             (planned != report.staged_runs,
@@ -263,18 +268,21 @@ class LoadCommit:
         """Create temp tables saying what each staged row becomes (added, duplicate, conflict)."""
         from kidata.store.schema import staged_schema
 
+        views = []
         for table in COLUMNS:
             if table in REFERENCE or table in APART:
                 continue  # not loaded (kidata/store/reference.py and acks.py write them)
             existing = table_sql(self.path, table)
-            con.execute(f"CREATE TEMP VIEW existing_{table} AS {existing}")
+            views.append(f"CREATE TEMP VIEW existing_{table} AS {existing}")
             src = finalize.staged_source(staging, table)
             if src is None:
+                self.unstaged.add(table)
                 cols = ", ".join(f"CAST(NULL AS {duckdb_type(f.type)}) AS "
                                  f"{quote_identifier(f.name)}"
                                  for f in staged_schema(table))
                 src = f"SELECT {cols} WHERE 1 = 0"
-            con.execute(f"CREATE TEMP VIEW staged_{table} AS {src}")
+            views.append(f"CREATE TEMP VIEW staged_{table} AS {src}")
+        con.execute(";\n".join(views))  # one call: each costs a millisecond or two
         # Each staged run's place among the load's records of the same run (_rn) and the
         # first of them. Only run ids staged more than once (_repeated) need the window,
         # which sorts its rows: a load of new runs, nearly all distinct, pays one hash
@@ -349,6 +357,21 @@ class LoadCommit:
         variant that beats the stored run becomes ``enrich`` (:meth:`_write_enriched`
         replaces the stored row); the others stay ``duplicate``. Only runs with more than one
         record are looked at, so a load of new runs pays one aggregate here."""
+        # Each source is scanned once into a small table of what choosing needs (the
+        # documents' text stays where it is: only hashes of it are carried).
+        con.execute("""
+            CREATE TEMP TABLE variant_ids AS
+            SELECT o.run_id, bool_or(o._old_hash IS NOT NULL) AS is_stored
+            FROM run_outcome_wide o
+            -- the records with the reference's numbers (the stored run's, else the load's
+            -- first record's); a run staged once is one only when the warehouse has it
+            WHERE o.content_hash = o._ref_hash AND (o._repeated OR o._outcome = 'duplicate')
+            GROUP BY o.run_id
+            HAVING count(*) > 1 OR is_stored
+        """)
+        [(variants,)] = con.execute("SELECT count(*) FROM variant_ids").fetchall()
+        if not variants:  # nothing to choose: every record keeps its outcome
+            return
         known = " UNION ".join(
             f"SELECT {key} AS id FROM {side}_{table}"
             + (" WHERE document IS NOT NULL" if table == "workloads" else "")
@@ -366,18 +389,6 @@ class LoadCommit:
         stored_cols = ", ".join(f"e.{quote_identifier(c)}" for c in
                                 dict.fromkeys(("run_id", *DOCUMENT_KEYS.values(),
                                                *VARIANT_SAME)))
-        # Each source is scanned once into a small table of what choosing needs (the
-        # documents' text stays where it is: only hashes of it are carried).
-        con.execute("""
-            CREATE TEMP TABLE variant_ids AS
-            SELECT o.run_id, bool_or(o._old_hash IS NOT NULL) AS is_stored
-            FROM run_outcome_wide o
-            -- the records with the reference's numbers (the stored run's, else the load's
-            -- first record's); a run staged once is one only when the warehouse has it
-            WHERE o.content_hash = o._ref_hash AND (o._repeated OR o._outcome = 'duplicate')
-            GROUP BY o.run_id
-            HAVING count(*) > 1 OR is_stored
-        """)
         con.execute(f"""
             CREATE TEMP TABLE variant_stored AS
             SELECT {stored_cols}, hash(e.document) AS _hash, {richness("e")} AS richness
@@ -443,19 +454,26 @@ class LoadCommit:
                     "WHERE o._seq = p._seq AND NOT p.stored")
 
     def _write_enriched(self, con: duckdb.DuckDBPyConnection, final: Path,
-                        replaces: list[tuple[str, str]]) -> int:
+                        replaces: list[tuple[str, str]], enriching: int) -> int:
         """Write the new version of every stored file holding a row that this load enriches:
         runs whose richer variant it brings (``enrich``), and workloads known only by digest
         whose document it brings. Each file keeps its rows in order, the enriched ones
         replaced by the new record's (keeping their ``load_id`` and ``loaded_at``: the row is
         still the run its first load added). Appends ``(new file, stored file)`` to
-        ``replaces``; returns the rows replaced."""
+        ``replaces``; returns the rows replaced. ``enriching``: the runs planned ``enrich``
+        (none: the runs' files are not looked at; nor are the workloads' when the load
+        staged none)."""
         from kidata.store.pqwrite import write_reader
         from kidata.store.schema import TABLES
 
-        con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s "
-                    "WHERE s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
-        con.execute("""
+        tables = [table for table, there in (("runs", enriching),
+                                             ("workloads", "workloads" not in self.unstaged))
+                  if there]
+        if "runs" in tables:
+            con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s WHERE "
+                        "s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
+        if "workloads" in tables:
+            con.execute("""
             CREATE TEMP TABLE enrich_workloads AS
             SELECT * EXCLUDE (_first) FROM (
                 SELECT s.*, row_number() OVER (PARTITION BY workload_id ORDER BY _seq) AS _first
@@ -467,6 +485,8 @@ class LoadCommit:
         q = quote_identifier
         replaced = 0
         for table, key in (("runs", "run_id"), ("workloads", "workload_id")):
+            if table not in tables:
+                continue
             [(count,)] = con.execute(f"SELECT count(*) FROM enrich_{table}").fetchall()
             if not count:
                 continue
