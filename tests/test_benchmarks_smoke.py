@@ -381,3 +381,21 @@ def test_compare_views_times_a_view_beside_an_older_commits(tmp_path, tiny):
     old, new = line.removeprefix("series_steps ").split("  new: ")
     assert old.startswith("old: min ") and "CPU median" in new
     assert old.rsplit(", ", 1)[1] == new.rsplit(", ", 1)[1] == "1 rows"
+
+
+def test_small_ops_prints_a_load_and_a_check_against_a_baseline_checkout():
+    # The baseline is this checkout itself: the turn runs both sides and prints their ratios.
+    root = BENCH.parent
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "small_ops.py"), "--baseline", str(root), "--turns", "1",
+         "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    [line] = proc.stdout.splitlines()
+    figures = json.loads(line)
+    assert figures["turn"] == 1
+    for key in ("load_cpu_ms", "check_cpu_ms", "baseline_load_cpu_ms", "baseline_check_cpu_ms"):
+        assert figures[key] > 0, figures
+    # the ratio is of the unrounded seconds; the printed milliseconds are rounded
+    for op in ("load", "check"):
+        ratio = figures[f"{op}_cpu_ms"] / figures[f"baseline_{op}_cpu_ms"]
+        assert abs(figures[f"{op}_ratio"] - ratio) < 0.02, figures
