@@ -761,11 +761,15 @@ def compact(
         help="Tables to compact (default: every table loads write).")] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
-    """Merge each table's small files into one, without changing any query result."""
+    """Merge each table's small files into one, without changing any query result (runs
+    files whose row groups mix GPUs are rewritten with one GPU per row group)."""
     report = _wh(warehouse).compact(tables or None)
     for table, (before, after) in report.tables.items():
-        if before != after:
-            out.echo(f"{table}: {before:,} files -> {after:,}")
+        mixed = report.reclustered.get(table)
+        if before != after or mixed:
+            out.echo(f"{table}: {before:,} files -> {after:,}" + (
+                f" ({mixed:,} {'file' if mixed == 1 else 'files'} rewritten with one GPU per "
+                "row group)" if mixed else ""))
     out.echo(f"compacted: {report.files_removed:,} fewer files, {report.rows:,} rows "
              "rewritten")
 

@@ -21,6 +21,12 @@ and time within it (:data:`CLUSTERED`), so its row groups' statistics let DuckDB
 Parquet reader skip the row groups of other GPUs: merging many loads' files in file order
 would interleave them in every row group. Other tables keep file order.
 
+``kidata compact`` (not the merge after a load) also rewrites every file of those two tables
+whose row groups mix GPUs (:func:`clustered`), whatever its size: a load's own file, in input
+order (one load of 300k runs writes a 24 MB ``runs`` file, one row group per ~9.4k runs), or
+any file of a warehouse written before 0.3.4. It reads each file's row-group statistics only;
+a file already clustered is left as it is, so a second compaction rewrites nothing.
+
 Limit: a query that listed the old folder and opens a merged-away file after the swap fails
 with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
 """
@@ -45,7 +51,7 @@ from kidata.store.layout import Layout
 from kidata.store.pqwrite import GroupedWriter, write_reader
 from kidata.store.schema import COMMIT_ORDER, KEYS, TABLES
 
-# Files at least this large are left as they are.
+# Files at least this large are not merged (``kidata compact`` reclusters them: see above).
 SMALL_BYTES = 64 * 1024 * 1024
 ROW_GROUP = 128 * 1024
 # Rows DuckDB hands over at a time. A batch goes into a row group whole: small batches keep a
@@ -70,9 +76,11 @@ BUFFER_BYTES = 64 * 1024 * 1024
 
 @dataclass
 class CompactReport:
-    """Per table: files before and after; ``rows`` merged in total."""
+    """Per table: files before and after, and the large files rewritten to be clustered
+    (``reclustered``); ``rows`` merged in total."""
 
     tables: dict[str, tuple[int, int]] = field(default_factory=dict)
+    reclustered: dict[str, int] = field(default_factory=dict)
     rows: int = 0
 
     @property
@@ -97,12 +105,16 @@ def chosen(tables: list[str] | None) -> list[str]:
 
 
 def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any]],
-            tables: list[str] | None = None, small_bytes: int = SMALL_BYTES) -> CompactReport:
-    """Merge the small files of each table (default: every table loads write) into one, under
-    ``writer_lock()`` (the facade's, so that it records what recovery did)."""
+            tables: list[str] | None = None, small_bytes: int | None = None) -> CompactReport:
+    """Merge the small files of each table (default: every table loads write) into one, and
+    with them the files of ``runs`` and ``latest_runs`` whose row groups mix GPUs
+    (:func:`clustered`), under ``writer_lock()`` (the facade's, so that it records what
+    recovery did). ``small_bytes``: :data:`SMALL_BYTES`."""
     picked = chosen(tables)
+    small_bytes = SMALL_BYTES if small_bytes is None else small_bytes
     with writer_lock():
-        return _merge_tables(layout, {t: _split(layout, t, small_bytes) for t in picked}, 2)
+        return _merge_tables(layout, {t: _split(layout, t, small_bytes, recluster=True)
+                                      for t in picked}, 2)
 
 
 def auto_at() -> int:
@@ -120,29 +132,57 @@ def auto(layout: Layout) -> CompactReport:
         return CompactReport()
     at = max(2, at)
     plan = {t: _split(layout, t, SMALL_BYTES) for t in compactable()}
-    if not any(len(small) >= at for _, small in plan.values()) \
+    if not any(len(small) >= at for _, small, _ in plan.values()) \
             or not commit.can_exchange(layout.root):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
     return _merge_tables(layout, plan, at)
 
 
-def _split(layout: Layout, table: str, small_bytes: int) -> tuple[list[Path], list[Path]]:
-    """A table's files, and those of them smaller than ``small_bytes``."""
+def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False
+           ) -> tuple[list[Path], list[Path], list[Path]]:
+    """A table's files, those of them smaller than ``small_bytes``, and (``recluster``, for
+    the tables :func:`sort_keys` orders) those that are not :func:`clustered`."""
     files = layout.table_files(table)
-    return files, [f for f in files if f.stat().st_size < small_bytes]
+    small = [f for f in files if f.stat().st_size < small_bytes]
+    mixed = [f for f in files if not clustered(f)] if recluster and sort_keys(table) else []
+    return files, small, mixed
 
 
-def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path]]],
+def clustered(path: Path) -> bool:
+    """Whether each row group of the Parquet file holds one GPU (nulls counting as one), as
+    its row groups' statistics say: what lets a reader skip the other GPUs' row groups."""
+    meta = pq.ParquetFile(path).metadata
+    index = meta.schema.to_arrow_schema().get_field_index(CLUSTERED[0])
+    if index < 0:
+        return False
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        stats = group.column(index).statistics
+        if stats is None:
+            return False
+        if stats.null_count == group.num_rows:
+            continue  # no GPU at all: one value too
+        if not stats.has_min_max or stats.null_count or stats.min != stats.max:
+            return False
+    return True
+
+
+def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path], list[Path]]],
                   at_least: int) -> CompactReport:
     """Merge the small files of each table in ``plan`` (:func:`_split`) that has ``at_least``
-    of them (under the writer lock)."""
+    of them, with its files to recluster (under the writer lock)."""
     report = CompactReport()
-    for table, (files, small) in plan.items():
-        if len(small) < at_least:
+    for table, (files, small, mixed) in plan.items():
+        if len(small) < at_least and not mixed:
             report.tables[table] = (len(files), len(files))
             continue
-        report.rows += _compact_table(layout, table, small, [f for f in files if f not in small])
-        report.tables[table] = (len(files), len(files) - len(small) + 1)
+        # A file rewritten anyway takes the small ones with it.
+        merged = [f for f in files if f in small or f in mixed]
+        report.rows += _compact_table(layout, table, merged,
+                                      [f for f in files if f not in merged])
+        report.tables[table] = (len(files), len(files) - len(merged) + 1)
+        if mixed:
+            report.reclustered[table] = len(mixed)
     return report
 
 

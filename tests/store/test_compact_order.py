@@ -133,3 +133,51 @@ def test_other_tables_keep_the_order_of_their_files(parts, tmp_path, monkeypatch
     assert pq.read_table(_only_file(wh, "measurements")).to_pylist() == expected
     # Nothing of the sort's spill folder or the work folder is left behind.
     assert not any((wh.path / "_kidata" / "compact").iterdir())
+
+
+def test_compact_reclusters_a_large_file_in_load_order_once(parts, tmp_path, monkeypatch):
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    monkeypatch.setattr(compaction, "ROW_GROUP", GROUP)
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(p) for p in parts[:3]]).committed  # one load: its file in input order
+    path = _only_file(wh, "runs")
+    assert not compaction.clustered(path)  # its row group mixes GPUs
+    stored = sorted(pq.read_table(path, columns=["run_id"]).column(0).to_pylist())
+    before = everything(wh.path, SOME_VIEWS)
+    # One file per table: none is merged, and the two tables whose row groups mix GPUs are
+    # rewritten, whatever the size of their files.
+    report = wh.compact()
+    assert report.reclustered == {"runs": 1, "latest_runs": 1}
+    assert report.tables["runs"] == (1, 1) and report.tables["measurements"] == (1, 1)
+    assert wh.check().ok
+    assert everything(wh.path, SOME_VIEWS) == before
+    path = _only_file(wh, "runs")
+    groups = _assert_clustered(path, ORDER)
+    assert sorted(r[-1] for rows in groups for r in rows) == stored
+    assert compaction.clustered(path)
+    for gpu in {rows[0][0] for rows in groups}:
+        assert _groups_to_read(path, "gpu", gpu) == sum(rows[0][0] == gpu for rows in groups)
+    _assert_clustered(_only_file(wh, "latest_runs"), ["gpu", "kernel", "pass", "observed_at"])
+    # A clustered file is left as it is: a second compaction rewrites nothing.
+    again = wh.compact()
+    assert again.reclustered == {} and again.rows == 0
+    assert _only_file(wh, "runs") == path
+
+
+def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch, cli):
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(p) for p in parts[:2]]).committed
+    # A runs file whose row groups mix GPUs (as a file written before 0.3.4's clustering,
+    # with row groups of 16 rows).
+    path = _only_file(wh, "runs")
+    pq.write_table(pq.read_table(path), path, row_group_size=GROUP)
+    assert not compaction.clustered(path)
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(wh.path))
+    result = cli("compact", "runs")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        "runs: 1 files -> 1 (1 file rewritten with one GPU per row group)",
+        f"compacted: 0 fewer files, {2 * PER_LOAD:,} rows rewritten"]
+    assert compaction.clustered(_only_file(wh, "runs"))
+    assert wh.check().ok
