@@ -76,8 +76,8 @@ BUFFER_BYTES = 64 * 1024 * 1024
 
 @dataclass
 class CompactReport:
-    """Per table: files before and after, and the large files rewritten to be clustered
-    (``reclustered``); ``rows`` merged in total."""
+    """Per table: files before and after, and the files rewritten only to be clustered
+    (``reclustered``: not merged for being small); ``rows`` merged in total."""
 
     tables: dict[str, tuple[int, int]] = field(default_factory=dict)
     reclustered: dict[str, int] = field(default_factory=dict)
@@ -181,8 +181,10 @@ def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path], 
         report.rows += _compact_table(layout, table, merged,
                                       [f for f in files if f not in merged])
         report.tables[table] = (len(files), len(files) - len(merged) + 1)
-        if mixed:
-            report.reclustered[table] = len(mixed)
+        # The files rewritten only because they mix GPUs (not merged for being small).
+        alone = [f for f in mixed if f not in small or len(small) < at_least]
+        if alone:
+            report.reclustered[table] = len(alone)
     return report
 
 
