@@ -22,7 +22,7 @@ Parquet reader skip the row groups of other GPUs: merging many loads' files in f
 would interleave them in every row group. Other tables keep file order.
 
 ``kidata compact`` (not the merge after a load) also rewrites every file of those two tables
-whose row groups mix GPUs (:func:`clustered`), whatever its size: a load's own file, in input
+whose row groups mix GPUs (:func:`is_clustered`), whatever its size: a load's own file, in input
 order (one load of 300k runs writes a 24 MB ``runs`` file, one row group per ~9.4k runs), or
 any file of a warehouse written before 0.3.4. It reads each file's row-group statistics only;
 a file already clustered is left as it is, so a second compaction rewrites nothing.
@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from kidata.core import config, engine
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
-from kidata.store import commit, durable
+from kidata.store import commit
 from kidata.store.layout import Layout
 from kidata.store.pqwrite import GroupedWriter, write_reader
 from kidata.store.schema import COMMIT_ORDER, KEYS, TABLES
@@ -108,7 +108,7 @@ def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any
             tables: list[str] | None = None, small_bytes: int | None = None) -> CompactReport:
     """Merge the small files of each table (default: every table loads write) into one, and
     with them the files of ``runs`` and ``latest_runs`` whose row groups mix GPUs
-    (:func:`clustered`), under ``writer_lock()`` (the facade's, so that it records what
+    (:func:`is_clustered`), under ``writer_lock()`` (the facade's, so that it records what
     recovery did). ``small_bytes``: :data:`SMALL_BYTES`."""
     picked = chosen(tables)
     small_bytes = SMALL_BYTES if small_bytes is None else small_bytes
@@ -141,14 +141,14 @@ def auto(layout: Layout) -> CompactReport:
 def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False
            ) -> tuple[list[Path], list[Path], list[Path]]:
     """A table's files, those of them smaller than ``small_bytes``, and (``recluster``, for
-    the tables :func:`sort_keys` orders) those that are not :func:`clustered`."""
+    the tables :func:`sort_keys` orders) those that are not :func:`is_clustered`."""
     files = layout.table_files(table)
     small = [f for f in files if f.stat().st_size < small_bytes]
-    mixed = [f for f in files if not clustered(f)] if recluster and sort_keys(table) else []
+    mixed = [f for f in files if not is_clustered(f)] if recluster and sort_keys(table) else []
     return files, small, mixed
 
 
-def clustered(path: Path) -> bool:
+def is_clustered(path: Path) -> bool:
     """Whether each row group of the Parquet file holds one GPU (nulls counting as one), as
     its row groups' statistics say: what lets a reader skip the other GPUs' row groups."""
     meta = pq.ParquetFile(path).metadata
@@ -182,7 +182,7 @@ def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path], 
                                       [f for f in files if f not in merged])
         report.tables[table] = (len(files), len(files) - len(merged) + 1)
         # The files rewritten only because they mix GPUs (not merged for being small).
-        alone = [f for f in mixed if f not in small or len(small) < at_least]
+        alone = [f for f in mixed if f not in small] if len(small) >= at_least else mixed
         if alone:
             report.reclustered[table] = len(alone)
     return report
@@ -271,15 +271,9 @@ def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
                          ).to_arrow_reader(batch_rows)
         keys = sort_keys(table) if clustered else []
-        if not keys:
-            # Even an empty table gets its file (the folder must hold one after the swap).
-            return write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True)
-        with GroupedWriter(out, schema, rows=ROW_GROUP, create_empty=True) as writer:
-            grouper = _Clustered(writer, keys, BUFFER_BYTES)
-            for batch in reader:
-                grouper.write(pa.Table.from_batches([batch]).cast(schema))
-            grouper.close()
-        durable.fsync_file(out)
-        return writer.rows
+        # Even an empty table gets its file (the folder must hold one after the swap).
+        return write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True,
+                            through=(lambda writer: _Clustered(writer, keys, BUFFER_BYTES))
+                            if keys else None)
     finally:
         con.close()

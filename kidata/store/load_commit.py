@@ -33,13 +33,17 @@ from kidata.store.layout import (
     final_folder,
     spill_folder,
 )
-from kidata.store.schema import APART, COLUMNS, COMMIT_ORDER, FILED_WHEN_EMPTY, KEYS, REFERENCE
+from kidata.store.schema import (
+    APART,
+    COLUMNS,
+    COMMIT_ORDER,
+    DOCUMENT_KEYS,
+    FILED_WHEN_EMPTY,
+    KEYS,
+    REFERENCE,
+)
 from kidata.store.tablesql import table_sql
 
-# The documents a run points at, by table and digest column: a run's variant is richer the
-# more of them the warehouse (or the load) has (LoadCommit._plan_variants).
-DOCUMENT_KEYS = {"environments": "environment_id", "protocols": "protocol_id",
-                 "workloads": "workload_id", "implementations": "implementation_id"}
 # Columns the variants of one run must share to replace one another: what latest_runs and the
 # views derive from a run besides its documents. Variants that differ here are duplicates.
 VARIANT_SAME = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "metric",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -115,13 +116,19 @@ class GroupedWriter:
 
 
 def write_reader(path: Path, schema: pa.Schema, reader: Iterable[pa.RecordBatch],
+                 through: Callable[[GroupedWriter], Any] | None = None,
                  **options: object) -> int:
     """Write every batch of ``reader`` (cast to ``schema``) to ``path`` with a
     :class:`GroupedWriter` (``options`` are its keyword arguments), fsync the file if one was
-    written, and return the rows written."""
+    written, and return the rows written. ``through(writer)``, if given, makes what the
+    tables go through on their way to the writer (its ``write(table)``, then ``close()``: the
+    clustering of :func:`kidata.store.compaction.merge`)."""
     with GroupedWriter(path, schema, **options) as writer:  # type: ignore[arg-type]
+        sink = writer if through is None else through(writer)
         for batch in reader:
-            writer.write(pa.Table.from_batches([batch]).cast(schema))
+            sink.write(pa.Table.from_batches([batch]).cast(schema))
+        if through is not None:
+            sink.close()
     if path.exists():
         durable.fsync_file(path)
     return writer.rows

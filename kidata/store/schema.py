@@ -386,6 +386,10 @@ KEYS: dict[str, tuple[str, ...]] = {
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
 REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_models",
              "kernel_families")
+# The documents a run points at, by table and digest column (a run's document declares them
+# as ``spec.environmentDigest`` and so on; kidata check verifies both sides).
+DOCUMENT_KEYS = {"environments": "environment_id", "protocols": "protocol_id",
+                 "workloads": "workload_id", "implementations": "implementation_id"}
 # Tables a committing load gives an empty file while they have none: the core views read them
 # (speedups reads samples through sample_medians), and an engine that infers each table's
 # schema from its files (plain Spark, docs/spark.md) could not define those views otherwise.

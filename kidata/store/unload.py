@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from kidata.core import engine
-from kidata.core.sql import duckdb_type, quote_identifier
+from kidata.core.sql import duckdb_type, quote_identifier, union_all
 from kidata.errors import NoSuchLoad
 from kidata.store import commit, snapshot
 from kidata.store.layout import Layout
@@ -37,6 +37,13 @@ REMOVED = ("runs", "measurements", "published", "latest_runs", "rejects")
 q = quote_identifier
 # Counts of an unloaded load's marker that become 0: the records it read are out.
 ZEROED = ("records", "duplicates", "rejected", "rejects_not_kept")
+# The runs (``r``) that have no median (or primary statistic) measurement of their metric: a
+# run stored without its measurements. A mean-only source (KernelBench, old nvbench) names its
+# primary statistic. (kidata check lists them; damaged_loads counts them per load.)
+NO_MEDIAN = (
+    "NOT EXISTS (SELECT 1 FROM measurements m WHERE m.run_id = r.run_id AND m.metric = r.metric "
+    "AND (m.statistic = 'median' OR m.statistic = (SELECT p.primary_statistic FROM protocols p "
+    "WHERE p.protocol_id = r.protocol_id)))")
 # The releases whose loads with repeated runs could commit damaged tables (issue 25).
 DAMAGING = ("0.2.5", "0.2.6", "0.2.7")
 
@@ -61,13 +68,8 @@ def damaged_loads(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
             SELECT load_id, count(*) FROM measurements m
             WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = m.run_id)
             GROUP BY load_id""",
-        "runs without their median measurement": """
-            SELECT load_id, count(*) FROM runs r
-            WHERE NOT EXISTS (SELECT 1 FROM measurements m
-                WHERE m.run_id = r.run_id AND m.metric = r.metric AND (m.statistic = 'median'
-                    OR m.statistic = (SELECT p.primary_statistic FROM protocols p
-                                      WHERE p.protocol_id = r.protocol_id)))
-            GROUP BY load_id""",
+        "runs without their median measurement": f"""
+            SELECT load_id, count(*) FROM runs r WHERE {NO_MEDIAN} GROUP BY load_id""",
     }
     # A load of 0.2.5-0.2.7 that copied its kept rows (it had duplicates) could also lose
     # runs with all their measurements, which leaves nothing inconsistent behind but its own
@@ -82,11 +84,10 @@ def damaged_loads(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
             FROM loads WHERE kidata_version IN ({', '.join(map(repr, DAMAGING))})
                 AND duplicates > 0)
         WHERE missing > 0"""
-    # One statement (each check is a milliseconds-long statement even on a small warehouse),
-    # its rows in the checks' order.
+    # One statement, its rows in the checks' order.
     whats = list(checks)
-    rows = con.sql(" UNION ALL ".join(
-        f"(SELECT {i} AS _check, load_id, CAST(n AS BIGINT) FROM ({sql}) AS c(load_id, n))"
+    rows = con.sql(union_all(
+        f"SELECT {i} AS _check, load_id, CAST(n AS BIGINT) FROM ({sql}) AS c(load_id, n)"
         for i, sql in enumerate(checks.values())) + " ORDER BY _check, load_id").fetchall()
     out: dict[str, list[str]] = {}
     for i, load_id, n in rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,13 +22,14 @@ import pyarrow.parquet as pq
 
 from kidata.core import engine
 from kidata.core.digest import digest
-from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
+from kidata.core.sql import duckdb_type, quote_identifier, quote_literal, union_all
 from kidata.errors import WarehouseError
 from kidata.store import commit, derived, durable, snapshot
 from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE, Layout
-from kidata.store.schema import KEYS, TABLES
+from kidata.store.schema import DOCUMENT_KEYS, KEYS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
 from kidata.store.tablesql import table_sql
+from kidata.store.unload import NO_MEDIAN, damaged_loads
 
 SHOWN = 5  # examples shown per problem
 q = quote_identifier
@@ -111,11 +112,11 @@ def _check_files_and_rows(layout: Layout, report: CheckReport) -> None:
                 body = (f"SELECT * FROM ({body}) WHERE load_id NOT IN "
                         "(SELECT load_id FROM _pending)")
             views.append(f"CREATE VIEW {q(table)} AS {body}")
-        # Each check asks about every table in one statement: a statement costs milliseconds
-        # however small the warehouse, and a check runs after every load of the test suite.
+        # Each check asks about every table in one statement (core.sql.union_all): a check
+        # runs after every load of the test suite, on warehouses of a few rows.
         con.execute(";\n".join(views))
-        counts = dict(con.sql(_each(f"SELECT {_name(t)}, count(*) FROM {q(t)}"
-                                    for t in TABLES)).fetchall())
+        counts = dict(con.sql(union_all(f"SELECT {quote_literal(t)}, count(*) FROM {q(t)}"
+                                        for t in TABLES)).fetchall())
         report.rows.update((table, counts[table]) for table in TABLES)
         _check_nulls(con, report)
         _check_identities(con, report)
@@ -294,23 +295,14 @@ def _examples(rows: list[tuple]) -> str:
     return shown + (", …" if len(rows) > SHOWN else "")
 
 
-def _each(selects: Iterable[str]) -> str:
-    """One statement of the ``selects`` (one per table or check), their rows together."""
-    return " UNION ALL ".join(f"({select})" for select in selects)
-
-
-def _name(text: str) -> str:
-    return quote_literal(text)
-
-
 def _check_nulls(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     required = {table: [f.name for f in schema if not f.nullable]
                 for table, schema in TABLES.items() if report.rows.get(table)}
     required = {table: columns for table, columns in required.items() if columns}
     if not required:
         return
-    counts = dict(con.sql(_each(
-        f"SELECT {_name(table)}, [" + ", ".join(f"count(*) FILTER (WHERE {q(c)} IS NULL)"
+    counts = dict(con.sql(union_all(
+        f"SELECT {quote_literal(table)}, [" + ", ".join(f"count(*) FILTER (WHERE {q(c)} IS NULL)"
                                                 for c in columns) + f"] FROM {q(table)}"
         for table, columns in required.items())).fetchall())
     for table, columns in required.items():
@@ -325,8 +317,8 @@ def _check_identities(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
             if key and table in TABLES and report.rows.get(table)}
     if not keys:
         return
-    totals = dict(con.sql(_each(
-        f"SELECT {_name(table)}, (SELECT count(*) FROM (SELECT {cols} FROM {q(table)} "
+    totals = dict(con.sql(union_all(
+        f"SELECT {quote_literal(table)}, (SELECT count(*) FROM (SELECT {cols} FROM {q(table)} "
         "GROUP BY ALL HAVING count(*) > 1))" for table, cols in keys.items())).fetchall())
     for table, cols in keys.items():
         total = totals[table]
@@ -348,16 +340,8 @@ REFERENCES = [
 ]
 
 
-# Runs without a median (or primary statistic) measurement of their metric.
-MISSING_MEDIAN = (
-    "SELECT r.run_id FROM runs r WHERE NOT EXISTS (SELECT 1 FROM measurements m "
-    "WHERE m.run_id = r.run_id AND m.metric = r.metric AND (m.statistic = 'median' OR "
-    # A mean-only source (KernelBench, old nvbench) names its primary statistic.
-    "m.statistic = (SELECT p.primary_statistic FROM protocols p "
-    "WHERE p.protocol_id = r.protocol_id)))")
-
-
 def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    missing_median = f"SELECT r.run_id FROM runs r WHERE {NO_MEDIAN}"
     checked = [(table, column, target, target_column, why)
                for table, column, target, target_column, why in REFERENCES
                if table in TABLES and target in TABLES]
@@ -367,7 +351,7 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
         for table, column, target, target_column, _ in checked]
     # How many of each, in one statement; the examples only where there are some.
     counts = con.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM ({sql}))"
-                                           for sql in [*orphan_sql, MISSING_MEDIAN])
+                                           for sql in [*orphan_sql, missing_median])
                      ).fetchall()[0]
     for (table, column, target, _, why), sql, n in zip(checked, orphan_sql, counts,
                                                          strict=False):
@@ -377,7 +361,7 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
                                    f"in {target} ({why}), e.g. {_examples(orphans)}")
     missing = counts[-1]
     if missing:
-        shown = con.sql(f"{MISSING_MEDIAN} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
+        shown = con.sql(f"{missing_median} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
         report.problems.append(f"runs: {missing:,} runs have no median (or primary "
                                f"statistic) measurement of their metric (never a run without "
                                f"its measurements), e.g. "
@@ -387,8 +371,6 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
 def _check_damaged(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Name the loads whose commits are inconsistent (kidata 0.2.5-0.2.7 committed loads with
     repeated runs that way: issue 25), so that they can be taken out whole."""
-    from kidata.store.unload import damaged_loads
-
     report.damaged = damaged_loads(con)
     if report.damaged:
         shown = "; ".join(f"{load_id} ({', '.join(why)})"
@@ -481,8 +463,8 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     found: dict[str, dict[str, int]] = {table: {} for table in tables}
     counted = [table for table in tables if report.rows.get(table)]
     if counted:
-        for table, load_id, n in con.sql(_each(
-                f"SELECT {_name(table)}, load_id, count(*) FROM {q(table)} GROUP BY load_id"
+        for table, load_id, n in con.sql(union_all(
+                f"SELECT {quote_literal(table)}, load_id, count(*) FROM {q(table)} GROUP BY load_id"
                 for table in counted)).fetchall():
             found[table][load_id] = n
     for table in tables:
@@ -503,15 +485,13 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
 
 def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Declared digests match the documents stored with them."""
-    keys = {"environments": "environment_id", "protocols": "protocol_id",
-            "workloads": "workload_id", "implementations": "implementation_id"}
-    documents: dict[str, list[tuple[str, str]]] = {table: [] for table in keys}
-    for table, ident, document in con.sql(_each(
-            f"SELECT {_name(table)} AS t, {key} AS id, document FROM {table} "
-            "WHERE document IS NOT NULL" for table, key in keys.items())
+    documents: dict[str, list[tuple[str, str]]] = {table: [] for table in DOCUMENT_KEYS}
+    for table, ident, document in con.sql(union_all(
+            f"SELECT {quote_literal(table)} AS t, {key} AS id, document FROM {table} "
+            "WHERE document IS NOT NULL" for table, key in DOCUMENT_KEYS.items())
             + " ORDER BY t, id").fetchall():
         documents[table].append((ident, document))
-    for table, key in keys.items():
+    for table, key in DOCUMENT_KEYS.items():
         bad = []
         for ident, document in documents[table]:
             try:

@@ -141,7 +141,7 @@ def test_compact_reclusters_a_large_file_in_load_order_once(parts, tmp_path, mon
     wh = Warehouse(tmp_path / "wh")
     assert wh.load([str(p) for p in parts[:3]]).committed  # one load: its file in input order
     path = _only_file(wh, "runs")
-    assert not compaction.clustered(path)  # its row group mixes GPUs
+    assert not compaction.is_clustered(path)  # its row group mixes GPUs
     stored = sorted(pq.read_table(path, columns=["run_id"]).column(0).to_pylist())
     before = everything(wh.path, SOME_VIEWS)
     # One file per table: none is merged, and the two tables whose row groups mix GPUs are
@@ -154,7 +154,7 @@ def test_compact_reclusters_a_large_file_in_load_order_once(parts, tmp_path, mon
     path = _only_file(wh, "runs")
     groups = _assert_clustered(path, ORDER)
     assert sorted(r[-1] for rows in groups for r in rows) == stored
-    assert compaction.clustered(path)
+    assert compaction.is_clustered(path)
     for gpu in {rows[0][0] for rows in groups}:
         assert _groups_to_read(path, "gpu", gpu) == sum(rows[0][0] == gpu for rows in groups)
     _assert_clustered(_only_file(wh, "latest_runs"), ["gpu", "kernel", "pass", "observed_at"])
@@ -172,12 +172,12 @@ def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch, cli)
     # with row groups of 16 rows).
     path = _only_file(wh, "runs")
     pq.write_table(pq.read_table(path), path, row_group_size=GROUP)
-    assert not compaction.clustered(path)
+    assert not compaction.is_clustered(path)
     monkeypatch.setenv("KIDATA_WAREHOUSE", str(wh.path))
     result = cli("compact", "runs")
     assert result.code == 0, result.err
     assert result.out.splitlines() == [
         "runs: 1 files -> 1 (1 file rewritten with one GPU per row group)",
         f"compacted: 0 fewer files, {2 * PER_LOAD:,} rows rewritten"]
-    assert compaction.clustered(_only_file(wh, "runs"))
+    assert compaction.is_clustered(_only_file(wh, "runs"))
     assert wh.check().ok
