@@ -29,11 +29,12 @@ from kidata.core.load_report import Tally
 from kidata.errors import RecordError, UnknownFormat, UsageError
 from kidata.ingest.flatten import Flattener
 from kidata.ingest.readers import Item, expand_paths, read_file
+from kidata.store.schema import SPEC_DIGESTS
 
 TARGETS = ("kernelindex",)
 ROLES = ("run", "protocol", "environment", "workload", "implementation")
-DIGEST_KEYS = {"protocol": "protocolDigest", "environment": "environmentDigest",
-               "workload": "workloadDigest", "implementation": "implementationDigest"}
+# A bundle's document keys (singular) and the run's spec field declaring each one's digest.
+DIGEST_KEYS = {table.removesuffix("s"): field for table, field in SPEC_DIGESTS.items()}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 

@@ -343,17 +343,35 @@ def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _current(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> bool:
-    """Whether the file at ``path`` carries the current fingerprint of table ``name``."""
-    if not path.is_file():
-        return False
+def _fingerprints(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> dict[str, list]:
+    """The fingerprint values each reference table's file carries (an empty list for a file
+    that is missing or unreadable), read in one statement: a load and every query session ask
+    this of all the files at once."""
+    present = {name: path for name, path in files.items() if path.is_file()}
+    found: dict[str, list] = {name: [] for name in files}
+    if not present:
+        return found
+    query = ("SELECT file_name, decode(value) FROM parquet_kv_metadata($files) "
+             "WHERE decode(key) = $key")
     try:
-        found = con.execute("SELECT decode(value) FROM parquet_kv_metadata($file) "
-                            "WHERE decode(key) = $key",
-                            {"file": str(path), "key": FINGERPRINT_KEY}).fetchall()
-    except duckdb.Error:  # unreadable: rewritten by the next load, served from the package
-        return False
-    return found == [(fingerprint(name),)]
+        rows = con.execute(query, {"files": [str(p) for p in present.values()],
+                                   "key": FINGERPRINT_KEY}).fetchall()
+    except duckdb.Error:
+        # One unreadable file fails the read of all: each file alone (an unreadable one is
+        # rewritten by the next load and served from the package meanwhile).
+        for name, path in present.items():
+            try:
+                found[name] = [v for _, v in con.execute(
+                    query, {"files": [str(path)], "key": FINGERPRINT_KEY}).fetchall()]
+            except duckdb.Error:
+                pass
+        return found
+    by_file: dict[str, list] = {}
+    for file, value in rows:
+        by_file.setdefault(file, []).append(value)
+    for name, path in present.items():
+        found[name] = by_file.get(str(path), [])
+    return found
 
 
 def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
@@ -362,7 +380,8 @@ def stale(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> list
     db = engine.connect() if con is None else con
     try:
         paths = Layout(warehouse)
-        return [name for name in REFERENCE if not _current(db, paths.reference_file(name), name)]
+        found = _fingerprints(db, {name: paths.reference_file(name) for name in REFERENCE})
+        return [name for name in REFERENCE if found[name] != [fingerprint(name)]]
     finally:
         if con is None:
             db.close()

@@ -390,6 +390,9 @@ REFERENCE = ("gpus", "implementation_roles", "dtypes", "byte_models", "flop_mode
 # as ``spec.environmentDigest`` and so on; kidata check verifies both sides).
 DOCUMENT_KEYS = {"environments": "environment_id", "protocols": "protocol_id",
                  "workloads": "workload_id", "implementations": "implementation_id"}
+# The field of a run's ``spec`` that declares each of those digests (kernelindex's names).
+SPEC_DIGESTS = {"environments": "environmentDigest", "protocols": "protocolDigest",
+                "workloads": "workloadDigest", "implementations": "implementationDigest"}
 # Tables a committing load gives an empty file while they have none: the core views read them
 # (speedups reads samples through sample_medians), and an engine that infers each table's
 # schema from its files (plain Spark, docs/spark.md) could not define those views otherwise.

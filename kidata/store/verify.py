@@ -26,7 +26,7 @@ from kidata.core.sql import duckdb_type, quote_identifier, quote_literal, union_
 from kidata.errors import WarehouseError
 from kidata.store import commit, derived, durable, snapshot
 from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE, Layout
-from kidata.store.schema import DOCUMENT_KEYS, KEYS, TABLES
+from kidata.store.schema import DOCUMENT_KEYS, KEYS, SPEC_DIGESTS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
 from kidata.store.tablesql import table_sql
 from kidata.store.unload import NO_MEDIAN, damaged_loads
@@ -503,8 +503,7 @@ def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
         if bad:
             report.problems.append(f"{table}: {len(bad):,} documents do not hash to their "
                                    f"{key} (declared, actual): {_examples(bad)}")
-    declared = {"environmentDigest": "environment_id", "protocolDigest": "protocol_id",
-                "workloadDigest": "workload_id", "implementationDigest": "implementation_id"}
+    declared = {SPEC_DIGESTS[table]: key for table, key in DOCUMENT_KEYS.items()}
     cols = ", ".join(declared.values())
     bad_runs = []
     for row in con.sql(f"SELECT run_id, document, {cols} FROM runs ORDER BY run_id").fetchall():
