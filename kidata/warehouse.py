@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from kidata.core import config, engine
+from kidata.core import config
 from kidata.core.load_report import LoadReport
 from kidata.errors import (
     NoSuchLoad,
@@ -197,8 +197,9 @@ class Warehouse:
             staging, owner = commit.new_staging(self.path, load_id)
         except OSError as exc:
             raise WarehouseError(f"cannot start a load in {self.path}: {exc}") from None
-        # One connection for the load's bookkeeping (which files are loaded, reference files).
-        meta = engine.connect()
+        # One database for the load's bookkeeping (which files are loaded, reference files)
+        # and its commit.
+        meta = LoadCommit.database(staging)
         try:
             try:
                 read = stage_inputs(self.path, files, staging, format, batch_size, report,
@@ -213,7 +214,7 @@ class Warehouse:
                         # to commit (and no pyarrow to import: a re-load is start-up only).
                         report.committed = True
                     else:
-                        LoadCommit(self.path).commit(staging, report, strict)
+                        LoadCommit(self.path).commit(staging, report, strict, meta)
                     reference.write(self.path, meta)
                     acks.ensure_table(self.layout)
                     if report.committed and read:

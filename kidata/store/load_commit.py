@@ -60,19 +60,34 @@ class LoadCommit:
         # not run (each statement costs milliseconds, whatever the load's size).
         self.unstaged: set[str] = set()
 
-    def commit(self, staging: Path, report: LoadReport, strict: bool) -> None:
-        """Commit the load staged in ``staging`` (under the writer lock), filling ``report``."""
-        # The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
-        # load's memory does not grow with its size. The big tables are staged in final form
-        # and never sorted by the database (kidata.store.finalize), so the limit stays small
-        # (KIDATA_COMMIT_MEMORY); once the dedupe is done, while the big tables are streamed
-        # and latest_runs is derived, KIDATA_COMMIT_WRITE_MEMORY: DuckDB fills whatever limit
-        # it has.
+    @staticmethod
+    def database(staging: Path) -> duckdb.DuckDBPyConnection:
+        """The DuckDB database of a load staged in ``staging``, with the commit's settings:
+        its bookkeeping (which files are loaded, the reference files) and its commit (on a
+        cursor, :meth:`commit`) share it, as creating a database costs 20-35 ms, about a
+        tenth of a small load. The settings are the database's, so they are set here.
+
+        The dedupe and the ordered final writes spill to disk beyond the memory limit, so a
+        load's memory does not grow with its size. The big tables are staged in final form
+        and never sorted by the database (kidata.store.finalize), so the limit stays small
+        (KIDATA_COMMIT_MEMORY); once the dedupe is done, while the big tables are streamed
+        and latest_runs is derived, KIDATA_COMMIT_WRITE_MEMORY: DuckDB fills whatever limit
+        it has. The bookkeeping's queries are small and order their results where it
+        matters, so these settings cost them nothing."""
         settings = config.current()
-        con = engine.connect({"memory_limit": settings.commit_memory, "threads": 2,
-                                     "temp_directory": str(spill_folder(staging)),
-                                     # every query that writes has its own ORDER BY
-                                     "preserve_insertion_order": False})
+        return engine.connect({"memory_limit": settings.commit_memory, "threads": 2,
+                               "temp_directory": str(spill_folder(staging)),
+                               # every query that writes has its own ORDER BY
+                               "preserve_insertion_order": False})
+
+    def commit(self, staging: Path, report: LoadReport, strict: bool,
+               database: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Commit the load staged in ``staging`` (under the writer lock), filling ``report``.
+        ``database`` is the load's (:meth:`database`; None: one of its own); the commit runs
+        on a cursor of it, whose temporary tables are gone when it returns."""
+        settings = config.current()
+        con = self.database(staging) if database is None else database.cursor()
+        con.execute(f"SET memory_limit = '{settings.commit_memory}'")  # a size
         try:
             self._plan(con, staging)
             con.execute(f"SET memory_limit = '{settings.commit_write_memory}'")  # a size
