@@ -81,13 +81,12 @@ class LoadCommit:
                                "preserve_insertion_order": False})
 
     def commit(self, staging: Path, report: LoadReport, strict: bool,
-               database: duckdb.DuckDBPyConnection | None = None) -> None:
+               database: duckdb.DuckDBPyConnection) -> None:
         """Commit the load staged in ``staging`` (under the writer lock), filling ``report``.
-        ``database`` is the load's (:meth:`database`; None: one of its own); the commit runs
-        on a cursor of it, whose temporary tables are gone when it returns."""
+        ``database`` is the load's (:meth:`database`, opened with the commit's settings); the
+        commit runs on a cursor of it, whose temporary tables are gone when it returns."""
         settings = config.current()
-        con = self.database(staging) if database is None else database.cursor()
-        con.execute(f"SET memory_limit = '{settings.commit_memory}'")  # a size
+        con = database.cursor()
         try:
             self._plan(con, staging)
             con.execute(f"SET memory_limit = '{settings.commit_write_memory}'")  # a size
