@@ -220,6 +220,7 @@ class Warehouse:
                     if report.committed and read:
                         FileManifest(self.path).remember(report, read)
                     if report.added.get("loads"):
+                        self._derive_contexts(report, meta)
                         if phase is not None:
                             phase("compact")
                         self._auto_compact(report)
@@ -235,6 +236,20 @@ class Warehouse:
                 shutil.rmtree(staging, ignore_errors=True)
             self.session.forget()
         return report
+
+    def _derive_contexts(self, report: LoadReport, database: duckdb.DuckDBPyConnection
+                         ) -> None:
+        """After a commit, under the writer lock: store the contexts of the steps the load added
+        or changed (:mod:`kidata.store.contexts`). The load is committed whatever happens here:
+        without them, readers compute those contexts."""
+        from kidata.store import contexts
+
+        try:
+            report.added[contexts.TABLE] = contexts.derive(self.path, report.load_id,
+                                                           only_load=True, database=database)
+        except (OSError, duckdb.Error) as exc:
+            report.add_warning(f"load {report.load_id} is committed, but storing its steps' "
+                               f"contexts failed ({exc}); queries compute them")
 
     def _auto_compact(self, report: LoadReport) -> None:
         """After a commit, under the writer lock: merge the small files of tables that have

@@ -1,7 +1,7 @@
 -- view: series_steps
 -- purpose: Every step of every latency and memory series, in the metric's unit, judged by the one verdict rule (raw samples where both results kept them, Welch where means and deviations are given, else run-to-run noise calibrated on re-runs, else within-run spreads) and against the implementations measured with it: the one trend rule trends and memory_trends show.
 -- grain: one row per passed run with a timestamp and per metric it has a median or a mean of; a series is one kernel, pass, implementation, variant, workload, GPU, protocol family and metric, in time order.
--- sources: runs, run_statistics, protocols, gpus, environment_facts, noise_envelopes, sample_medians, student_t, verdict_settings, verdict_rule
+-- sources: series_context, environment_facts, noise_envelopes, sample_medians, student_t, verdict_settings, verdict_rule
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -113,171 +113,27 @@
 WITH settings AS (
     SELECT min_effect FROM verdict_settings
 ),
-points AS (
-    SELECT
-        r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
-        COALESCE(p.family, r.protocol_id) AS family,
-        COALESCE(g.family, r.gpu) AS gpu_family,
-        r.observed_at, r.version, r.source, r.environment_id,
-        s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.low, s.high, s.evidence,
-        s.center, s.center_statistic, s.samples,
-        -- The noise inputs, as speedups works them out (there in µs, here in unit).
-        CASE WHEN s.center_statistic = 'mean' AND s.samples >= 2 AND s.stddev >= 0
-                  AND s.mean > 0
-             THEN POWER(s.stddev / s.mean, 2) / s.samples
-                  + POWER(COALESCE(s.resolution, 0) / s.mean, 2) / 12
-        END AS log_variance,
-        s.low - COALESCE(s.resolution, 0) / 2 AS wide_low,
-        s.high + COALESCE(s.resolution, 0) / 2 AS wide_high,
-        s.evidence IN ('measured', 'below resolution') AS has_spread,
-        COALESCE(s.resolution, 0) / 2 AS half_step,
-        -- The latency size class a run-to-run envelope is looked up by (noise_envelopes).
-        CASE WHEN s.metric = 'latency' AND s.center > 0
-             THEN CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5) AS BIGINT)
-        END AS size_decade
-    FROM runs r
-    JOIN run_statistics s ON s.run_id = r.run_id
-    LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
-    LEFT JOIN gpus g ON g.gpu = r.gpu
-    WHERE r.status = 'passed' AND r.observed_at IS NOT NULL
-),
-ordered AS (
-    SELECT
-        points.*,
-        ROW_NUMBER() OVER series_in_time AS step,
-        CAST(COUNT(*) OVER series AS BIGINT) AS points,
-        LAG(run_id) OVER series_in_time AS previous_run_id,
-        LAG(observed_at) OVER series_in_time AS previous_observed_at,
-        LAG(version) OVER series_in_time AS previous_version,
-        LAG(source) OVER series_in_time AS previous_source,
-        LAG(environment_id) OVER series_in_time AS previous_environment_id,
-        LAG(median) OVER series_in_time AS previous_median,
-        LAG(p20) OVER series_in_time AS previous_p20,
-        LAG(p80) OVER series_in_time AS previous_p80,
-        LAG(spread) OVER series_in_time AS previous_spread,
-        LAG(evidence) OVER series_in_time AS previous_evidence,
-        LAG(center) OVER series_in_time AS previous_center,
-        LAG(center_statistic) OVER series_in_time AS previous_center_statistic,
-        LAG(samples) OVER series_in_time AS previous_samples,
-        LAG(log_variance) OVER series_in_time AS previous_log_variance,
-        LAG(wide_low) OVER series_in_time AS previous_wide_low,
-        LAG(wide_high) OVER series_in_time AS previous_wide_high,
-        LAG(has_spread) OVER series_in_time AS previous_has_spread,
-        LAG(half_step) OVER series_in_time AS previous_half_step,
-        LAG(size_decade) OVER series_in_time AS previous_size_decade
-    FROM points
-    WINDOW
-        series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family,
-                   metric),
-        series_in_time AS (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family, metric
-            ORDER BY observed_at, run_id
-        )
+envelopes AS (
+    -- Read once for both ends of a step.
+    SELECT source, gpu, size_decade, log_envelope, changes FROM noise_envelopes
+    WHERE calibrated
 ),
 steps AS (
-    SELECT
-        o.*,
-        DATE_TRUNC('day', observed_at) AS observed_day,
-        LN(center / previous_center) AS log_change,
-        center_statistic = previous_center_statistic AS same_center,
-        CASE WHEN previous_run_id IS NULL THEN NULL
-             ELSE version = previous_version END AS same_version
-    FROM ordered o
-),
-near AS (
-    -- Each step once per day its result's hour-wide neighbourhood touches (one, or two near
-    -- midnight), so that the joins below pair steps by equal days before they compare times:
-    -- a step within one hour of another's result has that result's day among these (a day
-    -- is longer than the two hours between the ends), and matches exactly one of them.
-    -- Only the columns the joins read.
-    SELECT run_id, kernel, pass, implementation, variant, workload, gpu, family, metric,
-        observed_at, previous_observed_at, same_center, log_change,
-        DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR) AS near_day
-    FROM steps
-    UNION ALL
-    SELECT run_id, kernel, pass, implementation, variant, workload, gpu, family, metric,
-        observed_at, previous_observed_at, same_center, log_change,
-        DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR) AS near_day
-    FROM steps
-    WHERE DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR)
-        <> DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR)
-),
-together AS (
-    SELECT
-        s.run_id,
-        s.metric,
-        CAST(COUNT(DISTINCT o.implementation) AS BIGINT) AS together_implementations,
-        AVG(o.log_change) AS together_log_change
-    FROM steps s
-    JOIN near o
-        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
-        AND o.workload = s.workload
-        AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
-        AND o.implementation <> s.implementation AND o.same_center
-        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
-                              AND s.observed_at + INTERVAL '1' HOUR
-        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
-                                       AND s.previous_observed_at + INTERVAL '1' HOUR
-    GROUP BY s.run_id, s.metric
-),
-session AS (
-    -- The two-way model of log center with workload and session effects, fitted over this
-    -- step's two sessions: every workload of the implementation measured over both (each
-    -- result within one hour of this step's), this one included, changed by the session's
-    -- effect plus its own. Fitted by least absolute deviations, the session's effect is the
-    -- median of their log changes; what is left of this step is its code's.
-    SELECT
-        s.run_id,
-        s.metric,
-        CAST(COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) AS BIGINT)
-            AS session_workloads,
-        PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY o.log_change) AS session_log_effect
-    FROM steps s
-    JOIN near o
-        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
-        AND o.implementation = s.implementation
-        AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
-        AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
-        AND (o.workload <> s.workload OR o.run_id = s.run_id) AND o.same_center
-        AND s.same_center
-        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
-                              AND s.observed_at + INTERVAL '1' HOUR
-        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
-                                       AND s.previous_observed_at + INTERVAL '1' HOUR
-    GROUP BY s.run_id, s.metric
-    HAVING COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) > 0
-),
-echo AS (
-    -- How the other implementations of the kernel measured over the same two sessions moved:
-    -- their largest rise and largest fall at any workload, for the session's effect to be
-    -- echoed (the same way by at least half as much): the effect is the session's, not a
-    -- release's that moved all of one implementation.
-    SELECT s.run_id, s.metric, MAX(o.log_change) AS echo_up, MIN(o.log_change) AS echo_down
-    FROM steps s
-    JOIN near o
-        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
-        AND o.gpu = s.gpu AND o.family = s.family
-        AND o.metric = s.metric AND o.implementation <> s.implementation AND o.same_center
-        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
-                              AND s.observed_at + INTERVAL '1' HOUR
-        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
-                                       AND s.previous_observed_at + INTERVAL '1' HOUR
-    GROUP BY s.run_id, s.metric
+    -- Each step with its previous result and the context its attribution reads (how the
+    -- steps measured with it moved), stored by loads or computed (series_context).
+    SELECT * FROM series_context
 ),
 paired AS (
     -- The pair's noise, as speedups works it out: joined after the self-joins above, so that
     -- the envelopes (which read every run) enter the plan once.
     SELECT
         s.*,
-        t.together_implementations,
-        t.together_log_change,
-        se.session_workloads,
         -- The session's effect, fitted on 4 or more workloads and echoed.
-        CASE WHEN se.session_workloads >= 3
-                  AND (se.session_log_effect > 0 AND e.echo_up >= se.session_log_effect / 2
-                       OR se.session_log_effect < 0
-                          AND e.echo_down <= se.session_log_effect / 2)
-             THEN se.session_log_effect END AS fitted_log_effect,
+        CASE WHEN s.session_workloads >= 3
+                  AND (s.session_log_median > 0 AND s.echo_up >= s.session_log_median / 2
+                       OR s.session_log_median < 0
+                          AND s.echo_down <= s.session_log_median / 2)
+             THEN s.session_log_median END AS fitted_log_effect,
         s.log_variance + s.previous_log_variance AS pair_log_variance,
         FLOOR(POWER(s.log_variance + s.previous_log_variance, 2)
               / NULLIF(POWER(s.log_variance, 2) / (s.samples - 1)
@@ -318,21 +174,15 @@ paired AS (
             ELSE s.previous_evidence
         END AS basis
     FROM steps s
-    LEFT JOIN together t
-        ON t.run_id = s.run_id AND t.metric = s.metric
-    LEFT JOIN session se
-        ON se.run_id = s.run_id AND se.metric = s.metric
-    LEFT JOIN echo e
-        ON e.run_id = s.run_id AND e.metric = s.metric
     LEFT JOIN environment_facts fc
         ON s.previous_run_id IS NOT NULL AND fc.environment_id = s.environment_id
     LEFT JOIN environment_facts fp
         ON fp.environment_id = s.previous_environment_id
-    LEFT JOIN noise_envelopes nc
-        ON nc.calibrated AND nc.source = s.source AND nc.gpu = s.gpu
+    LEFT JOIN envelopes nc
+        ON nc.source = s.source AND nc.gpu = s.gpu
         AND nc.size_decade = s.size_decade
-    LEFT JOIN noise_envelopes np
-        ON np.calibrated AND np.source = s.previous_source AND np.gpu = s.gpu
+    LEFT JOIN envelopes np
+        ON np.source = s.previous_source AND np.gpu = s.gpu
         AND np.size_decade = s.previous_size_decade
     LEFT JOIN sample_medians mc
         ON mc.run_id = s.run_id AND mc.metric = s.metric AND mc.high IS NOT NULL

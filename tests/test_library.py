@@ -113,11 +113,12 @@ def test_a_query_defines_the_views_it_reads_and_their_sources(tmp_path: Path):
               "student_t", "noise_envelopes", "rerun_changes", "latencies",
               "latency_statistics", "run_statistics", "sample_medians"}
     assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary"} | shared
-    # regressions reads trends, which reads series_steps, which reads run_statistics and
-    # environment_facts (sql/*.sql bodies), and acknowledgements (a table).
+    # regressions reads trends, which reads series_steps, which reads series_context (itself
+    # reading run_statistics and the step_context table) and environment_facts (sql/*.sql
+    # bodies), and acknowledgements (a table).
     assert wh.sql("select count(*) from REGRESSIONS").fetchall()[0][0] >= 0
     assert _views_on(wh.session.cached) - tables == {"speedups", "speedup_summary", "regressions",
-                                                     "trends", "series_steps",
+                                                     "trends", "series_steps", "series_context",
                                                      "environment_facts"} | shared
     every = set(views.load_views())
     assert _views_on(wh.connect()) - tables == every

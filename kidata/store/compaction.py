@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from kidata.core import config, engine
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
-from kidata.store import commit
+from kidata.store import commit, contexts
 from kidata.store.layout import Layout
 from kidata.store.pqwrite import GroupedWriter, write_reader
 from kidata.store.schema import COMMIT_ORDER, KEYS, TABLES
@@ -113,8 +113,11 @@ def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any
     picked = chosen(tables)
     small_bytes = SMALL_BYTES if small_bytes is None else small_bytes
     with writer_lock():
-        return _merge_tables(layout, {t: _split(layout, t, small_bytes, recluster=True)
-                                      for t in picked}, 2)
+        report = _merge_tables(layout, {t: _split(layout, t, small_bytes, recluster=True)
+                                        for t in picked}, 2)
+        if set(picked) == set(compactable()):  # the whole warehouse: its contexts too
+            _rebuild_contexts(layout, report, 1)
+        return report
 
 
 def auto_at() -> int:
@@ -132,10 +135,24 @@ def auto(layout: Layout) -> CompactReport:
         return CompactReport()
     at = max(2, at)
     plan = {t: _split(layout, t, SMALL_BYTES) for t in compactable()}
-    if not any(len(small) >= at for _, small, _ in plan.values()) \
+    contexts_due = len(layout.table_files(contexts.TABLE)) >= at
+    if not (contexts_due or any(len(small) >= at for _, small, _ in plan.values())) \
             or not commit.can_exchange(layout.root):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
-    return _merge_tables(layout, plan, at)
+    report = _merge_tables(layout, plan, at)
+    if contexts_due:
+        _rebuild_contexts(layout, report, at)
+    return report
+
+
+def _rebuild_contexts(layout: Layout, report: CompactReport, if_files: int) -> None:
+    """Store the context of every step in one file (:func:`kidata.store.contexts.rebuild`),
+    counted in ``report`` as a merge of ``step_context``'s files."""
+    done = contexts.rebuild(layout.root, commit.new_id(), if_files=if_files)
+    if done is not None:
+        files, rows, _ = done
+        report.tables[contexts.TABLE] = (files, 1)
+        report.rows += rows
 
 
 def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False

@@ -34,6 +34,7 @@ from kidata.store.layout import (
     spill_folder,
 )
 from kidata.store.schema import (
+    AFTER_COMMIT,
     APART,
     COLUMNS,
     COMMIT_ORDER,
@@ -288,8 +289,8 @@ class LoadCommit:
 
         views = []
         for table in COLUMNS:
-            if table in REFERENCE or table in APART:
-                continue  # not loaded (kidata/store/reference.py and acks.py write them)
+            if table in REFERENCE or table in APART or table in AFTER_COMMIT:
+                continue  # not loaded (reference.py, acks.py and contexts.py write them)
             src = finalize.staged_source(staging, table)
             # The stored rows are read by the final query of a table the load staged (and
             # of rejects, which conflicts add to), and the documents' and runs' by the

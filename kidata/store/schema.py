@@ -292,6 +292,31 @@ LATEST_RUNS = (
        "`latencies.stddev_us`), null when not given (since 0.3.0)."),
 )
 
+# Since 0.3.7 (kidata/store/contexts.py): the context of each step of a series, stored by the
+# load that added or changed it, so that series_steps does not compute it again while the
+# results it depends on stay the same (sql/series_context.sql).
+STEP_CONTEXT = (
+    _f("run_id", STRING, "The step's run (`series_context.run_id`).", False),
+    _f("metric", STRING, "The step's metric, 'latency' or 'memory'.", False),
+    _f("family", STRING, "The step's protocol family when the row was written "
+       "(`series_context.family`)."),
+    _f("context_runs", INT64, "How many results of the step's kernel, pass, GPU, family and "
+       "metric were measured no later than one hour after it, when the row was written.", False),
+    _f("context_key_a", INT64, "Their fingerprint: the sum of the first 36 bits of "
+       "MD5(run_id) (`series_context.context_key_a`).", False),
+    _f("context_key_b", INT64, "The sum of the next 36 bits (`series_context.context_key_b`).",
+       False),
+    _f("together_implementations", INT64, "`series_context.together_implementations`."),
+    _f("together_log_change", FLOAT64, "`series_context.together_log_change`."),
+    _f("session_workloads", INT64, "`series_context.session_workloads`."),
+    _f("session_log_median", FLOAT64, "`series_context.session_log_median`."),
+    _f("echo_up", FLOAT64, "`series_context.echo_up`."),
+    _f("echo_down", FLOAT64, "`series_context.echo_down`."),
+    _f("load_id", STRING, "The load (or the `kidata compact` or `kidata unload`) that wrote "
+       "the row; rows are read whoever wrote them, and only while their fingerprint holds.",
+       False),
+)
+
 LOADS = (
     _f("load_id", STRING, "Identifier of the load (commit); every row a load added "
        "carries it.", False),
@@ -357,6 +382,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "flop_models": FLOP_MODELS,
     "kernel_families": KERNEL_FAMILIES,
     "acknowledgements": ACKNOWLEDGEMENTS,
+    "step_context": STEP_CONTEXT,
 }
 
 # Identity of a row in each table: loading the same key twice adds nothing.
@@ -381,6 +407,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "flop_models": ("kernel", "pass", "term"),
     "kernel_families": ("kernel",),
     "acknowledgements": ("run_id", "acknowledged_at"),
+    "step_context": ("run_id", "metric", "family", "context_runs", "context_key_a",
+                     "context_key_b"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
@@ -399,6 +427,9 @@ SPEC_DIGESTS = {"environments": "environmentDigest", "protocols": "protocolDiges
 FILED_WHEN_EMPTY = ("samples",)
 # Tables written by a command of their own (kidata ack: kidata/store/acks.py), not by loads.
 APART = ("acknowledgements",)
+# Tables derived from the committed loads after their commit (kidata/store/contexts.py): a
+# cache whose rows say when they hold, so none is filtered by load.
+AFTER_COMMIT = ("step_context",)
 
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose

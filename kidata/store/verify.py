@@ -70,6 +70,10 @@ def check(layout: Layout, writer_lock: Callable[[], AbstractContextManager[list[
             report.repaired += _rewrite_derived(layout)
     with _writers_paused(layout):
         _check_files_and_rows(layout, report)
+        if report.ok:  # on a sound warehouse only: the views read every table
+            from kidata.store import contexts
+
+            report.problems += contexts.check(layout.root)
     return report
 
 

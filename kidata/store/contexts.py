@@ -1,0 +1,187 @@
+"""Stored step contexts: what the ``series_steps`` view's attribution reads, kept per step.
+
+A step of a latency or memory series is judged against the steps measured with it: the other
+implementations' steps of the same workload and their mean log change, the implementation's
+other workloads over the same two sessions and their median, the other implementations' largest
+rise and fall (``sql/series_context.sql``). Working these out pairs every step with the steps of
+its kernel, pass, GPU, family and metric within an hour: the self-joins that made ``trends``
+cost ~50 CPU s and ~4 GB at 1M runs (docs/benchmarks.md, Run Z).
+
+A step's context depends only on the results of its group (kernel, pass, GPU, family, metric)
+measured no later than one hour after it: its own previous result, its neighbours' results and
+theirs are all earlier. ``series_context`` fingerprints that set for every step (how many, and
+two sums of 36 bits of each run id's MD5, standard SQL that DuckDB and Spark compute alike) and
+reads the stored row of ``step_context`` whose family and fingerprint are the step's; the
+other steps' contexts are computed, joining only the groups they are in. A row is never wrong
+for the step it is used for, whoever wrote it and whenever: a result loaded later, unloaded, or
+given a family by a protocol document loaded later changes the fingerprint, and the row is
+simply not used. So the rows are a cache that needs no bookkeeping: readers do not filter them
+by load, and a crash that leaves none costs time, not answers.
+
+After each load commits, :func:`derive` writes the contexts that ``series_context`` would
+compute (the steps the load added, and the steps whose set it changed), in one file tagged
+with the load's id; ``kidata unload`` and ``kidata compact`` do the same for what they changed.
+``kidata check`` verifies that every stored row a reader uses holds what is computed afresh.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from kidata.core import engine, viewfiles
+from kidata.store import durable, reference, snapshot
+from kidata.store.layout import Layout
+from kidata.store.schema import TABLES
+
+TABLE = "step_context"
+VIEW = "series_context"
+
+
+def define_views(con: duckdb.DuckDBPyConnection, root: Path, load_id: str | None = None
+                 ) -> None:
+    """Define the committed snapshot's tables and the views ``series_context`` reads on
+    ``con`` (a fresh connection). With ``load_id``, ``runs`` holds only the runs of the
+    kernels, passes and GPUs that load added runs to or gave a protocol family: a step's
+    context depends only on its group's runs, and a group lies within one kernel, pass and GPU,
+    so the other groups' steps are as the load found them."""
+    snapshot.define(con, root)
+    reference.define(con, root)
+    if load_id is not None:
+        con.execute("""
+            CREATE TEMP TABLE _touched AS
+            SELECT DISTINCT kernel, pass, gpu FROM runs
+            WHERE load_id = $load_id
+                OR protocol_id IN (SELECT protocol_id FROM protocols WHERE load_id = $load_id)
+        """, {"load_id": load_id})
+        con.execute("ALTER VIEW runs RENAME TO _all_runs")
+        con.execute("CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE EXISTS ("
+                    "SELECT 1 FROM _touched t WHERE t.kernel = r.kernel AND t.pass = r.pass "
+                    "AND t.gpu = r.gpu)")
+        con.execute("ALTER VIEW measurements RENAME TO _all_measurements")
+        con.execute("CREATE VIEW measurements AS SELECT m.* FROM _all_measurements m "
+                    "WHERE m.run_id IN (SELECT run_id FROM runs)")
+    views = viewfiles.load_views()
+    for name in viewfiles.with_dependencies([VIEW]):
+        con.execute(f"CREATE VIEW {name} AS {views[name].body}")
+
+
+def missing_sql() -> str:
+    """The rows ``series_context`` computes rather than reads: what :func:`derive` stores."""
+    cols = ", ".join(f.name for f in TABLES[TABLE] if f.name != "load_id")
+    return (f"SELECT {cols}, $load_id AS load_id FROM {VIEW} WHERE NOT context_stored "
+            "ORDER BY run_id, metric")
+
+
+def derive(root: Path, writer_id: str, only_load: bool = False,
+           database: duckdb.DuckDBPyConnection | None = None) -> int:
+    """Store, as one new file of ``step_context`` tagged ``writer_id``, the contexts of every
+    step whose stored row is missing or no longer holds. Called under the writer lock, after
+    a commit; ``only_load``: ``writer_id`` is a load, and only the groups it touched are
+    looked at (:func:`define_views`); ``database``: the load's DuckDB database, whose cursor
+    is used rather than a new database. Returns the rows written (a file is added only when
+    there are some, or when the table has none: an engine that infers schemas from files
+    needs one to define the views)."""
+    from kidata.store.pqwrite import write_reader
+
+    layout = Layout(root)
+    folder = layout.table(TABLE)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = layout.part(TABLE, writer_id)
+    work = folder / f".{target.name}.tmp"  # layout.TEMP_GLOB: recovery removes a leftover
+    con = engine.connect() if database is None else database.cursor()
+    try:
+        define_views(con, root, writer_id if only_load else None)
+        reader = con.sql(missing_sql(), params={"load_id": writer_id}).to_arrow_reader(65536)
+        rows = write_reader(work, TABLES[TABLE], reader)
+    finally:
+        con.close()
+    if rows or not layout.table_files(TABLE):
+        if not rows:
+            write_reader(work, TABLES[TABLE], iter(()), create_empty=True)
+        durable.fsync_file(work)
+        os.replace(work, target)
+        durable.fsync_dir(folder)
+    else:
+        work.unlink(missing_ok=True)
+    return rows
+
+
+# The columns a stored row gives series_context, compared by check().
+GIVEN = ("together_implementations", "together_log_change", "session_workloads",
+         "session_log_median", "echo_up", "echo_down")
+
+
+def check(root: Path) -> list[str]:
+    """The stored contexts that readers use (their fingerprint holds) and that differ from
+    what is computed afresh: one problem naming how many and a few steps, or none."""
+    con = engine.connect()
+    try:
+        define_views(con, root)
+        if not con.execute("SELECT count(*) FROM step_context").fetchone()[0]:
+            return []
+        cols = ", ".join(GIVEN)
+        con.execute(f"CREATE TEMP TABLE _used AS SELECT run_id, metric, {cols} "
+                    f"FROM {VIEW} WHERE context_stored")
+        # The same view with nothing stored: every context computed.
+        con.execute("ALTER VIEW step_context RENAME TO _stored_context")
+        con.execute("CREATE VIEW step_context AS SELECT * FROM _stored_context WHERE 1 = 0")
+        con.execute(f"CREATE TEMP TABLE _fresh AS SELECT run_id, metric, {cols} FROM {VIEW} "
+                    "WHERE run_id IN (SELECT run_id FROM _used)")
+        same = " AND ".join(
+            f"(u.{c} IS NOT DISTINCT FROM f.{c} OR coalesce(abs(u.{c} - f.{c}) <= "
+            f"1e-9 * greatest(abs(u.{c}), abs(f.{c})), FALSE))" for c in GIVEN)
+        bad = con.sql(f"""
+            SELECT u.run_id, u.metric FROM _used u
+            LEFT JOIN _fresh f ON f.run_id = u.run_id AND f.metric = u.metric
+            WHERE f.run_id IS NULL OR NOT ({same})
+            ORDER BY u.run_id, u.metric
+        """).fetchall()
+    finally:
+        con.close()
+    if not bad:
+        return []
+    examples = ", ".join(f"{run} ({metric})" for run, metric in bad[:3])
+    return [f"step_context: {len(bad):,} stored contexts in use differ from what their steps "
+            f"give, e.g. {examples} (trends and regressions would attribute those steps "
+            "wrongly; kidata compact stores them again)"]
+
+
+def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int, int] | None:
+    """Replace ``step_context`` by one file holding the context of every step now (the stored
+    rows that hold, the others computed), tagged ``writer_id``: what ``kidata compact`` does,
+    and a load's compaction once the table has ``if_files`` files. Rows no longer used go.
+    Under the writer lock. Returns (files before, rows written, rows before), or None when
+    there was nothing to do: no file, fewer than ``if_files``, or one whose rows are all in use
+    with no context left to compute."""
+    from kidata.store import commit
+    from kidata.store.pqwrite import write_reader
+
+    layout = Layout(root)
+    files = layout.table_files(TABLE)
+    if not files or len(files) < if_files:
+        return None
+    con = engine.connect()
+    try:
+        define_views(con, root)
+        [(before,)] = con.execute("SELECT count(*) FROM step_context").fetchall()
+        if len(files) == 1:
+            [(used, steps)] = con.execute(
+                f"SELECT count(*) FILTER (WHERE context_stored), count(*) FROM {VIEW}"
+            ).fetchall()
+            if used == before == steps:
+                return None
+        cols = ", ".join(f.name for f in TABLES[TABLE] if f.name != "load_id")
+
+        def write(path: Path) -> int:
+            reader = con.sql(f"SELECT {cols}, $id AS load_id FROM {VIEW} ORDER BY run_id, metric",
+                             params={"id": writer_id}).to_arrow_reader(65536)
+            return write_reader(path, TABLES[TABLE], reader, create_empty=True)
+
+        rows = commit.replace_table(root, TABLE, write, what=f"rebuild of {TABLE}",
+                                    faults="contexts-")
+    finally:
+        con.close()
+    return len(files), rows, before

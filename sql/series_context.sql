@@ -1,0 +1,334 @@
+-- view: series_context
+-- purpose: Every step of every latency and memory series with its previous result and its context: how the steps measured with it moved (the inputs of series_steps' attribution), read from the table step_context where the stored row still holds, else computed here.
+-- grain: one row per passed run with a timestamp and per metric it has a median or a mean of, as series_steps.
+-- sources: runs, run_statistics, protocols, gpus, step_context
+-- columns:
+--   kernel: kernel benchmarked.
+--   pass: timed pass.
+--   implementation: implementation key.
+--   variant: implementation variant, null for none.
+--   workload: workload name.
+--   gpu: canonical GPU key.
+--   family: protocol comparability family (protocols.family; the protocol digest when the
+--     protocol document was never loaded).
+--   metric: 'latency' or 'memory'.
+--   unit: the metric's unit ('ns' or 'MB').
+--   gpu_family: the GPU's family (gpus.family; the GPU key when not in the catalog).
+--   step: position in the series, 1 for the earliest result.
+--   points: number of results in the series.
+--   run_id: this result's run.
+--   previous_run_id: the run just before it in the series; null at step 1.
+--   observed_at: when this result was measured (UTC).
+--   previous_observed_at: when the previous result was measured.
+--   version: release of the implementation or harness for this run (runs.version).
+--   previous_version: release for the previous run.
+--   source: the run's source (runs.source).
+--   previous_source: the previous run's source.
+--   environment_id: the run's environment (runs.environment_id).
+--   previous_environment_id: the previous run's environment.
+--   median: median, in unit; null when the source gives only a mean.
+--   previous_median: the previous result's median.
+--   p20: 20th percentile, null when not measured.
+--   p80: 80th percentile, null when not measured.
+--   previous_p20: the previous result's p20.
+--   previous_p80: the previous result's p80.
+--   spread: which spread the run gives (run_statistics.spread).
+--   previous_spread: the previous result's spread.
+--   evidence: what this result's spread supports (run_statistics.evidence).
+--   previous_evidence: what the previous result's spread supports.
+--   center: this result's central value, in unit (run_statistics.center).
+--   previous_center: the previous result's center.
+--   center_statistic: 'median' or 'mean', which statistic center is.
+--   previous_center_statistic: which statistic previous_center is.
+--   samples: samples behind the statistics (run_statistics.samples).
+--   previous_samples: the previous result's samples.
+--   log_variance: for a mean with 2 or more samples and a standard deviation, the variance
+--     of the log of the mean: (stddev / mean)^2 / samples + (resolution / mean)^2 / 12, as
+--     speedups works it out; else null.
+--   previous_log_variance: the previous result's log_variance.
+--   wide_low: the low end of the run's spread less half its resolution.
+--   wide_high: the high end of the run's spread plus half its resolution.
+--   previous_wide_low: the previous result's wide_low.
+--   previous_wide_high: the previous result's wide_high.
+--   has_spread: true when evidence is 'measured' or 'below resolution'.
+--   previous_has_spread: the previous result's has_spread.
+--   half_step: half the run's resolution (0 when none).
+--   previous_half_step: the previous result's half_step.
+--   size_decade: for latency, the size class a run-to-run envelope is looked up by
+--     (noise_envelopes.size_decade: FLOOR(LOG10(center in µs)) between -1 and 5); null for
+--     memory.
+--   previous_size_decade: the previous result's size_decade.
+--   log_change: LN(center / previous_center); null at step 1.
+--   same_center: true when both centers are of one statistic; null at step 1.
+--   same_version: true when version = previous_version; null when either is unknown and at
+--     step 1.
+--   context_runs: how many results of the same kernel, pass, GPU, family and metric (any
+--     implementation, variant and workload) were measured no later than one hour after
+--     this result: the results the context columns below can depend on.
+--   context_key_a: the sum over those results of the first 36 bits of MD5(run_id) (the
+--     first nine hexadecimal digits, as a number).
+--   context_key_b: the same sum over the next 36 bits (digits 10 to 18). The three
+--     context_ columns fingerprint the set of results; a stored step_context row is used only
+--     when its three values and its family equal these.
+--   together_implementations: other implementations of the same kernel, pass, workload, GPU,
+--     family and metric measured together with this step (each of their results within one
+--     hour of this one's and of the previous one's, their centers of one statistic); null
+--     when none.
+--   together_log_change: the mean of those implementations' log changes over their steps;
+--     null when none.
+--   session_workloads: other workloads of the implementation and variant measured over the
+--     same two sessions (each result within one hour of this step's, centers of one
+--     statistic); null when none.
+--   session_log_median: the median log change over those workloads' steps and this one's;
+--     null when none.
+--   echo_up: the largest log change of the other implementations' steps measured over the
+--     same two sessions, at any workload; null when none.
+--   echo_down: the smallest such log change; null when none.
+--   context_stored: true when the context columns were read from step_context (a load
+--     stored them and no result since has entered the set they depend on), false when they
+--     were computed here.
+-- notes: Time order is observed_at, then run_id for results with the same timestamp. The
+--   context of a step depends only on the results of its kernel, pass, GPU, family and
+--   metric measured up to one hour after it (its own and its neighbours' previous results
+--   are earlier), so a load stores the context of every step it adds or changes
+--   (step_context) and later reads skip the self-joins below for every step whose set of
+--   such results is still the same: a result loaded later, unloaded, or moved by a protocol
+--   document that gives it a family, changes the fingerprint and the context is computed
+--   again. series_steps judges these rows; its header gives every rule.
+WITH points AS (
+    SELECT
+        r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
+        COALESCE(p.family, r.protocol_id) AS family,
+        COALESCE(g.family, r.gpu) AS gpu_family,
+        r.observed_at, r.version, r.source, r.environment_id,
+        s.metric, s.unit, s.median, s.p20, s.p80, s.spread, s.evidence,
+        s.center, s.center_statistic, s.samples,
+        -- The noise inputs, as speedups works them out (there in µs, here in unit).
+        CASE WHEN s.center_statistic = 'mean' AND s.samples >= 2 AND s.stddev >= 0
+                  AND s.mean > 0
+             THEN POWER(s.stddev / s.mean, 2) / s.samples
+                  + POWER(COALESCE(s.resolution, 0) / s.mean, 2) / 12
+        END AS log_variance,
+        s.low - COALESCE(s.resolution, 0) / 2 AS wide_low,
+        s.high + COALESCE(s.resolution, 0) / 2 AS wide_high,
+        s.evidence IN ('measured', 'below resolution') AS has_spread,
+        COALESCE(s.resolution, 0) / 2 AS half_step,
+        -- The latency size class a run-to-run envelope is looked up by (noise_envelopes).
+        CASE WHEN s.metric = 'latency' AND s.center > 0
+             THEN CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5) AS BIGINT)
+        END AS size_decade,
+        MD5(r.run_id) AS md5_hex
+    FROM runs r
+    JOIN run_statistics s ON s.run_id = r.run_id
+    LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
+    LEFT JOIN gpus g ON g.gpu = r.gpu
+    WHERE r.status = 'passed' AND r.observed_at IS NOT NULL
+),
+keyed AS (
+    SELECT
+        k.*,
+        ROW_NUMBER() OVER series_in_time AS step,
+        CAST(COUNT(*) OVER series AS BIGINT) AS points,
+        LAG(run_id) OVER series_in_time AS previous_run_id,
+        CAST(COUNT(*) OVER context AS BIGINT) AS context_runs,
+        CAST(SUM(key_a) OVER context AS BIGINT) AS context_key_a,
+        CAST(SUM(key_b) OVER context AS BIGINT) AS context_key_b
+    FROM (
+        SELECT
+            points.*,
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 1, 1)) - 1 AS BIGINT) * 4294967296 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 2, 1)) - 1 AS BIGINT) * 268435456 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 3, 1)) - 1 AS BIGINT) * 16777216 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 4, 1)) - 1 AS BIGINT) * 1048576 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 5, 1)) - 1 AS BIGINT) * 65536 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 6, 1)) - 1 AS BIGINT) * 4096 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 7, 1)) - 1 AS BIGINT) * 256 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 8, 1)) - 1 AS BIGINT) * 16 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 9, 1)) - 1 AS BIGINT) * 1 AS key_a,
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 10, 1)) - 1 AS BIGINT) * 4294967296 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 11, 1)) - 1 AS BIGINT) * 268435456 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 12, 1)) - 1 AS BIGINT) * 16777216 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 13, 1)) - 1 AS BIGINT) * 1048576 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 14, 1)) - 1 AS BIGINT) * 65536 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 15, 1)) - 1 AS BIGINT) * 4096 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 16, 1)) - 1 AS BIGINT) * 256 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 17, 1)) - 1 AS BIGINT) * 16 +
+            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 18, 1)) - 1 AS BIGINT) * 1 AS key_b
+        FROM points
+    ) k
+    WINDOW
+        series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family,
+                   metric),
+        series_in_time AS (
+            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family, metric
+            ORDER BY observed_at, run_id
+        ),
+        -- The results a step's context can depend on: its group's, up to an hour after it.
+        context AS (
+            PARTITION BY kernel, pass, gpu, family, metric
+            ORDER BY observed_at
+            RANGE BETWEEN UNBOUNDED PRECEDING AND INTERVAL '1' HOUR FOLLOWING
+        )
+),
+steps AS (
+    SELECT
+        k.kernel, k.pass, k.implementation, k.variant, k.workload, k.gpu, k.family, k.metric,
+        k.unit, k.gpu_family, k.step, k.points, k.run_id, k.previous_run_id,
+        k.observed_at, p.observed_at AS previous_observed_at,
+        k.version, p.version AS previous_version,
+        k.source, p.source AS previous_source,
+        k.environment_id, p.environment_id AS previous_environment_id,
+        k.median, p.median AS previous_median,
+        k.p20, k.p80, p.p20 AS previous_p20, p.p80 AS previous_p80,
+        k.spread, p.spread AS previous_spread,
+        k.evidence, p.evidence AS previous_evidence,
+        k.center, p.center AS previous_center,
+        k.center_statistic, p.center_statistic AS previous_center_statistic,
+        k.samples, p.samples AS previous_samples,
+        k.log_variance, p.log_variance AS previous_log_variance,
+        k.wide_low, k.wide_high, p.wide_low AS previous_wide_low,
+        p.wide_high AS previous_wide_high,
+        k.has_spread, p.has_spread AS previous_has_spread,
+        k.half_step, p.half_step AS previous_half_step,
+        k.size_decade, p.size_decade AS previous_size_decade,
+        LN(k.center / p.center) AS log_change,
+        k.center_statistic = p.center_statistic AS same_center,
+        CASE WHEN k.previous_run_id IS NULL THEN NULL
+             ELSE k.version = p.version END AS same_version,
+        k.context_runs, k.context_key_a, k.context_key_b
+    FROM keyed k
+    LEFT JOIN points p ON p.run_id = k.previous_run_id AND p.metric = k.metric
+),
+kept AS (
+    -- The stored contexts whose set of results is still the same.
+    SELECT c.run_id, c.metric, c.together_implementations, c.together_log_change,
+        c.session_workloads, c.session_log_median, c.echo_up, c.echo_down
+    FROM step_context c
+    JOIN steps s
+        ON s.run_id = c.run_id AND s.metric = c.metric
+        AND (s.family = c.family OR (s.family IS NULL AND c.family IS NULL))
+        AND s.context_runs = c.context_runs AND s.context_key_a = c.context_key_a
+        AND s.context_key_b = c.context_key_b
+),
+missing AS (
+    SELECT s.*, DATE_TRUNC('day', s.observed_at) AS observed_day
+    FROM steps s
+    WHERE NOT EXISTS (SELECT 1 FROM kept k WHERE k.run_id = s.run_id AND k.metric = s.metric)
+),
+grouped AS (
+    -- The steps of the groups that have a context to compute: only the columns the joins
+    -- below read.
+    SELECT o.run_id, o.kernel, o.pass, o.implementation, o.variant, o.workload, o.gpu,
+        o.family, o.metric, o.observed_at, o.previous_observed_at, o.same_center,
+        o.log_change
+    FROM steps o
+    WHERE EXISTS (
+        SELECT 1 FROM missing m
+        WHERE m.kernel = o.kernel AND m.pass = o.pass AND m.gpu = o.gpu
+            AND m.family = o.family AND m.metric = o.metric
+    )
+),
+near AS (
+    -- Each of those steps once per day its result's hour-wide neighbourhood touches (one, or
+    -- two near midnight), so that the joins below pair steps by equal days before they
+    -- compare times: a step within one hour of another's result has that result's day among
+    -- these (a day is longer than the two hours between the ends), and matches exactly one
+    -- of them.
+    SELECT grouped.*, DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR) AS near_day
+    FROM grouped
+    UNION ALL
+    SELECT grouped.*, DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR) AS near_day
+    FROM grouped
+    WHERE DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR)
+        <> DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR)
+),
+together AS (
+    SELECT
+        s.run_id,
+        s.metric,
+        CAST(COUNT(DISTINCT o.implementation) AS BIGINT) AS together_implementations,
+        AVG(o.log_change) AS together_log_change
+    FROM missing s
+    JOIN near o
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
+        AND o.workload = s.workload
+        AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
+        AND o.implementation <> s.implementation AND o.same_center
+        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
+                              AND s.observed_at + INTERVAL '1' HOUR
+        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
+                                       AND s.previous_observed_at + INTERVAL '1' HOUR
+    GROUP BY s.run_id, s.metric
+),
+session AS (
+    -- The two-way model of log center with workload and session effects, fitted over this
+    -- step's two sessions: every workload of the implementation measured over both (each
+    -- result within one hour of this step's), this one included, changed by the session's
+    -- effect plus its own. Fitted by least absolute deviations, the session's effect is the
+    -- median of their log changes; what is left of this step is its code's.
+    SELECT
+        s.run_id,
+        s.metric,
+        CAST(COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) AS BIGINT)
+            AS session_workloads,
+        PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY o.log_change) AS session_log_effect
+    FROM missing s
+    JOIN near o
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
+        AND o.implementation = s.implementation
+        AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
+        AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
+        AND (o.workload <> s.workload OR o.run_id = s.run_id) AND o.same_center
+        AND s.same_center
+        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
+                              AND s.observed_at + INTERVAL '1' HOUR
+        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
+                                       AND s.previous_observed_at + INTERVAL '1' HOUR
+    GROUP BY s.run_id, s.metric
+    HAVING COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) > 0
+),
+echo AS (
+    -- How the other implementations of the kernel measured over the same two sessions moved:
+    -- their largest rise and largest fall at any workload, for the session's effect to be
+    -- echoed (the same way by at least half as much): the effect is the session's, not a
+    -- release's that moved all of one implementation.
+    SELECT s.run_id, s.metric, MAX(o.log_change) AS echo_up, MIN(o.log_change) AS echo_down
+    FROM missing s
+    JOIN near o
+        ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
+        AND o.gpu = s.gpu AND o.family = s.family
+        AND o.metric = s.metric AND o.implementation <> s.implementation AND o.same_center
+        AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
+                              AND s.observed_at + INTERVAL '1' HOUR
+        AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
+                                       AND s.previous_observed_at + INTERVAL '1' HOUR
+    GROUP BY s.run_id, s.metric
+),
+computed AS (
+    SELECT
+        m.run_id, m.metric, t.together_implementations, t.together_log_change,
+        se.session_workloads, se.session_log_effect AS session_log_median, e.echo_up, e.echo_down
+    FROM missing m
+    LEFT JOIN together t
+        ON t.run_id = m.run_id AND t.metric = m.metric
+    LEFT JOIN session se
+        ON se.run_id = m.run_id AND se.metric = m.metric
+    LEFT JOIN echo e
+        ON e.run_id = m.run_id AND e.metric = m.metric
+),
+contexts AS (
+    SELECT kept.*, TRUE AS context_stored FROM kept
+    UNION ALL
+    SELECT computed.*, FALSE AS context_stored FROM computed
+)
+SELECT
+    s.*,
+    c.together_implementations,
+    c.together_log_change,
+    c.session_workloads,
+    c.session_log_median,
+    c.echo_up,
+    c.echo_down,
+    c.context_stored
+FROM steps s
+JOIN contexts c ON c.run_id = s.run_id AND c.metric = s.metric

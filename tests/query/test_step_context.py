@@ -1,0 +1,174 @@
+"""Stored step contexts (kidata/store/contexts.py, sql/series_context.sql): the series views give
+the same rows whether a step's context is read from ``step_context`` or computed, whatever
+the order of the loads, after an unload and after a protocol document that gives runs a
+family; and the stored rows are what is read."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kidata import Warehouse
+from kidata.core.digest import digest
+
+API = "kernelindex.dev/v1alpha1"
+GPUS = ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
+KERNELS = ("rms_norm", "layer_norm")
+IMPLEMENTATIONS = ("liger", "torch", "triton")
+WIDTHS = (1024, 2048, 4096, 8192)
+# Sessions: each times every implementation and workload within minutes; two of them straddle
+# midnight, and two are less than an hour apart (one sweep split in two).
+SESSIONS = (datetime(2024, 3, 1, 10, tzinfo=UTC), datetime(2024, 3, 1, 23, 40, tzinfo=UTC),
+            datetime(2024, 3, 3, 9, tzinfo=UTC), datetime(2024, 3, 3, 9, 50, tzinfo=UTC),
+            datetime(2024, 3, 5, 23, 55, tzinfo=UTC), datetime(2024, 3, 8, 14, tzinfo=UTC))
+PROTOCOL = {"apiVersion": API, "kind": "BenchmarkProtocol", "metadata": {"name": "ctx"},
+            "spec": {"comparability": {"family": "ctx-family"}}}
+# The first GPU's protocol, its document loaded last.
+LATE_PROTOCOL = {"apiVersion": API, "kind": "BenchmarkProtocol", "metadata": {"name": "ctx-b"},
+                 "spec": {"comparability": {"family": "ctx-late"}}}
+
+
+def bundles(seed: int = 7) -> list[dict]:
+    """One bundle per (session, GPU, kernel, implementation, width): latency series with
+    session-wide shifts, one implementation's code change, spreads on most runs, memory on
+    some. Runs of the first GPU name their protocol by digest only (its document comes in a
+    load of its own), the others carry it."""
+    rng = random.Random(seed)
+    out = []
+    for s, start in enumerate(SESSIONS):
+        shift = 1 + rng.choice((0.0, 0.0, 0.25, -0.2))  # the session's effect on everything
+        for g, gpu in enumerate(GPUS):
+            for kernel in KERNELS:
+                for i, impl in enumerate(IMPLEMENTATIONS):
+                    code = 1.3 if impl == "triton" and s >= 4 else 1.0
+                    for w, width in enumerate(WIDTHS):
+                        at = start + timedelta(minutes=3 * i + w, seconds=g)
+                        median = (1000 * (w + 1) * (i + 2) * shift * code
+                                  * (1 + rng.uniform(-0.03, 0.03)))
+                        timing = {"median": round(median, 1)}
+                        if rng.random() < 0.8:
+                            timing.update(p20=round(median * 0.97, 1),
+                                          p80=round(median * 1.03, 1))
+                        spec = {"measurements": [], "observedAt": at.isoformat(),
+                                "sourceNative": {"benchmark": f"{kernel}/forward",
+                                                 "source": "ctx-fixture"},
+                                "status": "passed", "timing": {"latencyNs": timing}}
+                        if rng.random() < 0.3:
+                            spec["measurements"] = [
+                                {"metric": "memory", "statistic": "median", "unit": "MB",
+                                 "value": 100.0 * (w + 1) * shift}]
+                        labels = {"gpu_name": gpu, "implementation": impl,
+                                  "version": str(1 + s // 3)}
+                        run = {"apiVersion": API, "kind": "BenchmarkRun",
+                               "metadata": {"labels": labels,
+                                            "name": f"ctx-{s}-{g}-{kernel}-{impl}-{width}"},
+                               "spec": spec}
+                        workload = {"apiVersion": API, "kind": "Workload",
+                                    "metadata": {"name": f"{kernel}-H{width}"},
+                                    "spec": {"kernel": kernel, "name": f"{kernel}-H{width}",
+                                             "parameters": {"H": width}}}
+                        bundle = {"run": run, "workload": workload}
+                        if g == 0:
+                            spec["protocolDigest"] = digest(LATE_PROTOCOL)
+                        else:
+                            bundle["protocol"] = PROTOCOL
+                        out.append(bundle)
+    return out
+
+
+def write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def series(path: Path) -> list[tuple]:
+    """Every row of series_context and series_steps, sorted, floats to 12 digits (DuckDB's
+    parallel sums may differ in the last bits), context_stored left out."""
+    wh = Warehouse(path)
+    out = []
+    for view in ("series_context", "series_steps"):
+        rel = wh.sql(f"select * from {view}")
+        keep = [i for i, c in enumerate(rel.columns) if c != "context_stored"]
+        out += sorted((view, *(float(f"{row[i]:.12g}") if isinstance(row[i], float)
+                               else row[i] for i in keep)) for row in rel.fetchall())
+    return out
+
+
+def computed(path: Path, tmp: Path) -> list[tuple]:
+    """:func:`series` of a copy of the warehouse without stored contexts."""
+    copy = tmp / "computed"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(path, copy)
+    shutil.rmtree(copy / "step_context", ignore_errors=True)
+    return series(copy)
+
+
+def stored_count(path: Path) -> int:
+    [(n,)] = Warehouse(path).sql(
+        "select count(*) from series_context where context_stored").fetchall()
+    return n
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return bundles()
+
+
+def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path):
+    rng = random.Random(3)
+    wh_path = tmp_path / "wh"
+    wh = Warehouse(wh_path)
+    # The later sessions first, then the earlier ones (every step between them changes), then
+    # a random half of what remains twice over (duplicates), then the protocol's document.
+    late = [r for r in records if r["run"]["spec"]["observedAt"] >= "2024-03-03T09:50"]
+    early = [r for r in records if r not in late]
+    rng.shuffle(early)
+    files = [write(tmp_path / "late.jsonl", late),
+             write(tmp_path / "early-1.jsonl", early[: len(early) // 2]),
+             write(tmp_path / "early-2.jsonl", early),
+             write(tmp_path / "protocol.jsonl", [LATE_PROTOCOL])]
+    reports = []
+    for file in files:
+        reports.append(wh.load(file))
+        assert wh.check().ok
+        got = series(wh_path)
+        assert got == computed(wh_path, tmp_path)
+        # Steps with a previous result, joined with others: the contexts are not all empty.
+        assert any(row[0] == "series_context" and row[14] is not None for row in got)
+    # After each load every context is stored, and the last loads stored only what they
+    # changed: the protocol's document gave the first GPU's runs a family (their groups).
+    assert stored_count(wh_path) == len([r for r in got if r[0] == "series_context"])
+    added = [r.added.get("step_context", 0) for r in reports]
+    assert added[0] == len(late) + sum(1 for r in late if r["run"]["spec"]["measurements"])
+    assert 0 < added[3] < stored_count(wh_path)
+    # An unload changes the sets of the steps left around its runs: computed until a load
+    # or a compaction stores them again, and the same rows either way.
+    wh.unload([reports[1].load_id])
+    assert wh.check().ok
+    assert series(wh_path) == computed(wh_path, tmp_path)
+    assert stored_count(wh_path) < len([r for r in series(wh_path) if r[0] == "series_context"])
+
+
+def test_the_stored_rows_are_what_is_read(records, tmp_path):
+    wh_path = tmp_path / "wh"
+    Warehouse(wh_path).load(write(tmp_path / "all.jsonl", records))
+    before = series(wh_path)
+    assert before == computed(wh_path, tmp_path)
+    # Tamper with every stored context: the views now differ (they read the rows)...
+    [file] = sorted((wh_path / "step_context").glob("*.parquet"))
+    table = pq.read_table(file)
+    changed = table.set_column(table.schema.get_field_index("together_log_change"),
+                               "together_log_change",
+                               pq.read_table(file).column("together_log_change").fill_null(0.5))
+    pq.write_table(changed, file)
+    assert series(wh_path) != before
+    # ... and kidata check finds the rows that do not hold what is computed.
+    report = Warehouse(wh_path).check()
+    assert not report.ok
+    assert any("step_context" in problem for problem in report.problems)
