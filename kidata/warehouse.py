@@ -240,13 +240,18 @@ class Warehouse:
     def _derive_contexts(self, report: LoadReport, database: duckdb.DuckDBPyConnection
                          ) -> None:
         """After a commit, under the writer lock: store the contexts of the steps the load added
-        or changed (:mod:`kidata.store.contexts`). The load is committed whatever happens here:
-        without them, readers compute those contexts."""
+        or changed (:mod:`kidata.store.contexts`), from ``KIDATA_CONTEXTS_AT`` runs on. The load
+        is committed whatever happens here: without them, readers compute those contexts."""
         from kidata.store import contexts
 
+        if not (report.added.get("runs") or report.added.get("protocols")):
+            return  # no step's set of results changed
         try:
-            report.added[contexts.TABLE] = contexts.derive(self.path, report.load_id,
-                                                           only_load=True, database=database)
+            scope = contexts.due(self.path)
+            if scope is None:
+                return  # a small warehouse: queries compute the contexts
+            report.added[contexts.TABLE] = contexts.derive(
+                self.path, report.load_id, only_load=scope == "load", database=database)
         except (OSError, duckdb.Error) as exc:
             report.add_warning(f"load {report.load_id} is committed, but storing its steps' "
                                f"contexts failed ({exc}); queries compute them")
@@ -379,8 +384,21 @@ class Warehouse:
             return [], {}
         with self.writer_lock():
             removed = unload(self.path, ids)
+            self._restore_contexts()
         self.session.forget()
         return sorted(set(ids)), removed
+
+    def _restore_contexts(self) -> None:
+        """After an unload (which empties ``step_context``), under the writer lock: store every
+        step's context again when the warehouse is of the size loads store them at. Failing
+        costs time only: queries compute what is not stored."""
+        from kidata.store import commit, contexts
+
+        try:
+            if contexts.due(self.path) is not None:
+                contexts.derive(self.path, commit.new_id())
+        except (OSError, duckdb.Error):
+            pass
 
     def compact(self, tables: list[str] | None = None):
         """Merge each table's small files; see :func:`kidata.store.compaction.compact`."""

@@ -62,14 +62,17 @@
 --   same_center: true when both centers are of one statistic; null at step 1.
 --   same_version: true when version = previous_version; null when either is unknown and at
 --     step 1.
+--   observed_hour: the clock hour of observed_at (DATE_TRUNC('hour'), in the session's
+--     time zone).
 --   context_runs: how many results of the same kernel, pass, GPU, family and metric (any
---     implementation, variant and workload) were measured no later than one hour after
---     this result: the results the context columns below can depend on.
---   context_key_a: the sum over those results of the first 36 bits of MD5(run_id) (the
---     first nine hexadecimal digits, as a number).
---   context_key_b: the same sum over the next 36 bits (digits 10 to 18). The three
---     context_ columns fingerprint the set of results; a stored step_context row is used only
---     when its three values and its family equal these.
+--     implementation, variant and workload) were measured in this result's clock hour, an
+--     earlier one, or the five after it (DATE_TRUNC('hour', observed_at) in the session's
+--     time zone, up to 5 hours later): a superset of the results the context columns below
+--     depend on (those measured up to one hour after this result).
+--   context_key: the sum over those results of a number read from MD5(run_id) (its first
+--     six hexadecimal digits, each as its ASCII code - 48, in base 64). With context_runs
+--     and observed_hour it fingerprints the set of results; a stored step_context row is
+--     used only when these three and its family equal the step's.
 --   together_implementations: other implementations of the same kernel, pass, workload, GPU,
 --     family and metric measured together with this step (each of their results within one
 --     hour of this one's and of the previous one's, their centers of one statistic); null
@@ -86,7 +89,7 @@
 --   echo_down: the smallest such log change; null when none.
 --   context_stored: true when the context columns were read from step_context (a load
 --     stored them and no result since has entered the set they depend on), false when they
---     were computed here.
+--     were computed here, and at step 1 (no previous result: no context, nothing stored).
 -- notes: Time order is observed_at, then run_id for results with the same timestamp. The
 --   context of a step depends only on the results of its kernel, pass, GPU, family and
 --   metric measured up to one hour after it (its own and its neighbours' previous results
@@ -117,6 +120,7 @@ WITH points AS (
         CASE WHEN s.metric = 'latency' AND s.center > 0
              THEN CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5) AS BIGINT)
         END AS size_decade,
+        DATE_TRUNC('hour', r.observed_at) AS observed_hour,
         MD5(r.run_id) AS md5_hex
     FROM runs r
     JOIN run_statistics s ON s.run_id = r.run_id
@@ -124,50 +128,58 @@ WITH points AS (
     LEFT JOIN gpus g ON g.gpu = r.gpu
     WHERE r.status = 'passed' AND r.observed_at IS NOT NULL
 ),
-keyed AS (
-    SELECT
-        k.*,
-        ROW_NUMBER() OVER series_in_time AS step,
-        CAST(COUNT(*) OVER series AS BIGINT) AS points,
-        LAG(run_id) OVER series_in_time AS previous_run_id,
-        CAST(COUNT(*) OVER context AS BIGINT) AS context_runs,
-        CAST(SUM(key_a) OVER context AS BIGINT) AS context_key_a,
-        CAST(SUM(key_b) OVER context AS BIGINT) AS context_key_b
+hours AS (
+    -- Per group and clock hour: how many results, and the sum of a number read from each
+    -- run id's MD5 (its first six hexadecimal digits, each as ASCII - 48, in base 64).
+    SELECT kernel, pass, gpu, family, metric, observed_hour, COUNT(*) AS runs,
+        SUM(run_key) AS run_keys
     FROM (
         SELECT
-            points.*,
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 1, 1)) - 1 AS BIGINT) * 4294967296 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 2, 1)) - 1 AS BIGINT) * 268435456 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 3, 1)) - 1 AS BIGINT) * 16777216 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 4, 1)) - 1 AS BIGINT) * 1048576 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 5, 1)) - 1 AS BIGINT) * 65536 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 6, 1)) - 1 AS BIGINT) * 4096 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 7, 1)) - 1 AS BIGINT) * 256 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 8, 1)) - 1 AS BIGINT) * 16 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 9, 1)) - 1 AS BIGINT) * 1 AS key_a,
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 10, 1)) - 1 AS BIGINT) * 4294967296 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 11, 1)) - 1 AS BIGINT) * 268435456 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 12, 1)) - 1 AS BIGINT) * 16777216 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 13, 1)) - 1 AS BIGINT) * 1048576 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 14, 1)) - 1 AS BIGINT) * 65536 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 15, 1)) - 1 AS BIGINT) * 4096 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 16, 1)) - 1 AS BIGINT) * 256 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 17, 1)) - 1 AS BIGINT) * 16 +
-            CAST(INSTR('0123456789abcdef', SUBSTR(md5_hex, 18, 1)) - 1 AS BIGINT) * 1 AS key_b
+            kernel, pass, gpu, family, metric, observed_hour,
+            CAST(ASCII(SUBSTR(md5_hex, 1, 1)) - 48 AS BIGINT) * 1073741824 +
+            CAST(ASCII(SUBSTR(md5_hex, 2, 1)) - 48 AS BIGINT) * 16777216 +
+            CAST(ASCII(SUBSTR(md5_hex, 3, 1)) - 48 AS BIGINT) * 262144 +
+            CAST(ASCII(SUBSTR(md5_hex, 4, 1)) - 48 AS BIGINT) * 4096 +
+            CAST(ASCII(SUBSTR(md5_hex, 5, 1)) - 48 AS BIGINT) * 64 +
+            CAST(ASCII(SUBSTR(md5_hex, 6, 1)) - 48 AS BIGINT) * 1 AS run_key
         FROM points
     ) k
+    GROUP BY kernel, pass, gpu, family, metric, observed_hour
+),
+contexts_by_hour AS (
+    -- The fingerprint of the results of the group up to five hours after the clock hour: a
+    -- superset of any of its steps' context (results up to one hour after the step), whatever
+    -- the session's time zone (an hour truncated in local time lies within two hours of the
+    -- instant, even across a daylight-saving change).
+    SELECT kernel, pass, gpu, family, metric, observed_hour,
+        CAST(SUM(runs) OVER up_to AS BIGINT) AS context_runs,
+        CAST(SUM(run_keys) OVER up_to AS BIGINT) AS context_key
+    FROM hours
+    WINDOW up_to AS (
+        PARTITION BY kernel, pass, gpu, family, metric
+        ORDER BY observed_hour
+        RANGE BETWEEN UNBOUNDED PRECEDING AND INTERVAL '5' HOUR FOLLOWING
+    )
+),
+keyed AS (
+    SELECT
+        p.*,
+        ROW_NUMBER() OVER series_in_time AS step,
+        CAST(COUNT(*) OVER series AS BIGINT) AS points,
+        LAG(p.run_id) OVER series_in_time AS previous_run_id,
+        c.context_runs, c.context_key
+    FROM points p
+    JOIN contexts_by_hour c
+        ON c.kernel = p.kernel AND c.pass = p.pass AND c.gpu = p.gpu
+        AND c.family IS NOT DISTINCT FROM p.family AND c.metric = p.metric
+        AND c.observed_hour = p.observed_hour
     WINDOW
-        series AS (PARTITION BY kernel, pass, implementation, variant, workload, gpu, family,
-                   metric),
+        series AS (PARTITION BY p.kernel, p.pass, p.implementation, p.variant, p.workload,
+                   p.gpu, p.family, p.metric),
         series_in_time AS (
-            PARTITION BY kernel, pass, implementation, variant, workload, gpu, family, metric
-            ORDER BY observed_at, run_id
-        ),
-        -- The results a step's context can depend on: its group's, up to an hour after it.
-        context AS (
-            PARTITION BY kernel, pass, gpu, family, metric
-            ORDER BY observed_at
-            RANGE BETWEEN UNBOUNDED PRECEDING AND INTERVAL '1' HOUR FOLLOWING
+            PARTITION BY p.kernel, p.pass, p.implementation, p.variant, p.workload, p.gpu,
+                p.family, p.metric
+            ORDER BY p.observed_at, p.run_id
         )
 ),
 steps AS (
@@ -195,7 +207,7 @@ steps AS (
         k.center_statistic = p.center_statistic AS same_center,
         CASE WHEN k.previous_run_id IS NULL THEN NULL
              ELSE k.version = p.version END AS same_version,
-        k.context_runs, k.context_key_a, k.context_key_b
+        k.observed_hour, k.context_runs, k.context_key
     FROM keyed k
     LEFT JOIN points p ON p.run_id = k.previous_run_id AND p.metric = k.metric
 ),
@@ -205,15 +217,16 @@ kept AS (
         c.session_workloads, c.session_log_median, c.echo_up, c.echo_down
     FROM step_context c
     JOIN steps s
-        ON s.run_id = c.run_id AND s.metric = c.metric
-        AND (s.family = c.family OR (s.family IS NULL AND c.family IS NULL))
-        AND s.context_runs = c.context_runs AND s.context_key_a = c.context_key_a
-        AND s.context_key_b = c.context_key_b
+        ON s.previous_run_id IS NOT NULL AND s.run_id = c.run_id AND s.metric = c.metric
+        AND s.family IS NOT DISTINCT FROM c.family
+        AND s.observed_hour = c.context_hour AND s.context_runs = c.context_runs
+        AND s.context_key = c.context_key
 ),
 missing AS (
     SELECT s.*, DATE_TRUNC('day', s.observed_at) AS observed_day
     FROM steps s
-    WHERE NOT EXISTS (SELECT 1 FROM kept k WHERE k.run_id = s.run_id AND k.metric = s.metric)
+    WHERE s.previous_run_id IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.run_id = s.run_id AND k.metric = s.metric)
 ),
 grouped AS (
     -- The steps of the groups that have a context to compute: only the columns the joins
@@ -329,6 +342,6 @@ SELECT
     c.session_log_median,
     c.echo_up,
     c.echo_down,
-    c.context_stored
+    COALESCE(c.context_stored, FALSE) AS context_stored
 FROM steps s
-JOIN contexts c ON c.run_id = s.run_id AND c.metric = s.metric
+LEFT JOIN contexts c ON c.run_id = s.run_id AND c.metric = s.metric

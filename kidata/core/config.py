@@ -124,6 +124,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KIDATA_COMPACT_AT", "compact_at", "whole number", 32, "32",
              "Small files per table from which a load merges them after its commit "
              "(`0`: never).", _count),
+    Variable("KIDATA_CONTEXTS_AT", "contexts_at", "whole number", 20_000, "20000",
+             "Runs from which a load stores the context of each series step it adds or "
+             "changes (`step_context`); in a smaller warehouse queries compute them, which "
+             "costs less than storing them (`0`: always store).", _count),
     Variable("KIDATA_COMMIT_MEMORY", "commit_memory", "size", "192MB", "192MB",
              "DuckDB's memory limit while a load's commit plans its dedupe (beyond it, it "
              "spills to disk).", _size),
@@ -167,6 +171,7 @@ class Config:
     slow_path: bool = False
     max_rejects: int = 100_000
     compact_at: int = 32
+    contexts_at: int = 20_000
     commit_memory: str = "192MB"
     commit_write_memory: str = "128MB"
     roles: Path | None = None

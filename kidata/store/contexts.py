@@ -9,14 +9,20 @@ cost ~50 CPU s and ~4 GB at 1M runs (docs/benchmarks.md, Run Z).
 
 A step's context depends only on the results of its group (kernel, pass, GPU, family, metric)
 measured no later than one hour after it: its own previous result, its neighbours' results and
-theirs are all earlier. ``series_context`` fingerprints that set for every step (how many, and
-two sums of 36 bits of each run id's MD5, standard SQL that DuckDB and Spark compute alike) and
-reads the stored row of ``step_context`` whose family and fingerprint are the step's; the
-other steps' contexts are computed, joining only the groups they are in. A row is never wrong
-for the step it is used for, whoever wrote it and whenever: a result loaded later, unloaded, or
-given a family by a protocol document loaded later changes the fingerprint, and the row is
-simply not used. So the rows are a cache that needs no bookkeeping: readers do not filter them
-by load, and a crash that leaves none costs time, not answers.
+theirs are all earlier. ``series_context`` counts, for every step, the results of its group
+measured up to five clock hours after the step's (a superset of those, whatever the session's
+time zone), with the sum of a number read from each run id's MD5, and reads the stored row of
+``step_context`` whose family, clock hour, count and sum are the step's; the other steps'
+contexts are computed, joining only the groups they are in. Results only ever join a group: a
+load adds them, a protocol document loaded later moves runs from the group named by the
+protocol's digest to the one named by its family (the stored rows carry the family they were
+computed for). So while the count up to the same hour is the same, the set is the same, and
+the row holds; when a result arrives within the hours it depends on, the count changes and the
+row is simply not used. The one way results leave a group, ``kidata unload``, empties the
+table in its own commit (and the next load at that size stores every context again); the sum
+of MD5 numbers also tells a set that lost one result and gained another (a hand-deleted commit
+marker, say) from the same count. Readers do not filter the rows by load, and a crash that
+leaves none costs time, not answers.
 
 After each load commits, :func:`derive` writes the contexts that ``series_context`` would
 compute (the steps the load added, and the steps whose set it changed), in one file tagged
@@ -38,6 +44,9 @@ from kidata.store.schema import TABLES
 
 TABLE = "step_context"
 VIEW = "series_context"
+# What series_context and the views under it read (a connection defines only these).
+TABLES_READ = ("runs", "measurements", "protocols", TABLE)
+REFERENCE_READ = ("gpus",)
 
 
 def define_views(con: duckdb.DuckDBPyConnection, root: Path, load_id: str | None = None
@@ -47,8 +56,8 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path, load_id: str | None
     kernels, passes and GPUs that load added runs to or gave a protocol family: a step's
     context depends only on its group's runs, and a group lies within one kernel, pass and GPU,
     so the other groups' steps are as the load found them."""
-    snapshot.define(con, root)
-    reference.define(con, root)
+    snapshot.define(con, root, tables=TABLES_READ)
+    reference.define(con, root, REFERENCE_READ)
     if load_id is not None:
         con.execute("""
             CREATE TEMP TABLE _touched AS
@@ -68,11 +77,42 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path, load_id: str | None
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
 
 
+def due(root: Path) -> str | None:
+    """Whether a load into ``root`` stores contexts: None below ``KIDATA_CONTEXTS_AT`` runs
+    (counted from the runs files' Parquet footers), ``"all"`` when the table has no file yet
+    (the first load at that size stores every step's), else ``"load"`` (the groups it
+    touched)."""
+    import pyarrow.parquet as pq
+
+    from kidata.core import config
+
+    at = config.current().contexts_at
+    layout = Layout(root)
+    if at:
+        runs = 0
+        for path in layout.table_files("runs"):
+            try:
+                runs += pq.read_metadata(path).num_rows
+            except (OSError, ValueError):  # unreadable: kidata check names it; store nothing
+                return None
+            if runs >= at:
+                break
+        if runs < at:
+            return None
+    return "load" if layout.table_files(TABLE) else "all"
+
+
+def _columns() -> str:
+    """``series_context``'s columns as ``step_context`` names them (but ``load_id``)."""
+    return ", ".join("observed_hour AS context_hour" if f.name == "context_hour" else f.name
+                     for f in TABLES[TABLE] if f.name != "load_id")
+
+
 def missing_sql() -> str:
     """The rows ``series_context`` computes rather than reads: what :func:`derive` stores."""
-    cols = ", ".join(f.name for f in TABLES[TABLE] if f.name != "load_id")
-    return (f"SELECT {cols}, $load_id AS load_id FROM {VIEW} WHERE NOT context_stored "
-            "ORDER BY run_id, metric")
+    cols = _columns()
+    return (f"SELECT {cols}, $load_id AS load_id FROM {VIEW} "
+            "WHERE NOT context_stored AND previous_run_id IS NOT NULL ORDER BY run_id, metric")
 
 
 def derive(root: Path, writer_id: str, only_load: bool = False,
@@ -149,6 +189,14 @@ def check(root: Path) -> list[str]:
             "wrongly; kidata compact stores them again)"]
 
 
+def write_empty(path: Path) -> int:
+    """Write ``step_context`` with no row at ``path`` (what an unload leaves: see
+    :func:`kidata.store.unload.unload`). Returns 0."""
+    from kidata.store.pqwrite import write_reader
+
+    return write_reader(path, TABLES[TABLE], iter(()), create_empty=True)
+
+
 def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int, int] | None:
     """Replace ``step_context`` by one file holding the context of every step now (the stored
     rows that hold, the others computed), tagged ``writer_id``: what ``kidata compact`` does,
@@ -169,14 +217,15 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int,
         [(before,)] = con.execute("SELECT count(*) FROM step_context").fetchall()
         if len(files) == 1:
             [(used, steps)] = con.execute(
-                f"SELECT count(*) FILTER (WHERE context_stored), count(*) FROM {VIEW}"
-            ).fetchall()
+                f"SELECT count(*) FILTER (WHERE context_stored), "
+                f"count(*) FILTER (WHERE previous_run_id IS NOT NULL) FROM {VIEW}").fetchall()
             if used == before == steps:
                 return None
-        cols = ", ".join(f.name for f in TABLES[TABLE] if f.name != "load_id")
+        cols = _columns()
 
         def write(path: Path) -> int:
-            reader = con.sql(f"SELECT {cols}, $id AS load_id FROM {VIEW} ORDER BY run_id, metric",
+            reader = con.sql(f"SELECT {cols}, $id AS load_id FROM {VIEW} "
+                             "WHERE previous_run_id IS NOT NULL ORDER BY run_id, metric",
                              params={"id": writer_id}).to_arrow_reader(65536)
             return write_reader(path, TABLES[TABLE], reader, create_empty=True)
 

@@ -422,11 +422,13 @@ def write(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool
     return True
 
 
-def define(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
-    """Define the reference tables' views on ``con``: over their files in ``warehouse``, or,
-    for those whose file is stale (see :func:`stale`), over the packaged data."""
+def define(con: duckdb.DuckDBPyConnection, warehouse: Path,
+           names: tuple[str, ...] = REFERENCE) -> None:
+    """Define the reference tables' views on ``con`` (``names``: only these): over their files
+    in ``warehouse``, or, for those whose file is stale (see :func:`stale`), over the packaged
+    data."""
     packaged = stale(warehouse, con)
-    for name in REFERENCE:
+    for name in names:
         if name in packaged:
             con.register(f"_kidata_reference_{name}", tables()[name])
             body = f"SELECT * FROM _kidata_reference_{name}"

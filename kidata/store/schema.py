@@ -300,12 +300,13 @@ STEP_CONTEXT = (
     _f("metric", STRING, "The step's metric, 'latency' or 'memory'.", False),
     _f("family", STRING, "The step's protocol family when the row was written "
        "(`series_context.family`)."),
+    _f("context_hour", TS, "The step's clock hour (`series_context.observed_hour`) when the "
+       "row was written.", False),
     _f("context_runs", INT64, "How many results of the step's kernel, pass, GPU, family and "
-       "metric were measured no later than one hour after it, when the row was written.", False),
-    _f("context_key_a", INT64, "Their fingerprint: the sum of the first 36 bits of "
-       "MD5(run_id) (`series_context.context_key_a`).", False),
-    _f("context_key_b", INT64, "The sum of the next 36 bits (`series_context.context_key_b`).",
-       False),
+       "metric were measured up to five clock hours after it, when the row was written "
+       "(`series_context.context_runs`).", False),
+    _f("context_key", INT64, "Their fingerprint: the sum of a number read from each run id's "
+       "MD5 (`series_context.context_key`).", False),
     _f("together_implementations", INT64, "`series_context.together_implementations`."),
     _f("together_log_change", FLOAT64, "`series_context.together_log_change`."),
     _f("session_workloads", INT64, "`series_context.session_workloads`."),
@@ -407,8 +408,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "flop_models": ("kernel", "pass", "term"),
     "kernel_families": ("kernel",),
     "acknowledgements": ("run_id", "acknowledged_at"),
-    "step_context": ("run_id", "metric", "family", "context_runs", "context_key_a",
-                     "context_key_b"),
+    "step_context": ("run_id", "metric", "family", "context_hour", "context_runs",
+                     "context_key"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).

@@ -19,6 +19,7 @@ does the same two steps by hand (see ``docs/guarantees.md``).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -95,8 +96,8 @@ def id_table(con: duckdb.DuckDBPyConnection, name: str, ids: list[str]) -> None:
                 "SELECT unnest($ids::VARCHAR[]) AS load_id", {"ids": ids})
 
 
-def define(con: duckdb.DuckDBPyConnection, warehouse: Path, window: Window | None = None
-           ) -> None:
+def define(con: duckdb.DuckDBPyConnection, warehouse: Path, window: Window | None = None,
+           tables: Iterable[str] | None = None) -> None:
     """Define one view per table that loads write on ``con``, showing the snapshot of the
     committed loads (the reference tables are :func:`kidata.store.reference.define`'s).
 
@@ -104,15 +105,16 @@ def define(con: duckdb.DuckDBPyConnection, warehouse: Path, window: Window | Non
     runs (see :mod:`kidata.store.derived`). With a ``window``, the runs are those measured
     in it (runs without a time are left out), the tables that hang on runs follow them,
     ``latest_runs`` is the latest run of each key within it, and ``rejects`` those of loads
-    made in it."""
+    made in it. ``tables``: only these (default: every table loads write)."""
     loads = committed(warehouse, con)
+    wanted = set(COLUMNS if tables is None else tables)
     id_table(con, VISIBLE, [load_id for load_id, _ in loads])
     old = derived.underived(loads)
     id_table(con, UNDERIVED, old)
     filtered = set(filtered_tables())
     q = quote_identifier
     for table in COLUMNS:
-        if table in REFERENCE:
+        if table in REFERENCE or table not in wanted:
             continue
         body = table_sql(warehouse, table)
         if table in filtered:

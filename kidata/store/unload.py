@@ -26,7 +26,7 @@ import duckdb
 from kidata.core import engine
 from kidata.core.sql import duckdb_type, quote_identifier, union_all
 from kidata.errors import NoSuchLoad
-from kidata.store import commit, snapshot
+from kidata.store import commit, contexts, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COMMIT_ORDER, TABLES
 
@@ -128,6 +128,10 @@ def unload(root: Path, load_ids: list[str]) -> dict[str, int]:
                     "IN (SELECT load_id FROM _unloaded)",
                     {"f": [str(f) for f in touched]}).fetchall()[0][0]
             plan[table] = (_writer(con, table, touched), keep)
+        # The stored step contexts go in the same commit: a context read while its count of
+        # results holds assumes results only ever join a group (kidata/store/contexts.py).
+        if layout.table_files(contexts.TABLE):
+            plan[contexts.TABLE] = (contexts.write_empty, [])
         # The manifests first: a crash after this and before the commit only costs reading
         # the loads' files again; the other order could skip files whose runs are gone.
         for load_id in ids:

@@ -109,15 +109,24 @@ def computed(path: Path, tmp: Path) -> list[tuple]:
     return series(copy)
 
 
-def stored_count(path: Path) -> int:
-    [(n,)] = Warehouse(path).sql(
-        "select count(*) from series_context where context_stored").fetchall()
-    return n
+def stored_count(path: Path) -> tuple[int, int]:
+    """Steps whose context was read from step_context, and steps that have one (a previous
+    result: at step 1 there is none, and nothing is stored)."""
+    [(n, steps)] = Warehouse(path).sql(
+        "select count(*) filter (where context_stored), count(previous_run_id) "
+        "from series_context").fetchall()
+    return n, steps
 
 
 @pytest.fixture(scope="module")
 def records() -> list[dict]:
     return bundles()
+
+
+@pytest.fixture(autouse=True)
+def store_contexts(monkeypatch):
+    """Loads store contexts at any size (KIDATA_CONTEXTS_AT: 20,000 runs by default)."""
+    monkeypatch.setenv("KIDATA_CONTEXTS_AT", "0")
 
 
 def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path):
@@ -133,7 +142,7 @@ def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path):
              write(tmp_path / "early-1.jsonl", early[: len(early) // 2]),
              write(tmp_path / "early-2.jsonl", early),
              write(tmp_path / "protocol.jsonl", [LATE_PROTOCOL])]
-    reports = []
+    reports, steps = [], []
     for file in files:
         reports.append(wh.load(file))
         assert wh.check().ok
@@ -141,18 +150,52 @@ def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path):
         assert got == computed(wh_path, tmp_path)
         # Steps with a previous result, joined with others: the contexts are not all empty.
         assert any(row[0] == "series_context" and row[14] is not None for row in got)
-    # After each load every context is stored, and the last loads stored only what they
-    # changed: the protocol's document gave the first GPU's runs a family (their groups).
-    assert stored_count(wh_path) == len([r for r in got if r[0] == "series_context"])
+        # After each load every context is stored.
+        used, with_previous = stored_count(wh_path)
+        assert used == with_previous > 0
+        steps.append(with_previous)
+    # The first load stored every context; the protocol's document (the last load) only those
+    # of the first GPU's steps, whose family it gave.
     added = [r.added.get("step_context", 0) for r in reports]
-    assert added[0] == len(late) + sum(1 for r in late if r["run"]["spec"]["measurements"])
-    assert 0 < added[3] < stored_count(wh_path)
-    # An unload changes the sets of the steps left around its runs: computed until a load
-    # or a compaction stores them again, and the same rows either way.
+    assert added[0] == steps[0]
+    assert 0 < added[3] < steps[3]
+    # An unload is the one way results leave a group: it empties the table in its commit,
+    # then stores every context again; the same rows as computed.
+    stored = sorted((wh_path / "step_context").glob("*.parquet"))
     wh.unload([reports[1].load_id])
+    assert not any(f.exists() for f in stored)
     assert wh.check().ok
     assert series(wh_path) == computed(wh_path, tmp_path)
-    assert stored_count(wh_path) < len([r for r in series(wh_path) if r[0] == "series_context"])
+    used, with_previous = stored_count(wh_path)
+    assert used == with_previous < steps[-1]
+    # kidata compact keeps one file (the unload's empty one and the stored contexts merged).
+    assert len(list((wh_path / "step_context").glob("*.parquet"))) == 2
+    wh.compact()
+    assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
+    assert stored_count(wh_path) == (with_previous, with_previous)
+    assert Warehouse(wh_path).sql("select count(*) from step_context").fetchall() == [
+        (with_previous,)]
+    assert wh.check().ok
+    assert series(wh_path) == computed(wh_path, tmp_path)
+
+
+def test_a_warehouse_stores_contexts_from_a_size_on(records, tmp_path, monkeypatch):
+    # Below KIDATA_CONTEXTS_AT runs nothing is stored (queries compute the contexts); the
+    # load that reaches it stores every step's context, not only those of its groups.
+    monkeypatch.setenv("KIDATA_CONTEXTS_AT", "200")
+    wh_path = tmp_path / "wh"
+    wh = Warehouse(wh_path)
+    first = [r for r in records if r["run"]["metadata"]["labels"]["gpu_name"] == GPUS[0]]
+    second = [r for r in records if r not in first]
+    assert len(first) == len(second) == 144
+    report = wh.load(write(tmp_path / "first.jsonl", first))
+    assert "step_context" not in report.added
+    assert not list((wh_path / "step_context").glob("*.parquet"))
+    assert stored_count(wh_path)[0] == 0 < stored_count(wh_path)[1]
+    report = wh.load(write(tmp_path / "second.jsonl", second))
+    used, with_previous = stored_count(wh_path)
+    assert report.added["step_context"] == used == with_previous
+    assert series(wh_path) == computed(wh_path, tmp_path)
 
 
 def test_the_stored_rows_are_what_is_read(records, tmp_path):

@@ -221,9 +221,6 @@ def test_compact_merges_files_and_changes_no_result(several_loads: Path, cli, mo
     # and the generated runs reuse seed 000's. Protocols 3 (forward, backward, trainkernel's
     # two in one load); published and rejects 1 each (left alone).
     assert len(list((several_loads / "runs").glob("*.parquet"))) == 5
-    # One per load that stored contexts (a load whose runs change no step's adds none).
-    contexts = len(list((several_loads / "step_context").glob("*.parquet")))
-    assert contexts >= 2
     result = cli("compact")
     assert result.code == 0, result.err
     *lines, summary = result.out.splitlines()
@@ -239,12 +236,9 @@ def test_compact_merges_files_and_changes_no_result(several_loads: Path, cli, mo
     # measurements, 26 + 20 = 46 runs, 5 loads: 2 + 4 + 6 + 90 + 46 + 5 = 153. (Tables
     # other helpers add, if any, come on top.)
     others = [t for t in merged if t not in ("environments", "protocols", "workloads",
-                                             "measurements", "runs", "loads", *AFTER_COMMIT)]
-    # step_context (one file per load) becomes one file of every step's context.
-    assert merged["step_context"] == f"{contexts} files -> 1"
-    [(steps,)] = Warehouse(several_loads).sql("select count(*) from series_context").fetchall()
-    fewer = 17 + contexts - 1 + sum(int(merged[t].split()[0]) - 1 for t in others)
-    rows = 153 + steps + sum(len(before[t]) for t in others)
+                                             "measurements", "runs", "loads")]
+    fewer = 17 + sum(int(merged[t].split()[0]) - 1 for t in others)
+    rows = 153 + sum(len(before[t]) for t in others)
     assert summary == f"compacted: {fewer} fewer files, {rows} rows rewritten"
     for table in TABLES:
         assert len(list((several_loads / table).glob("*.parquet"))) <= 1, table

@@ -143,7 +143,8 @@ class _Settings:
                            (compaction, "ROW_GROUP", size.group)]
         self.saved: list = []
         self.environ = {k: os.environ.get(k)
-                        for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH", "KIDATA_COMPACT_AT")}
+                        for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH", "KIDATA_COMPACT_AT",
+                                  "KIDATA_CONTEXTS_AT")}
 
     def __enter__(self) -> _Settings:
         for module, name, value in self.attributes:
@@ -160,6 +161,9 @@ class _Settings:
             os.environ["KIDATA_WORKERS"] = "0"
         os.environ["KIDATA_SLOW_PATH"] = "1" if load.slow_path else "0"
         os.environ["KIDATA_COMPACT_AT"] = "2" if load.compact else "0"
+        # Every load stores its steps' contexts (kidata/store/contexts.py), whatever the size:
+        # the check after it recomputes each stored context in use.
+        os.environ["KIDATA_CONTEXTS_AT"] = "0"
 
     def __exit__(self, *exc) -> None:
         for module, name, value in self.saved:
