@@ -220,7 +220,7 @@ class Warehouse:
                     if report.committed and read:
                         FileManifest(self.path).remember(report, read)
                     if report.added.get("loads"):
-                        self._derive_contexts(report, meta)
+                        self._derive_contexts(report)
                         if phase is not None:
                             phase("compact")
                         self._auto_compact(report)
@@ -237,8 +237,7 @@ class Warehouse:
             self.session.forget()
         return report
 
-    def _derive_contexts(self, report: LoadReport, database: duckdb.DuckDBPyConnection
-                         ) -> None:
+    def _derive_contexts(self, report: LoadReport) -> None:
         """After a commit, under the writer lock: store the contexts of the steps the load added
         or changed (:mod:`kidata.store.contexts`), from ``KIDATA_CONTEXTS_AT`` runs on. The load
         is committed whatever happens here: without them, readers compute those contexts."""
@@ -251,7 +250,7 @@ class Warehouse:
             if scope is None:
                 return  # a small warehouse: queries compute the contexts
             report.added[contexts.TABLE] = contexts.derive(
-                self.path, report.load_id, only_load=scope == "load", database=database)
+                self.path, report.load_id, only_load=scope == "load")
         except (OSError, duckdb.Error) as exc:
             report.add_warning(f"load {report.load_id} is committed, but storing its steps' "
                                f"contexts failed ({exc}); queries compute them")

@@ -33,7 +33,9 @@ with the load's id; ``kidata unload`` and ``kidata compact`` do the same for wha
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -49,32 +51,58 @@ TABLES_READ = ("runs", "measurements", "protocols", TABLE)
 REFERENCE_READ = ("gpus",)
 
 
-def define_views(con: duckdb.DuckDBPyConnection, root: Path, load_id: str | None = None
-                 ) -> None:
-    """Define the committed snapshot's tables and the views ``series_context`` reads on
-    ``con`` (a fresh connection). With ``load_id``, ``runs`` holds only the runs of the
-    kernels, passes and GPUs that load added runs to or gave a protocol family: a step's
-    context depends only on its group's runs, and a group lies within one kernel, pass and GPU,
-    so the other groups' steps are as the load found them."""
+# Runs per pass of the computation (a few kernels, passes and GPUs at a time): what bounds
+# the memory of storing, rebuilding and checking contexts (one pass over 1M runs: 4.2 GB).
+CHUNK_RUNS = 50_000
+
+
+def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
+    """Define, on ``con`` (a fresh connection), the committed snapshot's tables and the views
+    ``series_context`` reads, with ``runs`` (and ``measurements``) holding only the runs of the
+    kernels, passes and GPUs in the temporary table ``_touched``, empty until :func:`chunks`
+    fills it: a step's context depends only on its group's runs, and a group lies within one
+    kernel, pass and GPU, so computing a few of them at a time gives their rows exactly."""
     snapshot.define(con, root, tables=TABLES_READ)
     reference.define(con, root, REFERENCE_READ)
-    if load_id is not None:
-        con.execute("""
-            CREATE TEMP TABLE _touched AS
-            SELECT DISTINCT kernel, pass, gpu FROM runs
-            WHERE load_id = $load_id
-                OR protocol_id IN (SELECT protocol_id FROM protocols WHERE load_id = $load_id)
-        """, {"load_id": load_id})
-        con.execute("ALTER VIEW runs RENAME TO _all_runs")
-        con.execute("CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE EXISTS ("
-                    "SELECT 1 FROM _touched t WHERE t.kernel = r.kernel AND t.pass = r.pass "
-                    "AND t.gpu = r.gpu)")
-        con.execute("ALTER VIEW measurements RENAME TO _all_measurements")
-        con.execute("CREATE VIEW measurements AS SELECT m.* FROM _all_measurements m "
-                    "WHERE m.run_id IN (SELECT run_id FROM runs)")
+    con.execute("CREATE TEMP TABLE _touched (kernel VARCHAR, pass VARCHAR, gpu VARCHAR)")
+    con.execute("ALTER VIEW runs RENAME TO _all_runs")
+    con.execute("CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE EXISTS ("
+                "SELECT 1 FROM _touched t WHERE t.kernel = r.kernel AND t.pass = r.pass "
+                "AND t.gpu = r.gpu)")
+    con.execute("ALTER VIEW measurements RENAME TO _all_measurements")
+    con.execute("CREATE VIEW measurements AS SELECT m.* FROM _all_measurements m "
+                "WHERE m.run_id IN (SELECT run_id FROM runs)")
     views = viewfiles.load_views()
     for name in viewfiles.with_dependencies([VIEW]):
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
+
+
+def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None) -> Iterator[int]:
+    """Fill ``_touched`` (:func:`define_views`) with one batch of kernels, passes and GPUs
+    after another, each of about :data:`CHUNK_RUNS` runs (one that has more is a batch of its
+    own), yielding the batch's number: every one, or (``load_id``) those the load added runs
+    to or gave a protocol family."""
+    where = ""
+    if load_id is not None:
+        where = ("WHERE (kernel, pass, gpu) IN (SELECT kernel, pass, gpu FROM _all_runs "
+                 "WHERE load_id = $load_id OR protocol_id IN "
+                 "(SELECT protocol_id FROM protocols WHERE load_id = $load_id))")
+    counts = con.execute(
+        f"SELECT kernel, pass, gpu, count(*) FROM _all_runs {where} GROUP BY ALL ORDER BY ALL",
+        {"load_id": load_id} if load_id is not None else None).fetchall()
+    batch: list[tuple] = []
+    size = 0
+    number = 0
+    for kernel, pass_, gpu, n in [*counts, (None, None, None, None)]:
+        if batch and (n is None or size + n > CHUNK_RUNS):
+            con.execute("DELETE FROM _touched")
+            con.executemany("INSERT INTO _touched VALUES (?, ?, ?)", batch)
+            yield number
+            number += 1
+            batch, size = [], 0
+        if n is not None:
+            batch.append((kernel, pass_, gpu))
+            size += n
 
 
 def due(root: Path) -> str | None:
@@ -115,15 +143,14 @@ def missing_sql() -> str:
             "WHERE NOT context_stored AND previous_run_id IS NOT NULL ORDER BY run_id, metric")
 
 
-def derive(root: Path, writer_id: str, only_load: bool = False,
-           database: duckdb.DuckDBPyConnection | None = None) -> int:
+def derive(root: Path, writer_id: str, only_load: bool = False) -> int:
     """Store, as one new file of ``step_context`` tagged ``writer_id``, the contexts of every
     step whose stored row is missing or no longer holds. Called under the writer lock, after
     a commit; ``only_load``: ``writer_id`` is a load, and only the groups it touched are
-    looked at (:func:`define_views`); ``database``: the load's DuckDB database, whose cursor
-    is used rather than a new database. Returns the rows written (a file is added only when
-    there are some, or when the table has none: an engine that infers schemas from files
-    needs one to define the views)."""
+    looked at. A few groups at a time (:func:`chunks`), on a connection of its own with the
+    commit's memory limit. Returns the rows written (a file is added only when there are some,
+    or when the table has none: an engine that infers schemas from files needs one to define
+    the views)."""
     from kidata.store.pqwrite import write_reader
 
     layout = Layout(root)
@@ -131,11 +158,16 @@ def derive(root: Path, writer_id: str, only_load: bool = False,
     folder.mkdir(parents=True, exist_ok=True)
     target = layout.part(TABLE, writer_id)
     work = folder / f".{target.name}.tmp"  # layout.TEMP_GLOB: recovery removes a leftover
-    con = engine.connect() if database is None else database.cursor()
+    con = _connect()
     try:
-        define_views(con, root, writer_id if only_load else None)
-        reader = con.sql(missing_sql(), params={"load_id": writer_id}).to_arrow_reader(65536)
-        rows = write_reader(work, TABLES[TABLE], reader)
+        define_views(con, root)
+
+        def batches() -> Iterator[Any]:
+            for _ in chunks(con, writer_id if only_load else None):
+                yield from con.sql(missing_sql(), params={"load_id": writer_id}
+                                   ).to_arrow_reader(65536)
+
+        rows = write_reader(work, TABLES[TABLE], batches())
     finally:
         con.close()
     if rows or not layout.table_files(TABLE):
@@ -149,6 +181,14 @@ def derive(root: Path, writer_id: str, only_load: bool = False,
     return rows
 
 
+def _connect() -> duckdb.DuckDBPyConnection:
+    """A connection for storing, rebuilding or checking contexts: DuckDB within the commit's
+    memory limit (``KIDATA_COMMIT_MEMORY``), spilling beyond it."""
+    from kidata.core import config
+
+    return engine.connect({"memory_limit": config.current().commit_memory})
+
+
 # The columns a stored row gives series_context, compared by check().
 GIVEN = ("together_implementations", "together_log_change", "session_workloads",
          "session_log_median", "echo_up", "echo_down")
@@ -156,29 +196,38 @@ GIVEN = ("together_implementations", "together_log_change", "session_workloads",
 
 def check(root: Path) -> list[str]:
     """The stored contexts that readers use (their fingerprint holds) and that differ from
-    what is computed afresh: one problem naming how many and a few steps, or none."""
-    con = engine.connect()
+    what is computed afresh: one problem naming how many and a few steps, or none. A few
+    groups at a time, as :func:`derive`."""
+    if not Layout(root).table_files(TABLE):
+        return []
+    con = _connect()
+    bad: list[tuple[str, str]] = []
     try:
         define_views(con, root)
-        if not con.execute("SELECT count(*) FROM step_context").fetchone()[0]:
-            return []
-        cols = ", ".join(GIVEN)
-        con.execute(f"CREATE TEMP TABLE _used AS SELECT run_id, metric, {cols} "
-                    f"FROM {VIEW} WHERE context_stored")
-        # The same view with nothing stored: every context computed.
-        con.execute("ALTER VIEW step_context RENAME TO _stored_context")
-        con.execute("CREATE VIEW step_context AS SELECT * FROM _stored_context WHERE 1 = 0")
-        con.execute(f"CREATE TEMP TABLE _fresh AS SELECT run_id, metric, {cols} FROM {VIEW} "
-                    "WHERE run_id IN (SELECT run_id FROM _used)")
+        # The same view over nothing stored: every context computed (defined once; each
+        # statement below binds the views as they are when it runs).
+        body = viewfiles.load_views()[VIEW].body
+        fresh = body.replace("FROM step_context c",
+                             "FROM (SELECT * FROM step_context WHERE 1 = 0) c")
+        if fresh == body:
+            raise AssertionError(f"sql/{VIEW}.sql no longer reads 'FROM step_context c'")
+        con.execute(f"CREATE VIEW _fresh_context AS {fresh}")
         same = " AND ".join(
-            f"(u.{c} IS NOT DISTINCT FROM f.{c} OR coalesce(abs(u.{c} - f.{c}) <= "
-            f"1e-9 * greatest(abs(u.{c}), abs(f.{c})), FALSE))" for c in GIVEN)
-        bad = con.sql(f"""
-            SELECT u.run_id, u.metric FROM _used u
-            LEFT JOIN _fresh f ON f.run_id = u.run_id AND f.metric = u.metric
-            WHERE f.run_id IS NULL OR NOT ({same})
-            ORDER BY u.run_id, u.metric
-        """).fetchall()
+            f"(c.{col} IS NOT DISTINCT FROM f.{col} OR coalesce(abs(c.{col} - f.{col}) <= "
+            f"1e-9 * greatest(abs(c.{col}), abs(f.{col})), FALSE))" for col in GIVEN)
+        for _ in chunks(con):
+            # The stored rows a reader uses (the same run, metric, family, hour, count and
+            # sum as the step now), against the contexts computed afresh, in one pass.
+            bad += con.execute(f"""
+                SELECT c.run_id, c.metric FROM step_context c
+                JOIN _fresh_context f
+                    ON f.previous_run_id IS NOT NULL AND f.run_id = c.run_id
+                    AND f.metric = c.metric AND f.family IS NOT DISTINCT FROM c.family
+                    AND f.observed_hour = c.context_hour AND f.context_runs = c.context_runs
+                    AND f.context_key = c.context_key
+                WHERE NOT ({same})
+                ORDER BY c.run_id, c.metric
+            """).fetchall()
     finally:
         con.close()
     if not bad:
@@ -211,23 +260,29 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int,
     files = layout.table_files(TABLE)
     if not files or len(files) < if_files:
         return None
-    con = engine.connect()
+    con = _connect()
     try:
         define_views(con, root)
         [(before,)] = con.execute("SELECT count(*) FROM step_context").fetchall()
         if len(files) == 1:
-            [(used, steps)] = con.execute(
-                f"SELECT count(*) FILTER (WHERE context_stored), "
-                f"count(*) FILTER (WHERE previous_run_id IS NOT NULL) FROM {VIEW}").fetchall()
+            used = steps = 0
+            for _ in chunks(con):
+                [(n, m)] = con.execute(
+                    f"SELECT count(*) FILTER (WHERE context_stored), "
+                    f"count(*) FILTER (WHERE previous_run_id IS NOT NULL) FROM {VIEW}"
+                ).fetchall()
+                used, steps = used + n, steps + m
             if used == before == steps:
                 return None
-        cols = _columns()
+        query = (f"SELECT {_columns()}, $id AS load_id FROM {VIEW} "
+                 "WHERE previous_run_id IS NOT NULL ORDER BY run_id, metric")
+
+        def batches() -> Iterator[Any]:
+            for _ in chunks(con):
+                yield from con.sql(query, params={"id": writer_id}).to_arrow_reader(65536)
 
         def write(path: Path) -> int:
-            reader = con.sql(f"SELECT {cols}, $id AS load_id FROM {VIEW} "
-                             "WHERE previous_run_id IS NOT NULL ORDER BY run_id, metric",
-                             params={"id": writer_id}).to_arrow_reader(65536)
-            return write_reader(path, TABLES[TABLE], reader, create_empty=True)
+            return write_reader(path, TABLES[TABLE], batches(), create_empty=True)
 
         rows = commit.replace_table(root, TABLE, write, what=f"rebuild of {TABLE}",
                                     faults="contexts-")

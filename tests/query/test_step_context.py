@@ -16,6 +16,7 @@ import pytest
 
 from kidata import Warehouse
 from kidata.core.digest import digest
+from kidata.store import contexts
 
 API = "kernelindex.dev/v1alpha1"
 GPUS = ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
@@ -129,7 +130,11 @@ def store_contexts(monkeypatch):
     monkeypatch.setenv("KIDATA_CONTEXTS_AT", "0")
 
 
-def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path):
+@pytest.mark.parametrize("chunk", [50_000, 100, 1])
+def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path, monkeypatch, chunk):
+    # Stored, checked and rebuilt a few kernels, passes and GPUs at a time (contexts.chunks):
+    # one pass, two triples of 72 runs per pass, one triple per pass.
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", chunk)
     rng = random.Random(3)
     wh_path = tmp_path / "wh"
     wh = Warehouse(wh_path)

@@ -54,7 +54,7 @@ from test_properties import tables as full_tables  # every column but provenance
 
 from kidata import Warehouse
 from kidata.ingest import stage
-from kidata.store import compaction, finalize, pqwrite
+from kidata.store import compaction, contexts, finalize, pqwrite
 
 LONG = os.environ.get("KIDATA_ORACLE_LONG", "") not in ("", "0")
 LONG_SEED = int(os.environ.get("KIDATA_ORACLE_SEED") or random.SystemRandom().randrange(2**32))
@@ -140,7 +140,8 @@ class _Settings:
     def __init__(self, size: Sizes):
         self.attributes = [(stage, "BATCH_LINES", size.lines), (stage, "POOL_ROWS", size.rows),
                            (finalize, "BATCH", size.copy), (pqwrite, "ROWS", size.group),
-                           (compaction, "ROW_GROUP", size.group)]
+                           (compaction, "ROW_GROUP", size.group),
+                           (contexts, "CHUNK_RUNS", size.rows)]
         self.saved: list = []
         self.environ = {k: os.environ.get(k)
                         for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH", "KIDATA_COMPACT_AT",
