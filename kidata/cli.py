@@ -715,7 +715,8 @@ def rejects(
 def check(
     repair: Annotated[bool, typer.Option(
         "--repair", help="First complete interrupted commits and remove what dead writers "
-        "left (what any load does before committing).")] = False,
+        "left (what any load does before committing), restore commit markers, and write the "
+        "derived tables again (latest_runs; step_context, computed afresh).")] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Verify the warehouse: schemas, identities, references, commit markers, digests."""

@@ -246,11 +246,9 @@ class Warehouse:
         if not (report.added.get("runs") or report.added.get("protocols")):
             return  # no step's set of results changed
         try:
-            scope = contexts.due(self.path)
-            if scope is None:
-                return  # a small warehouse: queries compute the contexts
-            report.added[contexts.TABLE] = contexts.derive(
-                self.path, report.load_id, only_load=scope == "load")
+            rows = contexts.store(self.path, report.load_id, only_load=True)
+            if rows is not None:  # None: a small warehouse, where queries compute them
+                report.added[contexts.TABLE] = rows
         except (OSError, duckdb.Error) as exc:
             report.add_warning(f"load {report.load_id} is committed, but storing its steps' "
                                f"contexts failed ({exc}); queries compute them")
@@ -381,23 +379,23 @@ class Warehouse:
             ids += list(self.check().damaged)
         if not ids:
             return [], {}
-        with self.writer_lock():
-            removed = unload(self.path, ids)
-            self._restore_contexts()
-        self.session.forget()
-        return sorted(set(ids)), removed
-
-    def _restore_contexts(self) -> None:
-        """After an unload (which empties ``step_context``), under the writer lock: store every
-        step's context again when the warehouse is of the size loads store them at. Failing
-        costs time only: queries compute what is not stored."""
         from kidata.store import commit, contexts
 
         try:
-            if contexts.due(self.path) is not None:
-                contexts.derive(self.path, commit.new_id())
-        except (OSError, duckdb.Error):
-            pass
+            with self.writer_lock():
+                removed = unload(self.path, ids)
+                # The unload emptied step_context: store every step's context again (at the
+                # size loads store them at). The unload is committed whatever happens here.
+                try:
+                    contexts.store(self.path, commit.new_id())
+                except (OSError, duckdb.Error) as exc:
+                    raise WarehouseError(
+                        f"unloaded {', '.join(sorted(set(ids)))}, but storing the series "
+                        f"steps' contexts again failed ({exc}); queries compute them, and "
+                        "kidata check --repair stores them") from exc
+        finally:
+            self.session.forget()
+        return sorted(set(ids)), removed
 
     def compact(self, tables: list[str] | None = None):
         """Merge each table's small files; see :func:`kidata.store.compaction.compact`."""

@@ -93,11 +93,13 @@
 -- notes: Time order is observed_at, then run_id for results with the same timestamp. The
 --   context of a step depends only on the results of its kernel, pass, GPU, family and
 --   metric measured up to one hour after it (its own and its neighbours' previous results
---   are earlier), so a load stores the context of every step it adds or changes
---   (step_context) and later reads skip the self-joins below for every step whose set of
---   such results is still the same: a result loaded later, unloaded, or moved by a protocol
---   document that gives it a family, changes the fingerprint and the context is computed
---   again. series_steps judges these rows; its header gives every rule.
+--   are earlier). Results only ever join such a group (a load adds them; a protocol document
+--   loaded later moves runs to the group named by its family), except through kidata
+--   unload, which empties step_context: so while the count up to five clock hours after a
+--   step (a superset, in any time zone) and the MD5 sum are those a stored row was written
+--   with, the row holds, and reads skip the self-joins below for that step; otherwise the
+--   context is computed here. Loads from KIDATA_CONTEXTS_AT runs on store what they change
+--   (kidata/store/contexts.py). series_steps judges these rows; its header gives every rule.
 WITH points AS (
     SELECT
         r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,

@@ -150,7 +150,7 @@ def _rebuild_contexts(layout: Layout, report: CompactReport, if_files: int) -> N
     counted in ``report`` as a merge of ``step_context``'s files."""
     done = contexts.rebuild(layout.root, commit.new_id(), if_files=if_files)
     if done is not None:
-        files, rows, _ = done
+        files, rows = done
         report.tables[contexts.TABLE] = (files, 1)
         report.rows += rows
 

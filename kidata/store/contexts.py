@@ -24,10 +24,11 @@ of MD5 numbers also tells a set that lost one result and gained another (a hand-
 marker, say) from the same count. Readers do not filter the rows by load, and a crash that
 leaves none costs time, not answers.
 
-After each load commits, :func:`derive` writes the contexts that ``series_context`` would
-compute (the steps the load added, and the steps whose set it changed), in one file tagged
-with the load's id; ``kidata unload`` and ``kidata compact`` do the same for what they changed.
-``kidata check`` verifies that every stored row a reader uses holds what is computed afresh.
+After each load commits (from ``KIDATA_CONTEXTS_AT`` runs on), :func:`store` writes the
+contexts that ``series_context`` would compute (the steps the load added, and the steps whose
+set it changed), in one file tagged with the load's id; after an unload, every step's.
+``kidata compact`` rewrites the table as one file (:func:`rebuild`); ``kidata check`` verifies
+that every stored row a reader uses holds what is computed afresh (:func:`check`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     views = viewfiles.load_views()
     for name in viewfiles.with_dependencies([VIEW]):
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
+
+
+def ignore_stored(con: duckdb.DuckDBPyConnection) -> None:
+    """On a connection of :func:`define_views`: the stored rows become ``_stored_context`` and
+    ``step_context`` (which ``series_context`` reads, by name when each statement runs) holds
+    none, so every context is computed afresh."""
+    con.execute("ALTER VIEW step_context RENAME TO _stored_context")
+    con.execute("CREATE VIEW step_context AS SELECT * FROM _stored_context WHERE 1 = 0")
 
 
 def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None) -> Iterator[int]:
@@ -128,6 +137,16 @@ def due(root: Path) -> str | None:
         if runs < at:
             return None
     return "load" if layout.table_files(TABLE) else "all"
+
+
+def store(root: Path, writer_id: str, only_load: bool = False) -> int | None:
+    """:func:`derive` when :func:`due`: after a load (``only_load``: ``writer_id`` is that
+    load, and the groups it touched are looked at unless the table has no file yet) or an
+    unload (every group). None below ``KIDATA_CONTEXTS_AT`` runs, else the rows written."""
+    scope = due(root)
+    if scope is None:
+        return None
+    return derive(root, writer_id, only_load=only_load and scope == "load")
 
 
 def _columns() -> str:
@@ -204,14 +223,7 @@ def check(root: Path) -> list[str]:
     bad: list[tuple[str, str]] = []
     try:
         define_views(con, root)
-        # The same view over nothing stored: every context computed (defined once; each
-        # statement below binds the views as they are when it runs).
-        body = viewfiles.load_views()[VIEW].body
-        fresh = body.replace("FROM step_context c",
-                             "FROM (SELECT * FROM step_context WHERE 1 = 0) c")
-        if fresh == body:
-            raise AssertionError(f"sql/{VIEW}.sql no longer reads 'FROM step_context c'")
-        con.execute(f"CREATE VIEW _fresh_context AS {fresh}")
+        ignore_stored(con)  # the stored rows against every context computed afresh
         same = " AND ".join(
             f"(c.{col} IS NOT DISTINCT FROM f.{col} OR coalesce(abs(c.{col} - f.{col}) <= "
             f"1e-9 * greatest(abs(c.{col}), abs(f.{col})), FALSE))" for col in GIVEN)
@@ -219,8 +231,8 @@ def check(root: Path) -> list[str]:
             # The stored rows a reader uses (the same run, metric, family, hour, count and
             # sum as the step now), against the contexts computed afresh, in one pass.
             bad += con.execute(f"""
-                SELECT c.run_id, c.metric FROM step_context c
-                JOIN _fresh_context f
+                SELECT c.run_id, c.metric FROM _stored_context c
+                JOIN series_context f
                     ON f.previous_run_id IS NOT NULL AND f.run_id = c.run_id
                     AND f.metric = c.metric AND f.family IS NOT DISTINCT FROM c.family
                     AND f.observed_hour = c.context_hour AND f.context_runs = c.context_runs
@@ -235,7 +247,7 @@ def check(root: Path) -> list[str]:
     examples = ", ".join(f"{run} ({metric})" for run, metric in bad[:3])
     return [f"step_context: {len(bad):,} stored contexts in use differ from what their steps "
             f"give, e.g. {examples} (trends and regressions would attribute those steps "
-            "wrongly; kidata compact stores them again)"]
+            "wrongly; kidata check --repair stores them again)"]
 
 
 def write_empty(path: Path) -> int:
@@ -246,13 +258,15 @@ def write_empty(path: Path) -> int:
     return write_reader(path, TABLES[TABLE], iter(()), create_empty=True)
 
 
-def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int, int] | None:
+def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = False
+            ) -> tuple[int, int] | None:
     """Replace ``step_context`` by one file holding the context of every step now (the stored
-    rows that hold, the others computed), tagged ``writer_id``: what ``kidata compact`` does,
-    and a load's compaction once the table has ``if_files`` files. Rows no longer used go.
-    Under the writer lock. Returns (files before, rows written, rows before), or None when
-    there was nothing to do: no file, fewer than ``if_files``, or one whose rows are all in use
-    with no context left to compute."""
+    rows that hold, the others computed; ``afresh``: every one computed, stored rows unread),
+    tagged ``writer_id``: what ``kidata compact`` does, a load's compaction once the table has
+    ``if_files`` files, and ``kidata check --repair`` (afresh). Rows no longer used go.
+    Under the writer lock. Returns (files before, rows written), or None when there was
+    nothing to do: no file, fewer than ``if_files``, or (not afresh) one whose rows are all in
+    use with no context left to compute."""
     from kidata.store import commit
     from kidata.store.pqwrite import write_reader
 
@@ -263,8 +277,10 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int,
     con = _connect()
     try:
         define_views(con, root)
-        [(before,)] = con.execute("SELECT count(*) FROM step_context").fetchall()
-        if len(files) == 1:
+        if afresh:
+            ignore_stored(con)
+        elif len(files) == 1:
+            [(before,)] = con.execute("SELECT count(*) FROM step_context").fetchall()
             used = steps = 0
             for _ in chunks(con):
                 [(n, m)] = con.execute(
@@ -288,4 +304,4 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2) -> tuple[int, int,
                                     faults="contexts-")
     finally:
         con.close()
-    return len(files), rows, before
+    return len(files), rows

@@ -68,6 +68,7 @@ def check(layout: Layout, writer_lock: Callable[[], AbstractContextManager[list[
             report.repaired = list(recovered)
             report.repaired += _write_missing_markers(layout)
             report.repaired += _rewrite_derived(layout)
+            report.repaired += _restore_contexts(layout)
     with _writers_paused(layout):
         _check_files_and_rows(layout, report)
         if report.ok:  # on a sound warehouse only: the views read every table
@@ -131,6 +132,18 @@ def _check_files_and_rows(layout: Layout, report: CheckReport) -> None:
         _check_digests(con, report)
     finally:
         con.close()
+
+
+def _restore_contexts(layout: Layout) -> list[str]:
+    """Store every series step's context again, computed afresh (stored rows unread): what
+    mends a ``step_context`` whose values a check found wrong. Under the writer lock."""
+    from kidata.store import contexts
+
+    done = contexts.rebuild(layout.root, commit.new_id(), if_files=1, afresh=True)
+    if done is None:
+        return []
+    return [f"stored every series step's context again, computed afresh: {done[1]:,} rows "
+            f"({done[0]:,} files before)"]
 
 
 def _write_missing_markers(layout: Layout) -> list[str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from kidata.core.digest import digest
 from kidata.store import contexts
 
 API = "kernelindex.dev/v1alpha1"
+SCRIPT = Path(sys.executable).parent / "kidata"  # the installed console script
 GPUS = ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
 KERNELS = ("rms_norm", "layer_norm")
 IMPLEMENTATIONS = ("liger", "torch", "triton")
@@ -81,6 +84,11 @@ def bundles(seed: int = 7) -> list[dict]:
                             bundle["protocol"] = PROTOCOL
                         out.append(bundle)
     return out
+
+
+def kidata(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
 
 
 def write(path: Path, records: list[dict]) -> Path:
@@ -209,8 +217,14 @@ def test_a_warehouse_stores_contexts_from_a_size_on(records, tmp_path, monkeypat
 
 
 def test_the_stored_rows_are_what_is_read(records, tmp_path):
+    # Through the installed script, as a user runs it (KIDATA_CONTEXTS_AT=0 from the fixture).
     wh_path = tmp_path / "wh"
-    Warehouse(wh_path).load(write(tmp_path / "all.jsonl", records))
+    done = kidata("-w", wh_path, "load", write(tmp_path / "all.jsonl", records))
+    assert done.returncode == 0, done.stderr
+    _, with_previous = stored_count(wh_path)
+    assert with_previous > 0
+    assert len(pq.read_table(sorted((wh_path / "step_context").glob("*.parquet"))[0])) \
+        == with_previous
     before = series(wh_path)
     assert before == computed(wh_path, tmp_path)
     # Tamper with every stored context: the views now differ (they read the rows)...
@@ -225,3 +239,12 @@ def test_the_stored_rows_are_what_is_read(records, tmp_path):
     report = Warehouse(wh_path).check()
     assert not report.ok
     assert any("step_context" in problem for problem in report.problems)
+    checked = kidata("-w", wh_path, "check")
+    assert checked.returncode != 0
+    assert "step_context: " in checked.stdout + checked.stderr
+    # kidata check --repair stores them again, computed afresh: clean, the views as before.
+    repaired = kidata("-w", wh_path, "check", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "repaired: stored every series step's context again" in repaired.stdout
+    assert kidata("-w", wh_path, "check").returncode == 0
+    assert series(wh_path) == before
