@@ -1,8 +1,8 @@
 """What the Spark tests share (tests/query/test_spark.py, test_spark_versions.py): one local
 Spark session for the whole test process (one JVM: tests/conftest.py has pytest-xdist run both
-modules in the same worker), the seeded warehouse registered in it, and the row-for-row
-comparison of a Spark table or view with DuckDB's. Each module imports the fixtures it uses
-from here."""
+modules in the same worker), the seeded warehouse's tables registered in it with its views
+defined one at a time (:class:`Stepwise`), and the row-for-row comparison of a Spark table or
+view with DuckDB's. Each module imports the fixtures it uses from here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
-from kidata.query.spark import SparkViewError, register
+from kidata.query.spark import register
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 # Raw samples (tests/make_view_fixtures.py, samples()): kernels the seeds do not have, so that
@@ -56,6 +56,11 @@ def spark():
         # A temporary view keeps its analyzed plan instead of its SQL text, so a view read by
         # other views is not parsed and analyzed again for each of them.
         .config("spark.sql.legacy.storeAnalyzedPlanForView", "true")
+        # No constraints inferred and propagated through the plans: on the series views'
+        # plans (window functions, self-joins) the optimizer spent ~2/3 of its time there
+        # (EliminateOuterJoin's constraints: 14 of 36 s for series_steps), for filters a few
+        # rows do not need. Same answers (a rule that adds redundant filters).
+        .config("spark.sql.constraintPropagation.enabled", "false")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("FATAL")  # errors reach the tests as exceptions
@@ -72,37 +77,48 @@ def seeded(tmp_path_factory) -> Warehouse:
 
 
 @pytest.fixture(scope="module")
-def registered(spark, seeded):
-    """Register the seeded warehouse; the names registered and Spark's failures, if any."""
-    try:
-        names, failures = register(spark, seeded.path), {}
-    except SparkViewError as exc:
-        names, failures = exc.registered, exc.failures
-    keep_rows(spark, names)
-    return names, failures
+def stepwise(spark, seeded) -> Stepwise:
+    """The seeded warehouse's tables registered in the module's session, its views defined
+    one at a time (:class:`Stepwise`)."""
+    return Stepwise(spark, seeded.path)
 
 
-def keep_rows(session, names: list[str]) -> None:
-    """Keep (Spark's cache) the rows of every registered table and view, computed by the first
-    query that needs them: the seeds' comparisons and the tests that read a view again (the
-    values worked by hand, the plain-PySpark recipe's check) then plan and run each view's
-    own SQL once, over its inputs' kept rows. The rows are those of the view's own SQL, so
-    the answers compared are the same."""
-    for name in names:
-        session.table(name).cache()
+class Stepwise:
+    """A warehouse's tables registered with ``kidata.query.spark.register(views=[])`` (the
+    snapshot rule, older loads derived), and its views defined on demand, each over its
+    inputs' rows: a view's SQL body runs unchanged, then its rows are kept as a leaf
+    (``localCheckpoint``) for the views that read it, which Spark then analyzes and plans as
+    their own SQL over a few rows instead of over the whole chain under them.
 
+    Why: Catalyst takes seconds to analyze and plan a deep chain whatever its size (on the
+    seeds, 5-9 s to analyze each of series_context, series_steps, trends, regressions, shifts
+    and the memory views, 8-25 s to plan each: 4-5 minutes for every view, most of the suite's
+    time); one view at a time over its inputs' rows, all of them take under a minute. The
+    rows compared are still Spark's own: each view's SQL over the rows Spark computed for the
+    views it reads. Composing the chain, ``register`` as users call it, is tested apart
+    (test_register_defines_every_view_and_the_chains_answer in test_spark.py, and the plain
+    PySpark recipe of docs/spark.md).
+    """
 
-def keep_read_views(session, names: list[str]) -> None:
-    """Keep (Spark's cache) the rows of every registered view another view reads, computed by
-    the first query that needs them: each view compared then plans and runs its own SQL over
-    its inputs' rows instead of again over the whole chain under it (speedups alone reads 9
-    views). Spark computes those rows from the views' own SQL, so the answers compared are
-    the same; the seeds' 27 comparisons take a fraction of the time."""
-    from kidata.core.viewfiles import load_views
+    def __init__(self, session, path, tables=None):
+        self.session = session
+        self.tables = register(session, path, views=[]) if tables is None else tables
+        self.views: list[str] = []
 
-    views = load_views()
-    read = {dep for name in names if name in views for dep in views[name].depends}
-    keep_rows(session, [name for name in names if name in read])
+    def define(self, name: str) -> str:
+        """Define ``name`` (a table: nothing to do) and the views it reads; returns it."""
+        from kidata.core.viewfiles import load_views
+        from kidata.query.spark import spark_identifier
+
+        if name in self.tables or name in self.views:
+            return name
+        view = load_views()[name]
+        for dep in view.depends:
+            self.define(dep)
+        frame = self.session.sql(view.body).localCheckpoint()
+        frame.createOrReplaceTempView(spark_identifier(name))
+        self.views.append(name)
+        return name
 
 
 # -- helpers -------------------------------------------------------------------------------------

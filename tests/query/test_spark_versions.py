@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_compare import (  # noqa: F401 (fixtures)
     SEEDS,
+    Stepwise,
     assert_same_rows,
-    keep_read_views,
     seeded,
     spark,
 )
@@ -43,9 +43,9 @@ def test_loads_of_kidata_0_1_are_derived_in_spark(spark, seeded, tmp_path):
     as_written_by_0_1(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
     assert not any((old / "latest_runs").iterdir())
     session = spark.newSession()
-    register(session, old, views=["speedups"])
+    step = Stepwise(session, old)  # register's tables; speedups over its inputs' rows
     for name in ("latest_runs", "speedups"):
-        assert assert_same_rows(session, seeded, name) > 0
+        assert assert_same_rows(session, seeded, step.define(name)) > 0
 
 
 def test_a_half_committed_load_is_hidden_as_in_duckdb(spark, tmp_path):
@@ -83,9 +83,9 @@ def test_loads_of_kidata_0_2_2_are_derived_in_spark(spark, seeded, tmp_path):
         "_kidata")))
     as_written_by_0_2_2(old, [p.stem.removeprefix("part-") for p in (old / "loads").iterdir()])
     session = spark.newSession()
-    register(session, old, views=["speedups"])
+    step = Stepwise(session, old)
     for name in ("latest_runs", "latest_latencies", "speedups"):
-        assert assert_same_rows(session, seeded, name) > 0
+        assert assert_same_rows(session, seeded, step.define(name)) > 0
 
 
 def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
@@ -108,9 +108,9 @@ def test_mean_only_runs_and_flat_sweeps_match_in_spark(spark, tmp_path):
     session = spark.newSession()
     compared = ("latencies", "latest_latencies", "speedups", "speedup_summary", "series_steps",
                 "trends", "regressions", "efficiency")
-    keep_read_views(session, register(session, wh.path, views=compared))
+    step = Stepwise(session, wh.path)
     for name in ("latest_runs", *compared):
-        assert assert_same_rows(session, wh, name) > 0, name
+        assert assert_same_rows(session, wh, step.define(name)) > 0, name
 
 
 def test_a_warehouse_of_a_newer_layout_is_refused_as_in_duckdb(spark, seeded, tmp_path):
@@ -169,7 +169,7 @@ def test_columns_older_files_lack_read_as_null_as_in_duckdb(spark, tmp_path, old
         _as_written_by_0_2_2_exactly(wh.path, load_id)
     session = spark.newSession()
     # speedups and what it reads: the views over the tables (speedup_summary reads views only).
-    keep_read_views(session, register(session, wh.path, views=["speedups"]))
+    step = Stepwise(session, wh.path)
     assert session.table("loads").columns == TABLES["loads"].names
     markers = {r.load_id: r for r in session.table("loads").collect()}
     for load_id in loads:
@@ -179,4 +179,4 @@ def test_columns_older_files_lack_read_as_null_as_in_duckdb(spark, tmp_path, old
         else:
             assert row.rejects_not_kept == 0
     for name in ("loads", "runs", "latest_runs", "latest_latencies", "speedups"):
-        assert assert_same_rows(session, wh, name) > 0, name
+        assert assert_same_rows(session, wh, step.define(name)) > 0, name
