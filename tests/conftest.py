@@ -38,29 +38,30 @@ def same_rows(a: list[tuple], b: list[tuple]) -> bool:
         len(r) == len(s) and all(map(close, r, s)) for r, s in zip(a, b, strict=True))
 
 
-# The test files that take longest (seconds of test time, `pytest --durations=0` of each lane
-# alone on this 2-core machine, 2026-12-03), slowest first. pytest-xdist (--dist loadfile
+# The test files that take longest (seconds of test time, `pytest --durations=0` of the whole
+# suite on this 2-core machine, 2026-12-03, after the Spark files compared views one at a
+# time), slowest first. pytest-xdist (--dist loadfile
 # --no-loadscope-reorder, in pyproject's addopts) hands files to its workers in collection
 # order, whichever worker is free next: a slow file collected last would run alone at the end
 # while the other core idles. Started first, the slow files overlap with everything else. A
 # file missing here only runs later; a name that no longer exists is an error
 # (test_slowest_first_names_existing_files), so the list cannot rot unseen.
 SLOWEST_FIRST = (
-    "query/test_spark.py",           # 278 s: a Spark session, every view compared
-    "query/test_spark_versions.py",  # 84 s: the same session (one unit with the above)
-    "test_benchmarks_smoke.py",      # 118 s: the benchmark scripts, each in subprocesses
-    "cli/test_console.py",           # 54 s
-    "store/test_check_compact.py",   # 52 s
-    "store/test_load_duplicates.py", # 42 s: thousands of runs, workers on and off
-    "store/test_crash.py",           # 41 s
-    "query/test_report.py",          # 37 s
-    "ingest/test_bad_input.py",      # 36 s
-    "store/test_latest_runs.py",     # 36 s
-    "store/test_hostile.py",         # 35 s
-    "query/test_export_files.py",    # 33 s
-    "ingest/test_field_formats.py",  # 30 s
-    "query/test_views_verdicts.py",  # 29 s
-    "store/test_oracle.py",          # 29 s: the differential oracle's bounded run
+    "query/test_spark.py",           # 314 s: a Spark session, every view compared
+    "query/test_spark_versions.py",  # 46 s: the same session (one unit with the above)
+    "test_benchmarks_smoke.py",      # 127 s: the benchmark scripts, each in subprocesses
+    "query/test_step_context.py",    # 66 s: stored contexts at three chunk sizes
+    "store/test_oracle.py",          # 61 s: the differential oracle's bounded run
+    "store/test_check_compact.py",   # 54 s
+    "store/test_load_duplicates.py", # 50 s: thousands of runs, workers on and off
+    "cli/test_console.py",           # 48 s
+    "store/test_crash.py",           # 39 s
+    "query/test_report.py",          # 38 s
+    "store/test_latest_runs.py",     # 28 s
+    "store/test_hostile.py",         # 28 s
+    "query/test_views_verdicts.py",  # 27 s
+    "ingest/test_bad_input.py",      # 25 s
+    "query/test_export_files.py",    # 25 s
 )
 
 
