@@ -95,10 +95,11 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     views it read when it was defined.
 
     ``views`` names the views wanted (None: all): those and the views they read are
-    registered, no others. Spark analyzes each view when it is registered, a few seconds for
-    the deepest (``summary_bootstrap``, ``speedup_summary``) even on a few runs; a job that
-    asks one question need not pay for all 27. An unknown name raises :class:`NoSuchView`
-    (a :class:`KidataError`) naming the closest views.
+    registered, no others. Spark analyzes each view when it is registered, and a view's
+    analysis covers the whole chain under it (5-10 s each for the series views even on a few
+    runs: every view 54-65 s on the seeds, ``speedups`` alone 2.4 s warm, docs/spark.md); a
+    job that asks one question need not pay for all of them. An unknown name raises
+    :class:`NoSuchView` (a :class:`KidataError`) naming the closest views.
 
     Timestamps are UTC instants; set ``spark.sql.session.timeZone=UTC`` so that Spark shows
     them, and any date arithmetic in the views, in UTC as DuckDB does.
