@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kidata import Warehouse
-from kidata.query.spark import register
+from kidata.core.viewfiles import load_views
+from kidata.query.spark import register, spark_identifier
 
 SEEDS = Path(__file__).parent / "data" / "seeds"
 # Raw samples (tests/make_view_fixtures.py, samples()): kernels the seeds do not have, so that
@@ -100,19 +101,17 @@ class Stepwise:
     PySpark recipe of docs/spark.md).
     """
 
-    def __init__(self, session, path, tables=None):
+    def __init__(self, session, path):
         self.session = session
-        self.tables = register(session, path, views=[]) if tables is None else tables
+        self.tables = register(session, path, views=[])
         self.views: list[str] = []
+        self.known = load_views()
 
     def define(self, name: str) -> str:
         """Define ``name`` (a table: nothing to do) and the views it reads; returns it."""
-        from kidata.core.viewfiles import load_views
-        from kidata.query.spark import spark_identifier
-
         if name in self.tables or name in self.views:
             return name
-        view = load_views()[name]
+        view = self.known[name]
         for dep in view.depends:
             self.define(dep)
         frame = self.session.sql(view.body).localCheckpoint()
