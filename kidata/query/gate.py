@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from kidata.core import engine
 from kidata.errors import UsageError
 from kidata.query.analysis import SESSIONS_SQL, check_threshold, min_effect, pairs_sql
 
@@ -158,9 +159,10 @@ def _mode(value: object, where: str) -> str:
 
 @dataclass
 class GateResult:
-    """What :func:`gate` found: ``rows`` (one per shared key, :data:`GATE_COLUMNS`), the
-    counts, the geometric mean speedup over kernel-passes with its 95% interval, and the
-    sides as given."""
+    """What :func:`gate` found: ``rows`` (one per shared key, :data:`GATE_COLUMNS`; a relation
+    over the judged rows held in memory, so reading it judges nothing again and it outlives
+    the session), the counts, the geometric mean speedup over kernel-passes with its 95%
+    interval, and the sides as given."""
 
     rows: duckdb.DuckDBPyRelation
     baseline: str
@@ -340,8 +342,15 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
         )
     """
     columns = ", ".join(GATE_COLUMNS)
-    rows = db.sql(f"{judged} SELECT {columns} FROM judged "
-                  "ORDER BY kernel, pass, workload, gpu, implementation, variant", params=params)
+    # Judged once: the counts, the exit code, the summary and the rows printed or exported
+    # all come from these rows. A relation over the query would run it again (as long: the
+    # noise model reads every run) each time it was read.
+    # (As compare holds its rows.)
+    local = engine.connect()  # over the rows in memory, with kidata's settings
+    local.register("judged", db.sql(f"{judged} SELECT {columns} FROM judged",
+                                    params=params).to_arrow_table())
+    rows = local.sql("SELECT * FROM judged "
+                     "ORDER BY kernel, pass, workload, gpu, implementation, variant")
     table = rows.fetchall()
     out = GateResult(rows, baseline, candidate, th, table=table)
     at = GATE_COLUMNS.index

@@ -206,6 +206,19 @@ def test_the_start_point_and_nothing_comparable(two_runs: Warehouse):
     assert nothing.markdown().startswith("## kidata gate: ⚠️ nothing comparable")
 
 
+def test_the_result_holds_the_rows_it_judged(two_runs: Warehouse):
+    # The rows, the counts and the exit code come from one judgement: reading result.rows
+    # (as the CLI prints or exports it) neither judges again nor depends on the session, so
+    # a later commit (a new connection, the old one closed) leaves the result as it was.
+    result = two_runs.gate(MAIN, PR, threshold=0.05)
+    assert two_runs.load(Path(__file__).parents[1] / "data" / "seeds").ok
+    assert two_runs.sql("SELECT count(*) FROM loads").fetchall() == [(3,)]  # a new snapshot
+    assert result.rows.fetchall() == result.table
+    assert len(result.table) == 4
+    slower = result.rows.filter("outcome = 'slower'").fetchall()
+    assert sorted(r[0] for r in slower) == ["rms_norm", "swiglu"]
+
+
 def kidata(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([str(KIDATA), *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=120)
