@@ -399,3 +399,32 @@ def test_small_ops_prints_a_load_and_a_check_against_a_baseline_checkout():
     for op in ("load", "check"):
         ratio = figures[f"{op}_cpu_ms"] / figures[f"baseline_{op}_cpu_ms"]
         assert abs(figures[f"{op}_ratio"] - ratio) < 0.02, figures
+
+
+def test_commands_runs_a_command_per_tree_in_turns_and_refuses_different_answers(
+        tmp_path, tiny):
+    """benchmarks/commands.py: each tree runs the command once a round, the medians and their
+    ratios to the first tree are printed; trees that answer differently are refused, as is a
+    command that fails."""
+    from kidata import Warehouse
+
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).load([str(tiny / "bundles.ndjson")]).ok
+    trees = ["--tree", f"a={ROOT}", "--tree", f"b={ROOT}"]
+    proc = _bench("commands.py", *trees, "--rounds", "2", "--", "-w", wh, "sql",
+                  "select count(*) from runs")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [x.split(":")[0] for x in lines] == ["round 1 a", "round 1 b", "round 2 a",
+                                                "round 2 b", "a", "b"]
+    assert all(", exit 0" in x for x in lines[:4])
+    assert "(1.00x of a)" in lines[4] and "(1.00x), " in lines[4]
+    # Every run prints another time: the figures would not compare the same work.
+    proc = _bench("commands.py", *trees, "--rounds", "1", "--", "-w", wh, "sql",
+                  "select epoch_us(now())")
+    assert proc.returncode == 1
+    assert "b printed another answer than a" in proc.stderr
+    proc = _bench("commands.py", *trees, "--rounds", "1", "--", "-w", wh, "sql",
+                  "select * from no_such_view")
+    assert proc.returncode == 1
+    assert "a: kidata -w" in proc.stderr and "failed (exit 1)" in proc.stderr

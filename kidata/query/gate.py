@@ -282,6 +282,7 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
            sessions: bool = False) -> GateResult:
     query, params = pairs_sql(baseline, candidate)
     params = {**params, "th": th.threshold, "ns": th.no_spread}
+    db.keep("noise_envelopes")  # read by both sides: computed once (pairs_sql says why)
     shift = ""
     if sessions:
         # The session's effect must exceed the global threshold; the code's part is held to

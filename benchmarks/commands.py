@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""One kidata command as two (or more) trees run it, in turns, each a fresh process.
+
+    .venv/bin/python benchmarks/commands.py --tree old=git:351a7cc --tree new= \\
+        --rounds 3 --exit 0 --exit 1 -- -w /tmp/wh1m gate liger,version=0.5.0 liger,version=0.5.2
+
+For each round, each tree (``LABEL=PATH``, ``LABEL=git:REV`` or ``LABEL=`` for the installed
+kidata, as ``measure.trees`` takes them) runs ``kidata ARGS...`` once, measured by
+``measure.py`` (wall and CPU seconds, peak memory of the process tree), from a temporary
+folder, so that no tree imports the working tree by accident. The trees alternate, so a busy
+machine weighs on each alike. Prints each run, then per tree the medians and their ratio to the
+first tree's. A run that exits with a code not given by ``--exit`` (default 0) fails the script,
+and so do trees whose standard output differs: the figures would compare different work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import measure  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH|git:REV",
+                    help="a kidata to measure (repeatable; the first is the baseline)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--exit", type=int, action="append", default=[], metavar="CODE",
+                    help="an exit code that is an answer, not a failure (repeatable; default "
+                    "0; `gate` and `regressions` exit 1 when they find a regression)")
+    ap.add_argument("args", nargs=argparse.REMAINDER,
+                    help="the command's arguments, after --")
+    args = ap.parse_args(argv)
+    command = args.args[1:] if args.args[:1] == ["--"] else args.args
+    if not command:
+        ap.error("give the command to run after --, e.g. -- -w WAREHOUSE gate A B")
+    got: dict[str, list[measure.Measured]] = {}
+    with measure.trees(args.tree or ["installed="]) as trees, \
+            tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(1, args.rounds + 1):
+            for tree in trees:
+                m = measure.run([str(BIN / "kidata"), *command],
+                                env={**os.environ, **tree.env}, cwd=tmp)
+                if m.killed_at_mb is not None or m.returncode not in (args.exit or [0]):
+                    raise SystemExit(f"{tree.label}: kidata {' '.join(command)} failed "
+                                     f"(exit {m.returncode}): {m.stderr.strip()[-500:]}")
+                got.setdefault(tree.label, []).append(m)
+                print(f"round {round_} {tree.label}: {m.seconds:.2f} s, {m.cpu_seconds:.2f} "
+                      f"CPU s, {m.peak_mb:,.0f} MB, exit {m.returncode}", flush=True)
+        outputs = {label: {m.stdout for m in runs} for label, runs in got.items()}
+        first = trees[0].label
+        for label, seen in outputs.items():
+            if seen != outputs[first]:
+                raise SystemExit(f"{label} printed another answer than {first}: the figures "
+                                 "would compare different work")
+        base = {k: statistics.median(getattr(m, k) for m in got[first])
+                for k in ("seconds", "cpu_seconds", "peak_mb")}
+        for label, runs in got.items():
+            med = {k: statistics.median(getattr(m, k) for m in runs) for k in base}
+            ratio = med["seconds"] / base["seconds"]
+            print(f"{label}: median {med['seconds']:.2f} s ({ratio:.2f}x of {first}), "
+                  f"{med['cpu_seconds']:.2f} CPU s "
+                  f"({med['cpu_seconds'] / base['cpu_seconds']:.2f}x), {med['peak_mb']:,.0f} MB "
+                  f"({med['peak_mb'] / base['peak_mb']:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
