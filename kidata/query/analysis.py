@@ -273,16 +273,24 @@ _NOISE_RULE = """
 """
 
 
+def pairs(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str]
+          ) -> tuple[str, dict]:
+    """:func:`pairs_sql`, to run on ``db``. Each side joins ``noise_envelopes``, a few dozen
+    rows worked out from every run, and DuckDB computes a view at each reference: the session
+    keeps its rows first, so they are computed once, not once per side (~2 s each at 1M runs).
+    A common table expression read by both sides would be computed once too, but beside the
+    rest of the query: with the session model's results it raised compare's peak memory from
+    1.1 to 1.4 GB at 1M runs (docs/benchmarks.md, Run AI)."""
+    query, params = pairs_sql(baseline, candidate)
+    db.keep("noise_envelopes")
+    return query, params
+
+
 def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
               ) -> tuple[str, dict]:
     """The query of :func:`compare`'s rows (one per shared key, with the verdict), and its
-    parameters: the pairing every comparing command shares (``compare``, ``gate``).
-
-    Each side joins ``noise_envelopes``, whose rows (a few dozen) come from every run: a
-    caller first keeps them (``db.keep("noise_envelopes")``), or the query computes them once
-    per side (at 1M runs ~2 s each). A common table expression read by both sides would be
-    computed once too, but beside the rest of the query: with the session model's results
-    it raised compare's peak memory from 1.1 to 1.4 GB at 1M runs."""
+    parameters: the pairing every comparing command shares (``compare``, ``gate``), which
+    run it through :func:`pairs`."""
     a = parse_selector(baseline) if isinstance(baseline, str) else dict(baseline)
     b = parse_selector(candidate) if isinstance(candidate, str) else dict(candidate)
     if a == b:
@@ -464,9 +472,8 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     code's part is not beyond the threshold, is counted in ``shifted``, not in ``slower``.
     """
     threshold = min_effect(db, threshold)
-    query, params = pairs_sql(baseline, candidate)
+    query, params = pairs(db, baseline, candidate)
     params = {**params, "threshold": float(threshold)}
-    db.keep("noise_envelopes")  # read by both sides: computed once (pairs_sql says why)
     # The rows are computed once (the session model reads every result twice more) and the
     # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
     table = db.sql(SESSIONS_SQL.format(query=query), params=params).to_arrow_table()

@@ -31,7 +31,7 @@ import duckdb
 
 from kidata.core import engine
 from kidata.errors import UsageError
-from kidata.query.analysis import SESSIONS_SQL, check_threshold, min_effect, pairs_sql
+from kidata.query.analysis import SESSIONS_SQL, check_threshold, min_effect, pairs
 
 if TYPE_CHECKING:
     from kidata.query.session import Queryable
@@ -280,9 +280,8 @@ def gate(db: Queryable, baseline: str, candidate: str, thresholds: Thresholds | 
 
 def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
            sessions: bool = False) -> GateResult:
-    query, params = pairs_sql(baseline, candidate)
+    query, params = pairs(db, baseline, candidate)
     params = {**params, "th": th.threshold, "ns": th.no_spread}
-    db.keep("noise_envelopes")  # read by both sides: computed once (pairs_sql says why)
     shift = ""
     if sessions:
         # The session's effect must exceed the global threshold; the code's part is held to
@@ -343,10 +342,9 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
         )
     """
     columns = ", ".join(GATE_COLUMNS)
-    # Judged once: the counts, the exit code, the summary and the rows printed or exported
-    # all come from these rows. A relation over the query would run it again (as long: the
-    # noise model reads every run) each time it was read.
-    # (As compare holds its rows.)
+    # Judged once, and held as compare holds its rows: the counts, the exit code, the summary
+    # and the rows printed or exported all come from these. A relation over the query would
+    # run it again (as long: the noise model reads every run) each time it was read.
     local = engine.connect()  # over the rows in memory, with kidata's settings
     local.register("judged", db.sql(f"{judged} SELECT {columns} FROM judged",
                                     params=params).to_arrow_table())
