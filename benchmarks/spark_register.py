@@ -48,15 +48,18 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             kidata.spark.register(session, args.warehouse, views=None if args.views is None
                                   else [v for v in args.views.split(",") if v])
-            line = f"round {round_}: register {time.perf_counter() - start:.2f} s"
+            # register's time is printed at once: the query's first run may take minutes.
+            print(f"round {round_}: register {time.perf_counter() - start:.2f} s", end="",
+                  flush=True)
             if args.query:
                 times = []
                 for _ in range(2):
                     start = time.perf_counter()
                     rows = session.sql(args.query).collect()
                     times.append(time.perf_counter() - start)
-                line += (f", query {times[0]:.2f} s then {times[1]:.2f} s, {len(rows)} rows")
-            print(line, flush=True)
+                print(f", query {times[0]:.2f} s then {times[1]:.2f} s, {len(rows)} rows",
+                      end="")
+            print(flush=True)
     finally:
         spark.stop()
     return 0
