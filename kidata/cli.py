@@ -499,7 +499,7 @@ def changes(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Show where each latency series' level moved over its whole history (change points:
-    asv's step objective solved by PELT; docs/statistics.md), beyond the minimum effect, each
+    asv's step objective, solved exactly; docs/statistics.md), beyond the minimum effect, each
     with its cause (code, same version, shared, session, environment). The one-step
     `regressions` stays the CI rule; this finds steps made of several results.
     Needs pip install 'kidata[changes]'."""

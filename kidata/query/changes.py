@@ -8,7 +8,15 @@ results (time order) with log latencies ``y``, find the segmentation minimising
     sum over segments of sum |y_i - median(segment)|  +  penalty x (number of segments)
 
 (a piecewise-constant L1 fit, Friedrich et al. 2008, the objective of ``asv/step_detect.py``),
-solved exactly by PELT (Killick et al. 2012) as implemented in ``ruptures`` (``Pelt(model="l1")``).
+solved exactly: for series of up to :data:`BATCH_MAX_POINTS` results by optimal partitioning
+(Jackson et al. 2005; the dynamic programme PELT prunes) over every segmentation, batched in
+numpy across all series of one length; for longer ones by PELT (Killick et al. 2012) as
+implemented in ``ruptures`` (``Pelt(model="l1")``). Both find the same optimum and break ties
+alike (the earliest start of the last segment); ``tests/query/test_changes.py`` holds the
+batched solver to ruptures' answers on 800 generated series. ruptures costs a few
+milliseconds of Python calls per series (the whole command 39 s for 48,000 series of 6
+results at 300k runs), the batched solver ~0.02-0.3 ms (the command 10 s; docs/benchmarks.md,
+Run AK).
 The penalty is ``PENALTY_FACTOR x sigma x ln(n)``, sigma the series' robust noise: 1.4826 x the
 median absolute difference of successive log latencies, divided by sqrt 2 (a step moves one
 difference, so it barely moves the median), floored at ``MIN_SIGMA``. A segment holds at least
@@ -47,6 +55,11 @@ PENALTY_FACTOR = 3.0
 MIN_SIGMA = 0.002  # 0.2%: a series with no measurable noise still needs a finite penalty
 MIN_SEGMENT = 2
 MIN_POINTS = 6  # fewer results give no segmentation worth reporting (3 + 3 at best)
+# Series up to this many results are solved batched (cost O(n^3) per series, in numpy); longer
+# ones by ruptures' PELT (O(n) to O(n^2) cost evaluations, each a Python call).
+BATCH_MAX_POINTS = 300
+# Segment costs held at once by the batched solver: series x (n + 1)^2 floats (32 MB).
+_BATCH_CELLS = 1 << 22
 
 SERIES = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family")
 COLUMNS = (*SERIES, "run_id", "previous_run_id", "observed_at", "previous_observed_at",
@@ -83,20 +96,90 @@ def robust_sigma(y: list[float]) -> float:
 
 
 def breakpoints(y: list[float]) -> list[int]:
-    """The indices where a new level starts (each in 1 .. len(y) - 1), by PELT on the L1 cost
+    """The indices where a new level starts (each in 1 .. len(y) - 1), minimising the L1 cost
     with the penalty of the module docstring."""
+    return all_breakpoints([y])[0]
+
+
+def all_breakpoints(series: list[list[float]]) -> list[list[int]]:
+    """:func:`breakpoints` of each series: those of one length up to
+    :data:`BATCH_MAX_POINTS` solved together (:func:`_optimal_partitions`), longer ones by
+    ruptures' PELT."""
+    try:
+        import numpy as np
+    except ImportError:
+        raise UsageError("kidata changes needs ruptures: pip install 'kidata[changes]'"
+                         ) from None
+    out: list[list[int]] = [[] for _ in series]
+    by_length: dict[int, list[int]] = {}
+    for i, y in enumerate(series):
+        if len(y) >= 2 * MIN_SEGMENT:
+            by_length.setdefault(len(y), []).append(i)
+    for n, members in by_length.items():
+        if n > BATCH_MAX_POINTS:
+            for i in members:
+                out[i] = _pelt(series[i])
+            continue
+        step = max(1, _BATCH_CELLS // (n + 1) ** 2)
+        for start in range(0, len(members), step):
+            chunk = members[start:start + step]
+            penalty = [PENALTY_FACTOR * robust_sigma(series[i]) * math.log(n) for i in chunk]
+            found = _optimal_partitions(np.asarray([series[i] for i in chunk], dtype=float),
+                                        np.asarray(penalty))
+            for i, cuts in zip(chunk, found, strict=True):
+                out[i] = cuts
+    return out
+
+
+def _optimal_partitions(y, penalty) -> list[list[int]]:
+    """Exact minimisers of sum over segments of sum |y - median(segment)| + penalty per
+    segment, segments of at least :data:`MIN_SEGMENT`, for each row of ``y`` (series of one
+    length n) with its own penalty: every segment's cost from sliding windows, then the
+    optimal-partitioning recursion F(t) = min over s of F(s) + cost(s, t) + penalty, the
+    earliest s on a tie (as ruptures' ``min`` over its candidates in order)."""
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    rows, n = y.shape
+    cost = np.full((rows, n + 1, n + 1), np.inf)
+    for length in range(MIN_SEGMENT, n + 1):
+        windows = sliding_window_view(y, length, axis=1)  # rows x (n - length + 1) x length
+        median = np.median(windows, axis=2)
+        starts = np.arange(n - length + 1)
+        cost[:, starts, starts + length] = np.abs(windows - median[..., None]).sum(axis=2)
+    best = np.full((rows, n + 1), np.inf)
+    best[:, 0] = 0.0
+    start_of_last = np.zeros((rows, n + 1), dtype=np.int64)
+    every = np.arange(rows)
+    for t in range(MIN_SEGMENT, n + 1):
+        # Summed in ruptures' order (the earlier segments' total, then this segment's cost
+        # and penalty together), so that two segmentations whose totals tie in exact
+        # arithmetic tie or differ in their last bit as they do there.
+        candidates = best[:, :t] + (cost[:, :t, t] + penalty[:, None])
+        start_of_last[:, t] = s = np.argmin(candidates, axis=1)
+        best[:, t] = candidates[every, s]
+    found = []
+    for row in start_of_last.tolist():
+        cuts, t = [], n
+        while t > 0:
+            t = row[t]
+            if t > 0:
+                cuts.append(t)
+        found.append(cuts[::-1])
+    return found
+
+
+def _pelt(y: list[float]) -> list[int]:
+    """ruptures' PELT on the L1 cost (series longer than :data:`BATCH_MAX_POINTS`)."""
     try:
         import numpy as np
         import ruptures
     except ImportError:
         raise UsageError("kidata changes needs ruptures: pip install 'kidata[changes]'"
                          ) from None
-    n = len(y)
-    if n < 2 * MIN_SEGMENT:
-        return []
-    penalty = PENALTY_FACTOR * robust_sigma(y) * math.log(n)
+    penalty = PENALTY_FACTOR * robust_sigma(y) * math.log(len(y))
     algo = ruptures.Pelt(model="l1", min_size=MIN_SEGMENT, jump=1).fit(np.asarray(y))
-    return [b for b in algo.predict(pen=penalty) if b < n]
+    return [b for b in algo.predict(pen=penalty) if b < len(y)]
 
 
 def changes(db: Queryable, min_effect: float | None = None,
@@ -124,14 +207,13 @@ def changes(db: Queryable, min_effect: float | None = None,
                   params={"n": min_points}).fetchall()
     width = len(SERIES) + 1  # the series and its center statistic
     rows: list[dict[str, Any]] = []
-    series = 0
     # A series holding two center statistics is searched once per statistic (the key).
-    for key, group in itertools.groupby(data, key=lambda r: r[:width]):
-        chunk = list(group)
-        series += 1
-        y = [math.log(r[width + 3]) for r in chunk]
+    groups = [(key, list(group)) for key, group in itertools.groupby(data, key=lambda r: r[:width])]
+    logs = [[math.log(r[width + 3]) for r in chunk] for _, chunk in groups]
+    series = len(groups)
+    for (key, chunk), y, found in zip(groups, logs, all_breakpoints(logs), strict=True):
         sigma = robust_sigma(y)
-        cuts = [0, *breakpoints(y), len(y)]
+        cuts = [0, *found, len(y)]
         for left, cut, right in zip(cuts, cuts[1:], cuts[2:], strict=False):
             before, after = statistics.median(y[left:cut]), statistics.median(y[cut:right])
             change = math.exp(after - before) - 1

@@ -1,6 +1,7 @@
 """Change points over the whole history (issue 26, item 4): ``kidata changes`` finds where a
-series' level moved from all its results at once (asv's L1 step objective, solved by PELT in
-ruptures; docs/statistics.md section 4), on hand-built series whose answers are plain.
+series' level moved from all its results at once (asv's L1 step objective, solved exactly;
+docs/statistics.md section 4), on hand-built series whose answers are plain, and the batched
+solver against ruptures' PELT on generated ones.
 
 rms_norm forward on the A100, implementation x, one result a day (µs):
 
@@ -154,3 +155,50 @@ def test_each_change_point_names_its_cause(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "5 change points in 8 series (5 slower, 1 of them the code's)" in done.stderr
+
+
+def generated_series(count: int, seed: int) -> list[list[float]]:
+    """Log latencies of 4-40 results: noise of three sizes, up to two steps, outliers, and a
+    third of them on a coarse grid, so that segment costs tie."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        n = int(rng.integers(4, 41))
+        y = rng.normal(0.0, float(rng.choice([0.002, 0.02, 0.1])), n)
+        for _ in range(int(rng.integers(0, 3))):
+            y[int(rng.integers(1, n)):] += float(rng.choice([-0.3, -0.1, 0.1, 0.3]))
+        if i % 3 == 0:
+            y = np.round(y * 50) / 50
+        if i % 5 == 0:
+            y[int(rng.integers(0, n))] += 0.5
+        out.append([float(v) for v in y])
+    return out
+
+
+def test_the_batched_solver_finds_what_ruptures_pelt_finds(monkeypatch):
+    """Series up to BATCH_MAX_POINTS results are solved by the batched optimal partitioning,
+    longer ones by ruptures' PELT (the method's reference implementation): on 800 generated
+    series both give the same change points, ties included."""
+    import numpy as np
+    import ruptures
+
+    from kidata.query import changes as ch
+
+    series = generated_series(800, seed=20261203)
+
+    def reference(y: list[float]) -> list[int]:
+        penalty = ch.PENALTY_FACTOR * ch.robust_sigma(y) * math.log(len(y))
+        algo = ruptures.Pelt(model="l1", min_size=ch.MIN_SEGMENT, jump=1).fit(np.asarray(y))
+        return [b for b in algo.predict(pen=penalty) if b < len(y)]
+
+    expected = [reference(y) for y in series]
+    assert sum(map(len, expected)) > 300  # change points to agree on, not empty lists
+    assert ch.all_breakpoints(series) == expected
+    # Several chunks of one length (the solver holds a bounded number of segment costs).
+    monkeypatch.setattr(ch, "_BATCH_CELLS", 5_000)
+    assert ch.all_breakpoints(series) == expected
+    # Longer series go to ruptures (here, every series over 20 results).
+    monkeypatch.setattr(ch, "BATCH_MAX_POINTS", 20)
+    assert ch.all_breakpoints(series) == expected
