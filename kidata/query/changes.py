@@ -95,14 +95,14 @@ def robust_sigma(y: list[float]) -> float:
     return max(1.4826 * statistics.median(diffs) / math.sqrt(2), MIN_SIGMA)
 
 
-def breakpoints(y: list[float]) -> list[int]:
-    """The indices where a new level starts (each in 1 .. len(y) - 1), minimising the L1 cost
-    with the penalty of the module docstring."""
-    return all_breakpoints([y])[0]
+def penalty(y: list[float]) -> float:
+    """The penalty per segment: ``PENALTY_FACTOR x sigma x ln(n)``."""
+    return PENALTY_FACTOR * robust_sigma(y) * math.log(len(y))
 
 
 def all_breakpoints(series: list[list[float]]) -> list[list[int]]:
-    """:func:`breakpoints` of each series: those of one length up to
+    """For each series, the indices where a new level starts (each in 1 .. len(y) - 1),
+    minimising the L1 cost with :func:`penalty`: series of one length up to
     :data:`BATCH_MAX_POINTS` solved together (:func:`_optimal_partitions`), longer ones by
     ruptures' PELT."""
     try:
@@ -123,15 +123,14 @@ def all_breakpoints(series: list[list[float]]) -> list[list[int]]:
         step = max(1, _BATCH_CELLS // (n + 1) ** 2)
         for start in range(0, len(members), step):
             chunk = members[start:start + step]
-            penalty = [PENALTY_FACTOR * robust_sigma(series[i]) * math.log(n) for i in chunk]
             found = _optimal_partitions(np.asarray([series[i] for i in chunk], dtype=float),
-                                        np.asarray(penalty))
+                                        np.asarray([penalty(series[i]) for i in chunk]))
             for i, cuts in zip(chunk, found, strict=True):
                 out[i] = cuts
     return out
 
 
-def _optimal_partitions(y, penalty) -> list[list[int]]:
+def _optimal_partitions(y, penalties) -> list[list[int]]:
     """Exact minimisers of sum over segments of sum |y - median(segment)| + penalty per
     segment, segments of at least :data:`MIN_SEGMENT`, for each row of ``y`` (series of one
     length n) with its own penalty: every segment's cost from sliding windows, then the
@@ -155,7 +154,7 @@ def _optimal_partitions(y, penalty) -> list[list[int]]:
         # Summed in ruptures' order (the earlier segments' total, then this segment's cost
         # and penalty together), so that two segmentations whose totals tie in exact
         # arithmetic tie or differ in their last bit as they do there.
-        candidates = best[:, :t] + (cost[:, :t, t] + penalty[:, None])
+        candidates = best[:, :t] + (cost[:, :t, t] + penalties[:, None])
         start_of_last[:, t] = s = np.argmin(candidates, axis=1)
         best[:, t] = candidates[every, s]
     found = []
@@ -177,9 +176,8 @@ def _pelt(y: list[float]) -> list[int]:
     except ImportError:
         raise UsageError("kidata changes needs ruptures: pip install 'kidata[changes]'"
                          ) from None
-    penalty = PENALTY_FACTOR * robust_sigma(y) * math.log(len(y))
     algo = ruptures.Pelt(model="l1", min_size=MIN_SEGMENT, jump=1).fit(np.asarray(y))
-    return [b for b in algo.predict(pen=penalty) if b < len(y)]
+    return [b for b in algo.predict(pen=penalty(y)) if b < len(y)]
 
 
 def changes(db: Queryable, min_effect: float | None = None,
