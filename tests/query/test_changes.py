@@ -195,10 +195,13 @@ def test_the_batched_solver_finds_what_ruptures_pelt_finds(monkeypatch):
 
     expected = [reference(y) for y in series]
     assert sum(map(len, expected)) > 300  # change points to agree on, not empty lists
-    assert ch.all_breakpoints(series) == expected
-    # Several chunks of one length (the solver holds a bounded number of segment costs).
-    monkeypatch.setattr(ch, "_BATCH_CELLS", 5_000)
-    assert ch.all_breakpoints(series) == expected
+    with monkeypatch.context() as patch:
+        # Every one of these series is solved batched: none reaches ruptures.
+        patch.setattr(ch, "_pelt", lambda y: pytest.fail(f"a series of {len(y)} went to PELT"))
+        assert ch.all_breakpoints(series) == expected
+        # Several chunks of one length (the solver holds a bounded number of segment costs).
+        patch.setattr(ch, "_BATCH_CELLS", 5_000)
+        assert ch.all_breakpoints(series) == expected
     # Longer series go to ruptures (here, every series over 20 results).
     monkeypatch.setattr(ch, "BATCH_MAX_POINTS", 20)
     assert ch.all_breakpoints(series) == expected
