@@ -3,7 +3,7 @@
 Spark session with Spark's defaults, as a user's first session would run it.
 
     python benchmarks/spark_register.py WAREHOUSE [--master 'local[2]'] [--repeat 3]
-        [--query 'SELECT * FROM speedup_summary'] [--views speedups]
+        [--query 'SELECT * FROM speedup_summary'] [--views speedups] [--conf KEY=VALUE ...]
 
 One JVM serves every round (its start is not timed). Each round registers the warehouse in a
 new Spark session (``spark.newSession()``: its own temp views, the JVM's JIT warm from the
@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--query", default=None, help="e.g. 'SELECT * FROM speedup_summary'")
     ap.add_argument("--views", default=None,
                     help="comma-separated views to register (and those they read); default all")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting on top of the defaults (repeatable), e.g. "
+                         "spark.driver.memory=4g")
     args = ap.parse_args(argv)
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -35,12 +38,15 @@ def main(argv: list[str] | None = None) -> int:
 
     import kidata.spark
 
-    spark = (SparkSession.builder.master(args.master).appName("kidata-register-bench")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("kidata-register-bench")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         for round_ in range(1, args.repeat + 1):

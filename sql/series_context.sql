@@ -100,6 +100,9 @@
 --   with, the row holds, and reads skip the self-joins below for that step; otherwise the
 --   context is computed here. Loads from KIDATA_CONTEXTS_AT runs on store what they change
 --   (kidata/store/contexts.py). series_steps judges these rows; its header gives every rule.
+--   Written so that each input is read a few times, not hundreds: Spark plans a CTE anew
+--   wherever it is read (docs/spark.md), so the previous result is read with LAG, the stored
+--   contexts are joined once, and the contexts computed here read one CTE of steps.
 WITH points AS (
     SELECT
         r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
@@ -164,11 +167,32 @@ contexts_by_hour AS (
     )
 ),
 keyed AS (
+    -- Each result with its place in its series, the previous result's columns (the row
+    -- before it in the series, read with LAG rather than a second read of points) and its
+    -- clock hour's fingerprint.
     SELECT
         p.*,
         ROW_NUMBER() OVER series_in_time AS step,
         CAST(COUNT(*) OVER series AS BIGINT) AS points,
         LAG(p.run_id) OVER series_in_time AS previous_run_id,
+        LAG(p.observed_at) OVER series_in_time AS previous_observed_at,
+        LAG(p.version) OVER series_in_time AS previous_version,
+        LAG(p.source) OVER series_in_time AS previous_source,
+        LAG(p.environment_id) OVER series_in_time AS previous_environment_id,
+        LAG(p.median) OVER series_in_time AS previous_median,
+        LAG(p.p20) OVER series_in_time AS previous_p20,
+        LAG(p.p80) OVER series_in_time AS previous_p80,
+        LAG(p.spread) OVER series_in_time AS previous_spread,
+        LAG(p.evidence) OVER series_in_time AS previous_evidence,
+        LAG(p.center) OVER series_in_time AS previous_center,
+        LAG(p.center_statistic) OVER series_in_time AS previous_center_statistic,
+        LAG(p.samples) OVER series_in_time AS previous_samples,
+        LAG(p.log_variance) OVER series_in_time AS previous_log_variance,
+        LAG(p.wide_low) OVER series_in_time AS previous_wide_low,
+        LAG(p.wide_high) OVER series_in_time AS previous_wide_high,
+        LAG(p.has_spread) OVER series_in_time AS previous_has_spread,
+        LAG(p.half_step) OVER series_in_time AS previous_half_step,
+        LAG(p.size_decade) OVER series_in_time AS previous_size_decade,
         c.context_runs, c.context_key
     FROM points p
     JOIN contexts_by_hour c
@@ -185,79 +209,83 @@ keyed AS (
         )
 ),
 steps AS (
+    -- Each step with the stored context whose set of results is still the same (none at
+    -- step 1); context_missing: a step whose context is to be computed here.
     SELECT
         k.kernel, k.pass, k.implementation, k.variant, k.workload, k.gpu, k.family, k.metric,
         k.unit, k.gpu_family, k.step, k.points, k.run_id, k.previous_run_id,
-        k.observed_at, p.observed_at AS previous_observed_at,
-        k.version, p.version AS previous_version,
-        k.source, p.source AS previous_source,
-        k.environment_id, p.environment_id AS previous_environment_id,
-        k.median, p.median AS previous_median,
-        k.p20, k.p80, p.p20 AS previous_p20, p.p80 AS previous_p80,
-        k.spread, p.spread AS previous_spread,
-        k.evidence, p.evidence AS previous_evidence,
-        k.center, p.center AS previous_center,
-        k.center_statistic, p.center_statistic AS previous_center_statistic,
-        k.samples, p.samples AS previous_samples,
-        k.log_variance, p.log_variance AS previous_log_variance,
-        k.wide_low, k.wide_high, p.wide_low AS previous_wide_low,
-        p.wide_high AS previous_wide_high,
-        k.has_spread, p.has_spread AS previous_has_spread,
-        k.half_step, p.half_step AS previous_half_step,
-        k.size_decade, p.size_decade AS previous_size_decade,
-        LN(k.center / p.center) AS log_change,
-        k.center_statistic = p.center_statistic AS same_center,
+        k.observed_at, k.previous_observed_at,
+        k.version, k.previous_version,
+        k.source, k.previous_source,
+        k.environment_id, k.previous_environment_id,
+        k.median, k.previous_median,
+        k.p20, k.p80, k.previous_p20, k.previous_p80,
+        k.spread, k.previous_spread,
+        k.evidence, k.previous_evidence,
+        k.center, k.previous_center,
+        k.center_statistic, k.previous_center_statistic,
+        k.samples, k.previous_samples,
+        k.log_variance, k.previous_log_variance,
+        k.wide_low, k.wide_high, k.previous_wide_low, k.previous_wide_high,
+        k.has_spread, k.previous_has_spread,
+        k.half_step, k.previous_half_step,
+        k.size_decade, k.previous_size_decade,
+        LN(k.center / k.previous_center) AS log_change,
+        k.center_statistic = k.previous_center_statistic AS same_center,
         CASE WHEN k.previous_run_id IS NULL THEN NULL
-             ELSE k.version = p.version END AS same_version,
-        k.observed_hour, k.context_runs, k.context_key
+             ELSE k.version = k.previous_version END AS same_version,
+        k.observed_hour, k.context_runs, k.context_key,
+        c.together_implementations AS stored_together_implementations,
+        c.together_log_change AS stored_together_log_change,
+        c.session_workloads AS stored_session_workloads,
+        c.session_log_median AS stored_session_log_median,
+        c.echo_up AS stored_echo_up,
+        c.echo_down AS stored_echo_down,
+        c.run_id IS NOT NULL AS context_stored,
+        k.previous_run_id IS NOT NULL AND c.run_id IS NULL AS context_missing
     FROM keyed k
-    LEFT JOIN points p ON p.run_id = k.previous_run_id AND p.metric = k.metric
-),
-kept AS (
-    -- The stored contexts whose set of results is still the same.
-    SELECT c.run_id, c.metric, c.together_implementations, c.together_log_change,
-        c.session_workloads, c.session_log_median, c.echo_up, c.echo_down
-    FROM step_context c
-    JOIN steps s
-        ON s.previous_run_id IS NOT NULL AND s.run_id = c.run_id AND s.metric = c.metric
-        AND s.family IS NOT DISTINCT FROM c.family
-        AND s.observed_hour = c.context_hour AND s.context_runs = c.context_runs
-        AND s.context_key = c.context_key
-),
-missing AS (
-    SELECT s.*, DATE_TRUNC('day', s.observed_at) AS observed_day
-    FROM steps s
-    WHERE s.previous_run_id IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.run_id = s.run_id AND k.metric = s.metric)
-),
-grouped AS (
-    -- The steps of the groups that have a context to compute: only the columns the joins
-    -- below read.
-    SELECT o.run_id, o.kernel, o.pass, o.implementation, o.variant, o.workload, o.gpu,
-        o.family, o.metric, o.observed_at, o.previous_observed_at, o.same_center,
-        o.log_change
-    FROM steps o
-    WHERE EXISTS (
-        SELECT 1 FROM missing m
-        WHERE m.kernel = o.kernel AND m.pass = o.pass AND m.gpu = o.gpu
-            AND m.family = o.family AND m.metric = o.metric
-    )
+    LEFT JOIN step_context c
+        ON k.previous_run_id IS NOT NULL AND c.run_id = k.run_id AND c.metric = k.metric
+        AND c.family IS NOT DISTINCT FROM k.family
+        AND c.context_hour = k.observed_hour AND c.context_runs = k.context_runs
+        AND c.context_key = k.context_key
 ),
 near AS (
-    -- Each of those steps once per day its result's hour-wide neighbourhood touches (one, or
-    -- two near midnight), so that the joins below pair steps by equal days before they
-    -- compare times: a step within one hour of another's result has that result's day among
-    -- these (a day is longer than the two hours between the ends), and matches exactly one
-    -- of them.
-    SELECT grouped.*, DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR) AS near_day
-    FROM grouped
-    UNION ALL
-    SELECT grouped.*, DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR) AS near_day
-    FROM grouped
-    WHERE DATE_TRUNC('day', observed_at + INTERVAL '1' HOUR)
-        <> DATE_TRUNC('day', observed_at - INTERVAL '1' HOUR)
+    -- The steps of the groups that have a context to compute (only the columns the join
+    -- below reads), each once per day its result's hour-wide neighbourhood touches (one, or
+    -- two near midnight), so that the join pairs steps by equal days before it compares
+    -- times: a step within one hour of another's result has that result's day among these
+    -- (a day is longer than the two hours between the ends), and matches exactly one of them.
+    SELECT o.run_id, o.kernel, o.pass, o.implementation, o.variant, o.workload, o.gpu,
+        o.family, o.metric, o.observed_at, o.previous_observed_at, o.same_center,
+        o.log_change,
+        CASE WHEN d.side = 0 THEN DATE_TRUNC('day', o.observed_at - INTERVAL '1' HOUR)
+             ELSE DATE_TRUNC('day', o.observed_at + INTERVAL '1' HOUR) END AS near_day
+    FROM steps o
+    CROSS JOIN (VALUES (0), (1)) AS d(side)
+    WHERE o.same_center
+        AND EXISTS (
+            SELECT 1 FROM steps m
+            WHERE m.context_missing AND m.kernel = o.kernel AND m.pass = o.pass
+                AND m.gpu = o.gpu AND m.family = o.family AND m.metric = o.metric
+        )
+        AND (d.side = 0 OR DATE_TRUNC('day', o.observed_at + INTERVAL '1' HOUR)
+                           <> DATE_TRUNC('day', o.observed_at - INTERVAL '1' HOUR))
+),
+missing AS (
+    -- The steps whose context is to be computed (only the columns the joins below read),
+    -- each paired below with the steps of its group measured over the same two sessions
+    -- (each of their results within one hour of this step's and of its previous one's,
+    -- their centers of one statistic).
+    SELECT s.run_id, s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu,
+        s.family, s.metric, s.observed_at, s.previous_observed_at, s.same_center,
+        DATE_TRUNC('day', s.observed_at) AS observed_day
+    FROM steps s
+    WHERE s.context_missing
 ),
 together AS (
+    -- The other implementations of the same workload measured together with the step, and
+    -- their mean log change.
     SELECT
         s.run_id,
         s.metric,
@@ -268,7 +296,7 @@ together AS (
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.workload = s.workload
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
-        AND o.implementation <> s.implementation AND o.same_center
+        AND o.implementation <> s.implementation
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR
         AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
@@ -293,7 +321,7 @@ session AS (
         AND o.implementation = s.implementation
         AND (o.variant = s.variant OR (o.variant IS NULL AND s.variant IS NULL))
         AND o.gpu = s.gpu AND o.family = s.family AND o.metric = s.metric
-        AND (o.workload <> s.workload OR o.run_id = s.run_id) AND o.same_center
+        AND (o.workload <> s.workload OR o.run_id = s.run_id)
         AND s.same_center
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR
@@ -312,38 +340,38 @@ echo AS (
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.gpu = s.gpu AND o.family = s.family
-        AND o.metric = s.metric AND o.implementation <> s.implementation AND o.same_center
+        AND o.metric = s.metric AND o.implementation <> s.implementation
         AND o.observed_at BETWEEN s.observed_at - INTERVAL '1' HOUR
                               AND s.observed_at + INTERVAL '1' HOUR
         AND o.previous_observed_at BETWEEN s.previous_observed_at - INTERVAL '1' HOUR
                                        AND s.previous_observed_at + INTERVAL '1' HOUR
     GROUP BY s.run_id, s.metric
-),
-computed AS (
-    SELECT
-        m.run_id, m.metric, t.together_implementations, t.together_log_change,
-        se.session_workloads, se.session_log_effect AS session_log_median, e.echo_up, e.echo_down
-    FROM missing m
-    LEFT JOIN together t
-        ON t.run_id = m.run_id AND t.metric = m.metric
-    LEFT JOIN session se
-        ON se.run_id = m.run_id AND se.metric = m.metric
-    LEFT JOIN echo e
-        ON e.run_id = m.run_id AND e.metric = m.metric
-),
-contexts AS (
-    SELECT kept.*, TRUE AS context_stored FROM kept
-    UNION ALL
-    SELECT computed.*, FALSE AS context_stored FROM computed
 )
 SELECT
-    s.*,
-    c.together_implementations,
-    c.together_log_change,
-    c.session_workloads,
-    c.session_log_median,
-    c.echo_up,
-    c.echo_down,
-    COALESCE(c.context_stored, FALSE) AS context_stored
+    s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu, s.family, s.metric,
+    s.unit, s.gpu_family, s.step, s.points, s.run_id, s.previous_run_id,
+    s.observed_at, s.previous_observed_at, s.version, s.previous_version,
+    s.source, s.previous_source, s.environment_id, s.previous_environment_id,
+    s.median, s.previous_median, s.p20, s.p80, s.previous_p20, s.previous_p80,
+    s.spread, s.previous_spread, s.evidence, s.previous_evidence,
+    s.center, s.previous_center, s.center_statistic, s.previous_center_statistic,
+    s.samples, s.previous_samples, s.log_variance, s.previous_log_variance,
+    s.wide_low, s.wide_high, s.previous_wide_low, s.previous_wide_high,
+    s.has_spread, s.previous_has_spread, s.half_step, s.previous_half_step,
+    s.size_decade, s.previous_size_decade, s.log_change, s.same_center, s.same_version,
+    s.observed_hour, s.context_runs, s.context_key,
+    CASE WHEN s.context_stored THEN s.stored_together_implementations
+         ELSE t.together_implementations END AS together_implementations,
+    CASE WHEN s.context_stored THEN s.stored_together_log_change
+         ELSE t.together_log_change END AS together_log_change,
+    CASE WHEN s.context_stored THEN s.stored_session_workloads
+         ELSE se.session_workloads END AS session_workloads,
+    CASE WHEN s.context_stored THEN s.stored_session_log_median
+         ELSE se.session_log_effect END AS session_log_median,
+    CASE WHEN s.context_stored THEN s.stored_echo_up ELSE e.echo_up END AS echo_up,
+    CASE WHEN s.context_stored THEN s.stored_echo_down ELSE e.echo_down END AS echo_down,
+    s.context_stored
 FROM steps s
-LEFT JOIN contexts c ON c.run_id = s.run_id AND c.metric = s.metric
+LEFT JOIN together t ON s.context_missing AND t.run_id = s.run_id AND t.metric = s.metric
+LEFT JOIN session se ON s.context_missing AND se.run_id = s.run_id AND se.metric = s.metric
+LEFT JOIN echo e ON s.context_missing AND e.run_id = s.run_id AND e.metric = s.metric
