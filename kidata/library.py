@@ -78,6 +78,15 @@ def engine_message(exc: BaseException) -> str | None:
     import sys
 
     duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException):
+        # DuckDB's advice (SET memory_limit, threads, ...) names settings a command's user
+        # cannot reach; the one that bounds a reading session is KIDATA_QUERY_MEMORY.
+        from kidata.core import config
+
+        limit = config.current().query_memory
+        if limit:
+            return (f"{str(exc).split(chr(10), 1)[0].strip()} (KIDATA_QUERY_MEMORY={limit} "
+                    "is too small for this query: raise it)")
     if duckdb is not None and isinstance(exc, duckdb.Error):
         from kidata.query.session import first_line
 

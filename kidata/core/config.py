@@ -134,6 +134,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KIDATA_COMMIT_WRITE_MEMORY", "commit_write_memory", "size", "128MB", "128MB",
              "DuckDB's memory limit while a load's commit writes its tables and derives "
              "`latest_runs`.", _size),
+    Variable("KIDATA_QUERY_MEMORY", "query_memory", "size", None,
+             "DuckDB's own (80% of RAM)",
+             "DuckDB's memory limit for reading: every query, view, report and export "
+             "session; beyond it DuckDB spills to a temporary folder (under the system's "
+             "temporary directory, removed when the session closes), slower but bounded. "
+             "At 1M runs `kidata regressions` peaks at 0.6 GB instead of 3.5 GB with `500MB`, "
+             "taking ~2.2x as long (docs/benchmarks.md, Run AM). A query that cannot spill "
+             "what it needs fails with DuckDB's out-of-memory error: raise it.", _size),
     Variable("KIDATA_ROLES", "roles", "path", None, "none",
              "A TOML file of implementation roles whose entries replace the packaged "
              "`roles.toml`'s of the same kernel and role.", _path),
@@ -174,6 +182,7 @@ class Config:
     contexts_at: int = 20_000
     commit_memory: str = "192MB"
     commit_write_memory: str = "128MB"
+    query_memory: str | None = None
     roles: Path | None = None
     gpus: Path | None = None
     min_effect: float | None = None

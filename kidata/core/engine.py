@@ -31,6 +31,25 @@ def connect(config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def reading_settings() -> dict[str, Any]:
+    """The settings of a connection that reads the warehouse (queries, views, exports):
+    ``KIDATA_QUERY_MEMORY``'s memory limit when set, with a temporary folder of the
+    connection's own to spill to (DuckDB makes it when it first spills and removes it when the
+    connection closes; its default, ``.tmp`` in the working directory, would write beside the
+    user's files). Empty when unset: DuckDB's own limit."""
+    import os
+    import tempfile
+    import uuid
+
+    from kidata.core import config
+
+    limit = config.current().query_memory
+    if limit is None:
+        return {}
+    folder = os.path.join(tempfile.gettempdir(), f"kidata-spill-{os.getpid()}-{uuid.uuid4().hex}")
+    return {"memory_limit": limit, "temp_directory": folder}
+
+
 def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],
                    params: dict[str, Any] | None = None) -> list[tuple]:
     """The rows of a query over table folders read without the writer lock: when a compaction

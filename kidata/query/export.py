@@ -124,18 +124,23 @@ def _excel(relation, path: Path, sheet: str, described: dict[str, str]) -> int:
     return excel.write(relation, path, sheet, described)
 
 
-# Rows per Arrow batch a streamed export reads from DuckDB: each becomes one Parquet row group
-# (about 100k rows: large enough for engines to read efficiently, small enough to prune).
-EXPORT_BATCH_ROWS = 122_880
+# A streamed export reads DuckDB's result in small Arrow batches (a wide view's 122,880-row
+# batches, several in flight, doubled the peak under KIDATA_QUERY_MEMORY: docs/benchmarks.md,
+# Run AM) and writes a Parquet row group once ROW_GROUP_ROWS rows or ROW_GROUP_BYTES bytes are
+# buffered: about 100k rows of a narrow table, large enough for engines to read efficiently,
+# small enough to prune; fewer of a wide one, so that memory holds one row group, not the result.
+READ_BATCH_ROWS = 16_384
+ROW_GROUP_ROWS = 8 * READ_BATCH_ROWS  # 131,072
+ROW_GROUP_BYTES = 64 << 20
 
 
 def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
     """Parquet, or an Arrow IPC file, each field carrying its description (metadata key
-    ``description``, as the warehouse's own files do), written batch by batch as DuckDB
-    produces them: memory holds one batch, not the result."""
+    ``description``, as the warehouse's own files do), written as DuckDB produces the rows:
+    memory holds one row group, not the result."""
     import pyarrow as pa
 
-    reader = relation.to_arrow_reader(EXPORT_BATCH_ROWS)
+    reader = relation.to_arrow_reader(READ_BATCH_ROWS)
     fields = [f.with_metadata({**(f.metadata or {}), b"description": described[f.name]})
               if described.get(f.name) else f for f in reader.schema]
     schema = pa.schema(fields, metadata=reader.schema.metadata)
@@ -147,10 +152,28 @@ def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:
     else:
         sink = pa.OSFile(str(path), "wb")
         writer = pa.ipc.new_file(sink, schema)
+    held: list = []
+    held_rows = held_bytes = 0
+
+    def flush() -> None:
+        nonlocal held, held_rows, held_bytes
+        if held:
+            writer.write_table(pa.Table.from_batches(held, schema=schema))
+        held, held_rows, held_bytes = [], 0, 0
+
     try:
         for batch in reader:
-            writer.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
+            batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
             rows += batch.num_rows
+            if fmt != "parquet":
+                writer.write_batch(batch)
+                continue
+            held.append(batch)
+            held_rows += batch.num_rows
+            held_bytes += batch.nbytes
+            if held_rows >= ROW_GROUP_ROWS or held_bytes >= ROW_GROUP_BYTES:
+                flush()
+        flush()
     finally:
         writer.close()
         if fmt != "parquet":
@@ -179,18 +202,25 @@ def _duckdb_file(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, int]:
     from kidata.store.schema import COLUMNS
 
     counts = {}
+    # The tables are copied by the reading connection itself, the file attached to it, so
+    # that one memory limit (KIDATA_QUERY_MEMORY) bounds the whole copy: DuckDB streams each
+    # table from the Parquet files into the file without a second engine or Arrow in between.
+    con.execute(f"ATTACH {quote_literal(str(path))} AS _kidata_out")
+    try:
+        for table in COLUMNS:
+            con.execute(f"CREATE TABLE _kidata_out.main.{quote_identifier(table)} AS "
+                        f"SELECT * FROM {quote_identifier(table)}")
+            counts[table] = con.execute(
+                f"SELECT COUNT(*) FROM _kidata_out.main.{quote_identifier(table)}"
+            ).fetchall()[0][0]
+            fault(f"export-duckdb:{table}")  # the crash tests: killed with tables still to copy
+    finally:
+        con.execute("DETACH _kidata_out")
+    # Comments and views on the file's own connection: the views' bodies name the file's
+    # tables as they will be read there.
     out = duckdb.connect(str(path))
     try:
         for table in COLUMNS:
-            # Streamed: the table's rows pass through in batches, never whole in memory.
-            reader = con.sql(f"SELECT * FROM {quote_identifier(table)}").to_arrow_reader(
-                EXPORT_BATCH_ROWS)
-            out.register("_kidata_copy", reader)
-            out.execute(f"CREATE TABLE {quote_identifier(table)} AS SELECT * FROM _kidata_copy")
-            out.unregister("_kidata_copy")
-            counts[table] = out.execute(
-                f"SELECT COUNT(*) FROM {quote_identifier(table)}").fetchall()[0][0]
-            fault(f"export-duckdb:{table}")  # the crash tests: killed with tables still to copy
             for column in COLUMNS[table]:
                 out.execute(f"COMMENT ON COLUMN {quote_identifier(table)}."
                             f"{quote_identifier(column.name)} IS "

@@ -126,7 +126,7 @@ class Session:
             self._con.close()
             self._con = None
         for attempt in range(SWAP_RETRIES):
-            con = engine.connect()
+            con = engine.connect(engine.reading_settings())
             try:
                 # Tables show only rows of committed loads: a consistent state mid-commit.
                 snapshot.define(con, self.path, self.window)

@@ -25,10 +25,12 @@ def test_values_are_parsed_to_their_types():
         "KIDATA_WAREHOUSE": "/data/wh", "KIDATA_WORKERS": "3", "KIDATA_SLOW_PATH": "1",
         "KIDATA_MAX_REJECTS": "0", "KIDATA_COMPACT_AT": "-4", "KIDATA_COMMIT_MEMORY": "1GiB",
         "KIDATA_ROLES": "roles.toml", "KIDATA_DEBUG": "yes", "KIDATA_FAULT": "after-journal",
-        "KIDATA_FAULT_ACTION": "kill", "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
+        "KIDATA_FAULT_ACTION": "kill", "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+        "KIDATA_QUERY_MEMORY": "500MB"})
     assert got.warehouse == Path("/data/wh") and got.workers == 3 and got.slow_path
     assert got.max_rejects == 1 and got.compact_at == 0  # at least 1; 0 or more
     assert got.commit_memory == "1GiB" and got.commit_write_memory == "128MB"
+    assert got.query_memory == "500MB" and Config().query_memory is None
     assert got.roles == Path("roles.toml") and got.debug
     assert (got.fault, got.fault_action, got.arrow_memory_pool) == (
         "after-journal", "kill", "jemalloc")
@@ -40,6 +42,7 @@ def test_values_are_parsed_to_their_types():
     ("KIDATA_MAX_REJECTS", "1e3", "KIDATA_MAX_REJECTS must be a whole number, not '1e3'"),
     ("KIDATA_COMPACT_AT", "x", "KIDATA_COMPACT_AT must be a whole number, not 'x'"),
     ("KIDATA_COMMIT_MEMORY", "1GB'; DROP", "KIDATA_COMMIT_MEMORY must be a size DuckDB reads"),
+    ("KIDATA_QUERY_MEMORY", "lots", "KIDATA_QUERY_MEMORY must be a size DuckDB reads"),
     ("KIDATA_FAULT_ACTION", "explode",
      "KIDATA_FAULT_ACTION must be one of raise, enospc, kill, not 'explode'"),
 ])

@@ -137,6 +137,28 @@ def test_parquet_carries_column_descriptions(seeded: Path, tmp_path: Path):
         b"Kernel benchmarked, e.g. `rms_norm`.")
 
 
+def test_parquet_row_groups_hold_about_100k_rows_or_64_mb(seeded: Path, tmp_path: Path):
+    """The export reads DuckDB's result in 16,384-row batches and writes a row group per
+    131,072 rows (8 batches) or 64 MiB buffered (kidata/query/export.py): a narrow result's
+    groups are full-sized, not one per batch; a wide one's are cut by bytes; no row is lost."""
+    out = tmp_path / "narrow.parquet"
+    done = kidata("sql", "select range as i from range(300000)", "-o", out, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    meta = pq.read_metadata(out)
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [
+        131_072, 131_072, 300_000 - 2 * 131_072]
+    assert duckdb.sql(f"select sum(i) from '{out}'").fetchall() == [(300_000 * 299_999 // 2,)]
+    # 2,000-character rows: a 16,384-row batch is 16,384 x (2,000 + 4 + 8) bytes = 31.4 MiB,
+    # so the third batch passes 64 MiB: groups of 49,152 rows.
+    out = tmp_path / "wide.parquet"
+    done = kidata("sql", "select range as i, repeat('x', 2000) as s from range(100000)",
+                  "-o", out, warehouse=seeded)
+    assert done.returncode == 0, done.stderr
+    meta = pq.read_metadata(out)
+    groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    assert sum(groups) == 100_000 and groups == [49_152, 49_152, 1_696]
+
+
 @pytest.mark.slow
 def test_duckdb_file_opens_in_plain_duckdb(seeded: Path, tmp_path: Path):
     out = tmp_path / "analysis.duckdb"

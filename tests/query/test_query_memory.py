@@ -1,0 +1,107 @@
+"""KIDATA_QUERY_MEMORY (kidata/core/engine.py ``reading_settings``): every session that reads the
+warehouse runs within DuckDB's memory limit it sets and spills beyond it to a temporary folder
+of its own, outside the user's working folder; unset, DuckDB's own limit; the answers are the
+same either way."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS
+
+from kidata import Warehouse
+
+SCRIPT = Path(sys.executable).parent / "kidata"  # the installed console script
+# More than 64 MB to sort (3M strings of 32 characters): it must spill to answer.
+SPILLS = ("SELECT current_setting('memory_limit') AS memory_limit, "
+          "current_setting('temp_directory') AS temp_directory, "
+          "(SELECT count(DISTINCT s) FROM (SELECT md5(range::VARCHAR) AS s FROM range(3000000) "
+          "ORDER BY s)) AS sorted")
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Warehouse:
+    wh = Warehouse(tmp_path_factory.mktemp("memory") / "wh")
+    assert wh.load([str(SEEDS)]).ok
+    return wh
+
+
+def _sql(wh: Warehouse, query: str, cwd: Path, **env: str) -> list[dict]:
+    import os
+
+    run = subprocess.run([str(SCRIPT), "-w", str(wh.path), "sql", query, "-f", "csv"],
+                         capture_output=True, text=True, timeout=300, cwd=cwd,
+                         env={**os.environ, **env})
+    assert run.returncode == 0, run.stderr
+    return list(csv.DictReader(io.StringIO(run.stdout)))
+
+
+def test_a_reading_command_runs_within_the_limit_and_spills_outside_the_working_folder(
+        seeded, tmp_path, monkeypatch):
+    monkeypatch.delenv("KIDATA_QUERY_MEMORY", raising=False)
+    [row] = _sql(seeded, SPILLS, tmp_path, KIDATA_QUERY_MEMORY="64MB")
+    assert row["memory_limit"] == "61.0 MiB"  # 64 MB as DuckDB shows it
+    folder = Path(row["temp_directory"])
+    assert folder.parent == Path(tempfile.gettempdir())
+    assert folder.name.startswith("kidata-spill-")
+    assert row["sorted"] == "3000000"
+    assert list(tmp_path.iterdir()) == [] and not folder.exists()  # removed when it closed
+    # Unset: DuckDB's own limit (a share of the machine's memory), and its answers the same.
+    [free] = _sql(seeded, SPILLS, tmp_path)
+    assert free["memory_limit"] != "61.0 MiB" and free["sorted"] == "3000000"
+
+
+def test_a_limit_too_small_for_a_query_is_an_error_that_names_it(seeded, tmp_path):
+    import os
+
+    run = subprocess.run([str(SCRIPT), "-w", str(seeded.path), "sql",
+                          "SELECT count(*) FROM speedup_summary"], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "KIDATA_QUERY_MEMORY": "16MB"})
+    assert run.returncode == 1
+    assert "Out of Memory" in run.stderr
+    assert "KIDATA_QUERY_MEMORY=16MB is too small for this query: raise it" in run.stderr
+    assert "SET memory_limit" not in run.stderr  # DuckDB's advice a command cannot follow
+
+
+def test_the_views_answer_the_same_within_a_small_limit(seeded, monkeypatch):
+    query = "SELECT * FROM speedup_summary ORDER BY ALL"
+    monkeypatch.delenv("KIDATA_QUERY_MEMORY", raising=False)
+    free = Warehouse(seeded.path).sql(query).fetchall()
+    monkeypatch.setenv("KIDATA_QUERY_MEMORY", "64MB")
+    limited = Warehouse(seeded.path)
+    assert limited.sql("SELECT current_setting('memory_limit')").fetchall() == [("61.0 MiB",)]
+    assert limited.sql(query).fetchall() == free and free
+
+
+def test_export_duckdb_within_a_small_limit_copies_every_row(seeded, tmp_path):
+    """The tables are copied by the limited reading connection with the file attached to it
+    (one limit bounds the copy): the file holds every committed row and its views answer as
+    the warehouse's."""
+    import os
+
+    import duckdb
+
+    target = tmp_path / "copy.duckdb"
+    run = subprocess.run([str(SCRIPT), "-w", str(seeded.path), "export", "--duckdb",
+                          str(target)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={**os.environ, "KIDATA_QUERY_MEMORY": "64MB"})
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb"]
+    query = "SELECT * FROM speedup_summary ORDER BY ALL"
+    with duckdb.connect(str(target), read_only=True) as con:
+        for table in ("runs", "measurements", "environments", "protocols"):
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchall() == \
+                seeded.sql(f"SELECT count(*) FROM {table}").fetchall()
+        copied = con.execute(query).fetchall()
+    here = seeded.sql(query).fetchall()
+    assert copied and len(copied) == len(here)
+    for a, b in zip(copied, here, strict=True):  # floats to the last bits of a parallel sum's order
+        assert [round(v, 9) if isinstance(v, float) else v for v in a] == \
+            [round(v, 9) if isinstance(v, float) else v for v in b]
