@@ -192,8 +192,46 @@ def changes(db: Queryable, min_effect: float | None = None,
             min_points < 2 * MIN_SEGMENT:
         raise UsageError(f"--min-points must be a whole number >= {2 * MIN_SEGMENT}, "
                          f"got {min_points!r}")
+    rows: list[dict[str, Any]] = []
+    series = 0
+    pending: list[tuple[tuple, list[tuple]]] = []
+    held = 0
+    # The series stream in from DuckDB and are solved CHUNK_POINTS results at a time, so
+    # Python holds a chunk, not every result (1.5 GB of tuples at 1M runs; Run AM).
+    for key, chunk in _series(db, min_points):
+        series += 1
+        pending.append((key, chunk))
+        held += len(chunk)
+        if held >= CHUNK_POINTS:
+            rows += _change_points(pending, effect)
+            pending, held = [], 0
+    rows += _change_points(pending, effect)
+    if rows:
+        causes = {(run, previous): (cause, facts) for run, previous, cause, facts in db.sql(
+            _CAUSES, params={"runs": [r["run_id"] for r in rows]}).fetchall()}
+        for r in rows:
+            r["cause"], r["changed_facts"] = causes.get((r["run_id"], r["previous_run_id"]),
+                                                        (None, None))
+    slower = [r for r in rows if r["direction"] == "slower"]
+    return Changes(_relation(rows), series, len(rows), len(slower), effect,
+                   sum(1 for r in slower if r["cause"] == "code"))
+
+
+# Results (timed, of series long enough to search) held in Python at once: the series are
+# solved in chunks of about this many (a series is never split). At 1M runs under
+# KIDATA_QUERY_MEMORY=500MB the command peaks at 725 MB with 25,000, 799 MB with 100,000.
+CHUNK_POINTS = 25_000
+READ_BATCH_ROWS = 65_536  # rows per Arrow batch read from DuckDB (a series may span batches)
+# The key of a fetched row: the series and its center statistic (a series holding two center
+# statistics is searched once per statistic); then run_id, observed_at, version, center_us.
+_KEY = len(SERIES) + 1
+
+
+def _series(db: Queryable, min_points: int):
+    """Each searched series, in key order, as (key, its results in time order), streamed from
+    DuckDB in Arrow batches."""
     keys = ", ".join(SERIES)
-    data = db.sql(f"""
+    reader = db.sql(f"""
         SELECT {keys}, center_statistic, run_id, observed_at, version, center_us
         FROM (
             SELECT l.*, COUNT(*) OVER (PARTITION BY {keys}, center_statistic) AS n
@@ -202,13 +240,22 @@ def changes(db: Queryable, min_effect: float | None = None,
         )
         WHERE n >= $n
         ORDER BY {keys}, center_statistic, observed_at, run_id""",
-                  params={"n": min_points}).fetchall()
-    width = len(SERIES) + 1  # the series and its center statistic
-    rows: list[dict[str, Any]] = []
-    # A series holding two center statistics is searched once per statistic (the key).
-    groups = [(key, list(group)) for key, group in itertools.groupby(data, key=lambda r: r[:width])]
+                    params={"n": min_points}).to_arrow_reader(READ_BATCH_ROWS)
+
+    def results():
+        for batch in reader:
+            yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+    for key, group in itertools.groupby(results(), key=lambda r: r[:_KEY]):
+        yield key, list(group)
+
+
+def _change_points(groups: list[tuple[tuple, list[tuple]]], effect: float
+                   ) -> list[dict[str, Any]]:
+    """The change points beyond ``effect`` of each (key, results) series."""
+    width = _KEY
     logs = [[math.log(r[width + 3]) for r in chunk] for _, chunk in groups]
-    series = len(groups)
+    rows: list[dict[str, Any]] = []
     for (key, chunk), y, found in zip(groups, logs, all_breakpoints(logs), strict=True):
         sigma = robust_sigma(y)
         cuts = [0, *found, len(y)]
@@ -230,15 +277,7 @@ def changes(db: Queryable, min_effect: float | None = None,
                                  else first[width + 2] == last[width + 2]),
                 "series_points": len(chunk), "series_noise": math.exp(sigma) - 1,
             })
-    if rows:
-        causes = {(run, previous): (cause, facts) for run, previous, cause, facts in db.sql(
-            _CAUSES, params={"runs": [r["run_id"] for r in rows]}).fetchall()}
-        for r in rows:
-            r["cause"], r["changed_facts"] = causes.get((r["run_id"], r["previous_run_id"]),
-                                                        (None, None))
-    slower = [r for r in rows if r["direction"] == "slower"]
-    return Changes(_relation(rows), series, len(rows), len(slower), effect,
-                   sum(1 for r in slower if r["cause"] == "code"))
+    return rows
 
 
 def _relation(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:

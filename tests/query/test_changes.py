@@ -205,3 +205,22 @@ def test_the_batched_solver_finds_what_ruptures_pelt_finds(monkeypatch):
     # Longer series go to ruptures (here, every series over 20 results).
     monkeypatch.setattr(ch, "BATCH_MAX_POINTS", 20)
     assert ch.all_breakpoints(series) == expected
+
+
+def test_streamed_in_small_batches_and_chunks_the_answers_are_the_same(wh, monkeypatch):
+    """The series stream from DuckDB in Arrow batches and are solved a chunk at a time
+    (kidata/query/changes.py): with 5-row batches (every series spans several) and chunks of
+    one series each, every change point and its row are as with one batch and one chunk."""
+    import kidata.query.changes as ch
+
+    def rows():
+        return wh.changes(min_effect=0.03).rows.order("ALL").fetchall()
+
+    whole = rows()
+    monkeypatch.setattr(ch, "READ_BATCH_ROWS", 5)
+    monkeypatch.setattr(ch, "CHUNK_POINTS", 1)
+    assert rows() == whole
+    assert {r[4] for r in whole} >= {"a", "d", "e"}  # d's +5% is listed at 3%
+    # Batches of 5 rows and groupby across them: no series is cut (a cut would add a series
+    # and lose or move change points).
+    assert wh.changes(min_effect=0.03).series == 5
