@@ -235,9 +235,13 @@ KIDATA_QUERIES = {
 
 
 def plain(script: str, mode: str, sql: str, out: str) -> None:
+    import os
+
     import duckdb
 
-    con = duckdb.connect()
+    # Under `benchmarks/run --query-memory` the baseline gets kidata's limit.
+    limit = os.environ.get("KIDATA_QUERY_MEMORY")
+    con = duckdb.connect(config={"memory_limit": limit} if limit else {})
     con.execute(Path(script).read_text("utf-8"))
     if mode == "fetch":
         print(len(con.sql(sql).fetchall()))
@@ -253,6 +257,7 @@ def plain(script: str, mode: str, sql: str, out: str) -> None:
 
 def warm_plain(script: str, warehouse: str, questions: str, repeat: int) -> None:
     import json
+    import os
     import time
 
     import duckdb
@@ -260,7 +265,8 @@ def warm_plain(script: str, warehouse: str, questions: str, repeat: int) -> None
     from kidata import Warehouse
 
     wh = Warehouse(warehouse)
-    con = duckdb.connect()
+    limit = os.environ.get("KIDATA_QUERY_MEMORY")  # kidata's session has it: so does this
+    con = duckdb.connect(config={"memory_limit": limit} if limit else {})
     con.execute(Path(script).read_text("utf-8"))
     out: dict = {}
     for name, sql in json.loads(questions).items():

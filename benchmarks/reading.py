@@ -5,8 +5,10 @@ DuckDB running the same SQL over the same files with no kidata in between.
 The baseline is the script ``kidata views --sql`` prints (each table a ``read_parquet`` glob,
 each view its ``sql/*.sql`` body), run by a plain ``duckdb`` connection
 (``baselines.py plain``): the same plan without kidata's snapshot, session, caches or output
-code. The ratio is kidata's CPU over the baseline's; the issue's target is 1.5x. The report has
-no SQL equivalent, so its row is held to the absolute targets only (15 s at 1M runs, 500 MB).
+code. The ratio is kidata's CPU over the baseline's; the issue's target is 1.5x. The report and
+``changes`` have no SQL equivalent, so their rows are held to the absolute targets only (the
+report 15 s at 1M runs; both 500 MB). ``benchmarks/run --query-memory SIZE`` runs every
+command under ``KIDATA_QUERY_MEMORY`` and the baseline under the same DuckDB limit.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ COMMANDS: tuple[tuple[str, list[str], str | None, str], ...] = (
      "select * from speedups", "copy"),
     ("export --duckdb", ["export", "--duckdb", "OUT.duckdb"], None, "database"),
     ("report", ["report", "-o", "OUT.html"], None, "none"),
+    ("changes", ["changes", "-f", "csv"], None, "none"),
 )
 # The warm questions (one process, the library): the SQL of the commands above that have one.
 WARM = ("regressions", "trends", "speedup_summary")
@@ -101,8 +104,10 @@ def reading(bench: Any, label: str, wh: Path, res: dict, row: Any, yes: Any) -> 
                 "(CPU; peak)", label, kid, f"{p_cpu:.2f} CPU s, {p_mb:,.0f} MB",
                 f"{ratio:.2f}×", "≤ 1.5×, ≤ 500 MB", yes(ratio <= 1.5 and k_mb <= 500)))
         else:
+            timed = name == "report"  # the issue's 15 s is the report's
             bench.rows.append(row(f"read, fresh: `kidata {' '.join(argv)}`", label, kid, "-",
-                                  "-", "≤ 15 s, ≤ 500 MB", yes(k_wall <= 15 and k_mb <= 500)))
+                                  "-", "≤ 15 s, ≤ 500 MB" if timed else "≤ 500 MB",
+                                  yes((k_wall <= 15 or not timed) and k_mb <= 500)))
     # Warm: the second and later calls in one process (the library, as in a notebook).
     warm = bench.python(bench.baselines, "warm-plain", str(script), str(wh),
                         json.dumps({n: s for n, _, s, _ in COMMANDS if n in WARM}),

@@ -129,9 +129,11 @@ def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(BENCH / "run"), "--sizes", "300", "--quick", "--extra", "50",
          "--per-file", "200", "--csv-rows", "200", "--out", str(tmp_path / "bench"),
-         "--json", str(tmp_path / "r.json"), "--sections", "reading"],
+         "--json", str(tmp_path / "r.json"), "--sections", "reading", "--query-memory",
+         "256MB"],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["query_memory"] == "256MB"
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| read, ")]
     commands = ["`kidata regressions` vs plain DuckDB",
                 "`kidata sql select count(*), sum(change) from trends -f csv` vs plain DuckDB",
@@ -139,7 +141,7 @@ def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
                 "`kidata sql select * from trends -o OUT.parquet` vs plain DuckDB",
                 "`kidata export speedups -o OUT.parquet` vs plain DuckDB",
                 "`kidata export --duckdb OUT.duckdb` vs plain DuckDB",
-                "`kidata report -o OUT.html`",
+                "`kidata report -o OUT.html`", "`kidata changes -f csv`",
                 "read, warm: `regressions`", "read, warm: `trends`",
                 "read, warm: `speedup_summary`"]
     assert len(rows) == len(commands)
@@ -148,7 +150,8 @@ def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
     raw = json.loads((tmp_path / "r.json").read_text())["raw"]
     fresh = raw["300/read_export --duckdb"]
     assert fresh["kidata_cpu_s"][0] > 0 and fresh["plain_cpu_s"][0] > 0
-    assert raw["300/read_report"]["plain_s"] == []
+    assert raw["300/read_report"]["plain_s"] == [] == raw["300/read_changes"]["plain_s"]
+    assert raw["300/read_changes"]["kidata_cpu_s"][0] > 0
     assert raw["300/read_warm"]["trends"]["kidata_rows"] == 1
 
 
