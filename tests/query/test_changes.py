@@ -224,3 +224,16 @@ def test_streamed_in_small_batches_and_chunks_the_answers_are_the_same(wh, monke
     # Batches of 5 rows and groupby across them: no series is cut (a cut would add a series
     # and lose or move change points).
     assert wh.changes(min_effect=0.03).series == 5
+
+
+def test_the_reports_regressions_table_comes_in_the_order_kidata_regressions_prints(wh):
+    """The regressions view has no order: the report's table asks for `kidata regressions`'
+    (at 1M runs two reports of one warehouse listed the same 221 rows in different orders).
+    Here a and e each step +25-30% from v1 to v2: two regressions, a's first."""
+    from kidata.query import analysis
+    from kidata.query.present import data
+
+    table = data.regressions(wh, data.Filters())
+    printed = analysis.regressions(wh, columns=("workload", "run_id")).fetchall()
+    assert list(zip(table["workload"], table["run_id"], strict=True)) == printed
+    assert [w for w, _ in printed] == ["a", "e"]

@@ -91,6 +91,10 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     envelopes = data.noise_envelopes(db, filters)
     effect = data.min_effect(db)
     summary = data.summary(db)
+    # Every frame before the first figure: DuckDB's working memory is given back before the
+    # figures take theirs (at 1M runs the kernel_speedups query, run beside the drawn
+    # figures, set the report's peak: 1.04 GB under a 500MB KIDATA_QUERY_MEMORY; Run AM).
+    kernels = data.kernel_speedups(db, filters)
 
     palette = charts_mod.Palette(charts_mod.series_names(points)
                                  + charts_mod.series_names(efficiency)
@@ -101,28 +105,32 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     omitted += left
     chosen, _ = charts_mod.pairs(charts_mod.against(speedups, filters.implementations),
                                  filters.implementations)
-    forest, left = charts_mod.forest_charts(data.kernel_speedups(db, filters), chosen)
+    forest, left = charts_mod.forest_charts(kernels, chosen)
     omitted += left
     history, left = charts_mod.history_chart(trends, regressions, palette, series)
     omitted += left
     eff = charts_mod.efficiency_chart(efficiency, palette)
     roof = charts_mod.roofline_chart(compute, palette)
+    # Without image files to save, each figure is freed once its SVG is on the page.
+    release = png_dir is None and svg_dir is None
 
     sections = [
         ("summary", "What is loaded", _summary_html(summary, filters)),
         ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
-                                              "same kernel, pass, workload and GPU.")
-         + (_charts_html(forest, "") if forest else "")),
+                                              "same kernel, pass, workload and GPU.", release)
+         + (_charts_html(forest, "", release) if forest else "")),
         ("latency", "Latency against workload size",
-         _charts_html(latency, "No passed latency results.")),
+         _charts_html(latency, "No passed latency results.", release)),
         ("history", "History and regressions",
-         _charts_html([history] if history else [], "No series with two or more timed results.")
+         _charts_html([history] if history else [], "No series with two or more timed results.",
+                      release)
          + _regressions_html(regressions, effect) + _shifts_html(shifts)),
         ("noise", "Run-to-run noise", _noise_html(envelopes, effect)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
-                                                  "with a byte model (docs/efficiency.md).")
+                                                  "with a byte model (docs/efficiency.md).",
+                                                  release)
          + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
-                        "(kidata/data/flop_models.toml).")),
+                        "(kidata/data/flop_models.toml).", release)),
         ("audit", "Audit of published numbers", _audit_html(audit)),
     ]
     if omitted:
@@ -191,7 +199,7 @@ def _page(sections: list[tuple[str, str, str]], filters: Filters) -> str:
             f"<nav>{nav}</nav>{body}</body></html>\n")
 
 
-def _charts_html(charts: list[charts_mod.Chart], empty: str) -> str:
+def _charts_html(charts: list[charts_mod.Chart], empty: str, release: bool = False) -> str:
     """The charts, each kind's caption once, before the first chart of its kind (16 heatmaps
     share one: the same paragraph under each read as noise)."""
     if not charts:
@@ -204,6 +212,8 @@ def _charts_html(charts: list[charts_mod.Chart], empty: str) -> str:
             out.append(f'<p class="caption">{html.escape(chart.caption)}</p>')
         out.append(f'<figure class="chart" id="{html.escape(chart.name)}" '
                    f'data-chart="{html.escape(chart.name)}">{chart.svg()}</figure>')
+        if release:
+            chart.figure.clear()  # its artists and data, no longer needed
     return "".join(out)
 
 
