@@ -12,6 +12,15 @@ each, automatic compaction off), then merges the ``runs`` files both ways and pr
 GPU and for the busiest kernel: the row groups whose statistics a filter cannot rule out (what
 any Parquet reader must read: DuckDB, Spark, pyarrow), and the time of a DuckDB query over each
 file (best of ``--repeat``, the two files alternating), with the ratio.
+
+    .venv/bin/python benchmarks/pruning.py --runs 300k --out /tmp/prune300 \
+        --load-tree old=git:b70cff4 --load-tree new=
+
+``--load-tree LABEL=SPEC`` (twice; SPEC as ``measure.trees`` takes it: a checkout, ``git:REV``
+or empty for the installed kidata) compares instead what one *load* writes: each tree loads the
+generated runs as one file, in one load, into a warehouse of its own (a ``kidata load``
+process), and the two trees' ``runs`` and ``latest_runs`` files are compared as above (0.3.12's
+loads cluster their files; earlier ones wrote input order).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
+import measure  # noqa: E402
 
 from kidata import Warehouse  # noqa: E402
 from kidata.core import engine  # noqa: E402
@@ -36,6 +47,9 @@ from kidata.store import compaction  # noqa: E402
 
 QUERY = ("SELECT count(*), sum(length(document)) FROM read_parquet($f) "
          "WHERE {column} = $value")
+# latest_runs has no document: its widest column. Rounded: the sum's order follows the rows'.
+LATEST_QUERY = ("SELECT count(*), round(sum(median_us), 6) FROM read_parquet($f) "
+                "WHERE {column} = $value")
 
 
 def groups_to_read(path: Path, column: str, value: str) -> int:
@@ -63,10 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loads", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("/tmp/kidata-pruning"))
+    parser.add_argument("--load-tree", action="append", default=[], metavar="LABEL=SPEC",
+                        help="compare what one load of each tree writes (twice)")
     args = parser.parse_args(argv)
     runs = generate.parse_count(args.runs)
     data = args.out / "data"
     generate.generate(data, runs, extra=0, per_file=-(-runs // args.loads), many=True)
+    if args.load_tree:
+        return loads_compared(args, data)
     wh_path = args.out / "wh"
     if not (wh_path / "runs").exists():
         os.environ["KIDATA_COMPACT_AT"] = "0"
@@ -86,26 +104,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"merge of {len(files)} files, {name}: {time.perf_counter() - start:.2f} s wall, "
               f"{time.process_time() - cpu:.2f} CPU s, {path.stat().st_size / 2**20:.1f} MB, "
               f"{pq.ParquetFile(path).metadata.num_row_groups} row groups")
+    compared(out, args.repeat)
+    return 0
+
+
+def loads_compared(args: argparse.Namespace, data: Path) -> int:
+    """``--load-tree``: each tree loads ``data/bundles.ndjson`` in one load; their ``runs``
+    and ``latest_runs`` files compared."""
+    if len(args.load_tree) != 2:
+        raise SystemExit("--load-tree: give two trees (LABEL=SPEC twice)")
+    with measure.trees(args.load_tree, "--load-tree") as trees:
+        wh = {}
+        for tree in trees:
+            wh[tree.label] = args.out / f"wh-{tree.label}"
+            shutil.rmtree(wh[tree.label], ignore_errors=True)
+            env = {**os.environ, **tree.env, "KIDATA_COMPACT_AT": "0"}
+            start = time.perf_counter()
+            subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w",
+                            str(wh[tree.label]), "load", "-q", str(data / "bundles.ndjson")],
+                           env=env, check=True, cwd=args.out)
+            print(f"{tree.label}: one load in {time.perf_counter() - start:.1f} s")
+    for table in ("runs", "latest_runs"):
+        out = {}
+        for label, path in wh.items():
+            [out[label]] = sorted((path / table).glob("*.parquet"))
+            print(f"{label} {table}: {out[label].stat().st_size / 2**20:.1f} MB, "
+                  f"{pq.ParquetFile(out[label]).metadata.num_row_groups} row groups")
+        compared(out, args.repeat, table)
+    return 0
+
+
+def compared(out: dict[str, Path], repeat: int, table: str = "runs") -> None:
+    """Row groups read and the query's best time over the two files of ``out``, for a filter
+    on each GPU and on the busiest kernel."""
     con = engine.connect()
+    first, second = out
     filters = [("gpu", g) for (g,) in con.sql(
-        "SELECT DISTINCT gpu FROM read_parquet($f) ORDER BY 1", params={"f": str(out["clustered"])}
+        "SELECT DISTINCT gpu FROM read_parquet($f) ORDER BY 1", params={"f": str(out[second])}
     ).fetchall()]
     [(kernel,)] = con.sql("SELECT kernel FROM read_parquet($f) GROUP BY 1 "
                           "ORDER BY count(*) DESC, 1 LIMIT 1",
-                          params={"f": str(out["clustered"])}).fetchall()
+                          params={"f": str(out[second])}).fetchall()
     filters.append(("kernel", kernel))
-    print(f"\n{'filter':<32} {'row groups read':>22} {'query s (file order / clustered)':>34}")
+    query = QUERY if table == "runs" else LATEST_QUERY
+    print(f"\n{table}: {'filter':<32} {'row groups read':>22} "
+          f"{f'query s ({first} / {second})':>34}")
     for column, value in filters:
-        sql = QUERY.format(column=column)
+        sql = query.format(column=column)
         counts = [groups_to_read(out[n], column, value) for n in out]
         params = [{"f": str(out[n]), "value": value} for n in out]
         answers = [con.sql(sql, params=p).fetchall() for p in params]
         assert answers[0] == answers[1], (column, value, answers)
-        times = best_times(con, sql, params, args.repeat)
+        times = best_times(con, sql, params, repeat)
         print(f"{column} = {value:<25} {counts[0]:>10} -> {counts[1]:<9} "
               f"{times[0]:>10.3f} / {times[1]:.3f} = {times[0] / times[1]:.1f}x")
-    return 0
-
+    con.close()
 
 if __name__ == "__main__":
     raise SystemExit(main())

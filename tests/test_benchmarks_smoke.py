@@ -192,6 +192,24 @@ def test_pruning_prints_each_gpu_and_a_kernel_with_row_groups_and_times(tmp_path
                if line.startswith(("gpu =", "kernel =")))
 
 
+def test_pruning_compares_what_one_load_of_each_tree_writes(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "pruning.py"), "--runs", "400", "--repeat", "1",
+         "--out", str(tmp_path), "--load-tree", "a=", "--load-tree", "b="],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    lines = proc.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if "one load in" in line] == ["a", "b"]
+    for table in ("runs", "latest_runs"):
+        assert sum(line.startswith(f"{table}: filter") for line in lines) == 1, table
+    # Each table: one line per GPU and one for the busiest kernel; the same kidata loaded
+    # both warehouses, so each filter reads as many row groups in either.
+    rows = [line.split() for line in lines if line.startswith(("gpu =", "kernel ="))]
+    assert sum(r[0] == "kernel" for r in rows) == 2 and sum(r[0] == "gpu" for r in rows) >= 6
+    assert all(r[3] == r[5] for r in rows), rows
+    assert not (tmp_path / "wh").exists()  # no warehouse of many loads in this mode
+
+
 def test_cpu_per_run_gives_each_load_per_run_and_the_liger_ratio(tmp_path):
     gen = _generate_module()
     gen.generate(tmp_path / "data", 300, extra=0, per_file=100)

@@ -22,9 +22,10 @@ Parquet reader skip the row groups of other GPUs: merging many loads' files in f
 would interleave them in every row group. Other tables keep file order.
 
 ``kidata compact`` (not the merge after a load) also rewrites every file of those two tables
-whose row groups mix GPUs (:func:`is_clustered`), whatever its size: a load's own file, in input
-order (one load of 300k runs writes a 24 MB ``runs`` file, one row group per ~9.4k runs), or
-any file of a warehouse written before 0.3.4. It reads each file's row-group statistics only;
+whose row groups mix GPUs (:func:`is_clustered`), whatever its size: a load's own file written
+before 0.3.12, in input order (one load of 300k runs wrote a 24 MB ``runs`` file, one row group
+per ~9.4k runs; loads now cluster their files as a merge does: kidata.store.finalize), or any
+merged file of a warehouse written before 0.3.4. It reads each file's row-group statistics only;
 a file already clustered is left as it is, so a second compaction rewrites nothing.
 
 Limit: a query that listed the old folder and opens a merged-away file after the swap fails
@@ -39,17 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kidata.core import config, engine
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
-from kidata.store import commit, contexts
+from kidata.store import commit, contexts, schema
 from kidata.store.layout import Layout
-from kidata.store.pqwrite import GroupedWriter, write_reader
-from kidata.store.schema import COMMIT_ORDER, KEYS, TABLES
+from kidata.store.pqwrite import Clustered, write_reader
+from kidata.store.schema import COMMIT_ORDER, TABLES
 
 # Files at least this large are not merged (``kidata compact`` reclusters them: see above).
 SMALL_BYTES = 64 * 1024 * 1024
@@ -64,8 +63,8 @@ BATCH = 8192
 AUTO_AT = config.Config.compact_at
 # A merged file of these tables holds one GPU per row group, its rows ordered by these columns
 # (then the table's key): a filter on one GPU reads its row groups only (docs/benchmarks.md,
-# Run AE, with what it costs a filter on one kernel).
-CLUSTERED = ("gpu", "kernel", "pass", "observed_at")
+# Run AE, with what it costs a filter on one kernel). Loads write their files so too (0.3.12).
+CLUSTERED = schema.CLUSTERED
 # Bytes of rows a clustered merge keeps waiting for their row group, all GPUs together (Arrow's
 # count; the process's peak grows by about three times this). Beyond it the largest buffer goes
 # out early: with 7 GPUs, row groups of ~9 MB rather than 16 (kidata.store.pqwrite.MAX_BYTES).
@@ -211,67 +210,22 @@ def _compact_table(layout: Layout, table: str, small: list[Path], keep: list[Pat
 
 
 def sort_keys(table: str) -> list[str]:
-    """The columns a merged file of ``table`` is ordered by: :data:`CLUSTERED`, then its key,
-    for the tables that have those columns; none (file order) for the others."""
-    if not set(CLUSTERED) <= set(TABLES[table].names):
-        return []
-    return [*CLUSTERED, *(k for k in KEYS[table] if k not in CLUSTERED)]
-
-
-class _Clustered:
-    """Rows handed to a :class:`~kidata.store.pqwrite.GroupedWriter` so that each row group
-    holds one value of ``keys[0]`` (one GPU), its rows ordered by ``keys`` (ascending, nulls
-    last). Rows wait in one buffer per value; a buffer goes out as a row group once it is a
-    row group's worth (the writer's rows or bytes), or, the largest first, when all buffers
-    together pass ``budget`` bytes. Memory stays bounded whatever the table's size, and a
-    filter on one GPU reads that GPU's row groups only. (A whole-table ORDER BY in DuckDB
-    needed ~1.2 GB for 300k runs and failed with Out of Memory under a 256 or 512 MB limit
-    rather than spill.)"""
-
-    def __init__(self, writer: GroupedWriter, keys: list[str], budget: int):
-        self.writer = writer
-        self.lead = keys[0]
-        self.sort_keys = [(k, "ascending", "at_end") for k in keys]
-        self.budget = budget
-        self.buffers: dict[object, list[pa.Table]] = {}
-        self.sizes: dict[object, tuple[int, int]] = {}  # rows, bytes
-
-    def write(self, table: pa.Table) -> None:
-        column = table.column(self.lead)
-        for value in pc.unique(column).to_pylist():
-            mask = pc.is_null(column) if value is None else pc.equal(column, value)
-            part = table.filter(mask)
-            self.buffers.setdefault(value, []).append(part)
-            rows, size = self.sizes.get(value, (0, 0))
-            self.sizes[value] = rows + part.num_rows, size + part.nbytes
-            if (self.sizes[value][0] >= self.writer.group_rows
-                    or self.sizes[value][1] >= self.writer.max_bytes):
-                self._emit(value)
-        while sum(size for _, size in self.sizes.values()) > self.budget:
-            self._emit(max(self.sizes, key=lambda v: self.sizes[v][1]))
-
-    def close(self) -> None:
-        """Write what is buffered, by value (nulls last), so the file's end is in order too."""
-        for value in sorted(self.buffers, key=lambda v: (v is None, v or "")):
-            self._emit(value)
-
-    def _emit(self, value: object) -> None:
-        table = pa.concat_tables(self.buffers.pop(value))
-        del self.sizes[value]
-        self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
-        self.writer.cut()
+    """The columns a merged file of ``table`` is ordered by
+    (:func:`kidata.store.schema.clustered_keys`)."""
+    return schema.clustered_keys(table)
 
 
 def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -> int:
     """Write the rows of ``files`` to ``out`` with the declared schema and return how many: in
-    file order, or, for the tables :func:`sort_keys` names, clustered (:class:`_Clustered`):
-    one GPU per row group, ordered within. ``clustered=False`` is file order for every table, as
-    compactions before 0.3.4 wrote (the baseline of ``benchmarks/pruning.py``)."""
-    schema = TABLES[table]
+    file order, or, for the tables :func:`sort_keys` names, clustered
+    (:class:`~kidata.store.pqwrite.Clustered`): one GPU per row group, ordered within.
+    ``clustered=False`` is file order for every table, as compactions before 0.3.4 wrote (the
+    baseline of ``benchmarks/pruning.py``)."""
+    declared = TABLES[table]
     present: set[str] = set()
     for path in files:
         names = pq.ParquetFile(path).schema_arrow.names
-        extra = sorted(set(names) - set(schema.names))
+        extra = sorted(set(names) - set(declared.names))
         if extra:
             raise WarehouseError(f"{path} has columns kidata does not declare "
                                  f"({', '.join(extra)}); compaction would drop them")
@@ -279,7 +233,7 @@ def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -
     q = quote_identifier
     cols = ", ".join(q(f.name) if f.name in present
                      else f"CAST(NULL AS {duckdb_type(f.type)}) AS {q(f.name)}"
-                     for f in schema)
+                     for f in declared)
     listed = ", ".join(quote_literal(str(p)) for p in files)
     con = engine.connect({"threads": 2, "memory_limit": "1GB",
                           "preserve_insertion_order": True})
@@ -289,8 +243,8 @@ def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -
                          ).to_arrow_reader(batch_rows)
         keys = sort_keys(table) if clustered else []
         # Even an empty table gets its file (the folder must hold one after the swap).
-        return write_reader(out, schema, reader, rows=ROW_GROUP, create_empty=True,
-                            through=(lambda writer: _Clustered(writer, keys, BUFFER_BYTES))
+        return write_reader(out, declared, reader, rows=ROW_GROUP, create_empty=True,
+                            through=(lambda writer: Clustered(writer, keys, BUFFER_BYTES))
                             if keys else None)
     finally:
         con.close()

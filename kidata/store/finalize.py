@@ -1,19 +1,24 @@
 """A load's big tables written once: staged in their final form, then renamed into place.
 
 ``runs`` and ``measurements`` (:data:`DIRECT`) hold nearly all of a load's bytes. The loading
-process writes their rows while it stages them, in input order, straight into the file that
-becomes ``<table>/part-<load>.parquet`` (:class:`DirectWriter`): the final schema, zstd, the
-final row groups, ``load_id`` and ``loaded_at`` filled in. The columns only the commit needs
-(the record's number ``_seq``, its position, a run's latency quantiles: :data:`SIDECAR`) go,
-row for row, to a small sidecar file beside it, which never leaves the staging folder. Worker
-processes hand their rows to the loading process (as Arrow tables) instead of writing them, so
-that one file per table holds the load in input order, as a single pass would write it.
+process writes their rows while it stages them straight into the file that becomes
+``<table>/part-<load>.parquet`` (:class:`DirectWriter`): the final schema, zstd, the final row
+groups, ``load_id`` and ``loaded_at`` filled in. ``measurements`` are in input order; ``runs``
+hold one GPU per row group, ordered by kernel, pass and time within it (its rows wait in a
+buffer per GPU, :data:`CLUSTER_BYTES` in all: :class:`kidata.store.pqwrite.Clustered`), so
+a filter on one GPU skips the other GPUs' row groups in a load's own file, as in a compacted
+one. The columns only the commit needs (the record's number ``_seq``, its position, a run's
+latency quantiles: :data:`SIDECAR`) go, row for row, to a small sidecar file beside it, which
+never leaves the staging folder. Worker processes hand their rows to the loading process (as
+Arrow tables) instead of writing them, so that one file per table holds the load as a single
+pass would write it.
 
 At the commit (:func:`finish`), a table whose staged rows are all kept (no duplicate, no
 conflict, no richer variant of a stored run) is linked to the name the commit renames, without
-reading it; otherwise its kept rows are copied into a new file, in the same order, and only
-then. Either way the commit's DuckDB queries see the staged rows, sidecar included, as one
-relation (:func:`staged_source`, a positional join), while the files are being finished.
+reading it; otherwise its kept rows are copied into a new file, in the same order (``runs``:
+still one GPU per row group), and only then. Either way the commit's DuckDB queries see the
+staged rows, sidecar included, as one relation (:func:`staged_source`, a positional join),
+while the files are being finished.
 
 ``loaded_at`` is written while staging, so it is the time the load started (the time in its
 ``load_id``), the same in every table and in its commit marker
@@ -34,10 +39,12 @@ from kidata.errors import WarehouseError
 from kidata.store import durable
 from kidata.store.durable import fault
 from kidata.store.layout import direct_file, direct_sidecar, staged_glob
-from kidata.store.schema import COLUMNS, KEYS, STAGED_LATENCY
+from kidata.store.schema import COLUMNS, KEYS, STAGED_LATENCY, clustered_keys
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from kidata.store.pqwrite import GroupedWriter
 
 # Tables a load stages in final form (the others are small: the commit writes them).
 DIRECT = ("runs", "measurements")
@@ -47,6 +54,10 @@ SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "measurements": ("_se
 CONSTANT = ("load_id", "loaded_at")
 # Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
 BATCH = 8192
+# Bytes of ``runs`` rows (documents included) a load keeps waiting for their GPU's row group
+# (kidata.store.pqwrite.Clustered): a load's own file holds one GPU per row group, so a filter on
+# one GPU skips the others' before any compaction (docs/benchmarks.md, Run AN).
+CLUSTER_BYTES = 32 * 1024 * 1024
 # How each commit of this process finished its direct tables, per table: ``as-staged`` (the
 # staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.
 finished: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -62,7 +73,9 @@ def sort_keys(table: str) -> list[tuple[str, str, str]]:
 class DirectWriter:
     """Writes the rows of the :data:`DIRECT` tables a load stages to their final-form files
     and sidecars in ``staging``; rows arrive in input order (``_seq`` ascending) with the
-    staged schema (:func:`kidata.store.schema.staged_schema`)."""
+    staged schema (:func:`kidata.store.schema.staged_schema`) and go out in that order, but
+    for the tables :func:`kidata.store.schema.clustered_keys` orders (``runs``), which go out
+    one GPU per row group; a file and its sidecar stay row for row either way."""
 
     def __init__(self, staging: Path, load_id: str, loaded_at: datetime):
         self.staging = staging
@@ -75,23 +88,27 @@ class DirectWriter:
             return
         import pyarrow as pa
 
-        from kidata.store.pqwrite import GroupedWriter
+        from kidata.store.pqwrite import Clustered, GroupedWriter
         from kidata.store.schema import TABLES
 
         found = self.writers.get(table)
         if found is None:
             side = pa.schema([data.schema.field(n) for n in SIDECAR[table]])
+            pair = _Pair(GroupedWriter(direct_file(self.staging, table), TABLES[table],
+                                       before_write=lambda: fault(f"write-final:{table}")),
+                         GroupedWriter(direct_sidecar(self.staging, table), side,
+                                       before_write=lambda: fault("stage-write")))
+            keys = clustered_keys(table)
             found = self.writers[table] = (
-                GroupedWriter(direct_file(self.staging, table), TABLES[table],
-                              before_write=lambda: fault(f"write-final:{table}")),
-                GroupedWriter(direct_sidecar(self.staging, table), side,
-                              before_write=lambda: fault("stage-write")))
-        final, sidecar = found
+                pair, Clustered(pair, keys, CLUSTER_BYTES) if keys else pair)
+        pair, sink = found
         n = data.num_rows
+        # The final columns, then the sidecar's: one table, so that clustering moves a row's
+        # sidecar with it and the two files stay row for row.
         columns = [data[f.name] if f.name not in CONSTANT else self._constant(f, n)
-                   for f in final.schema]
-        final.write(pa.Table.from_arrays(columns, schema=final.schema))
-        sidecar.write(data.select(list(SIDECAR[table])))
+                   for f in pair.final.schema]
+        columns += [data[name] for name in SIDECAR[table]]
+        sink.write(pa.Table.from_arrays(columns, schema=pair.schema))
         # Freed memory is not handed back to the system here (release_unused): done at every
         # write, the pages come back as page faults, which cost more than the peak it saves
         # (docs/benchmarks.md, Run U).
@@ -117,15 +134,48 @@ class DirectWriter:
     def close(self) -> None:
         """Write what is buffered and close the files (not fsync'd: :func:`finish` does)."""
         writers, self.writers = self.writers, {}
-        for final, sidecar in writers.values():
-            final.close()
-            sidecar.close()
+        for pair, sink in writers.values():
+            if sink is not pair:
+                sink.close()
+            pair.close()
 
     def abort(self) -> None:
         writers, self.writers = self.writers, {}
-        for final, sidecar in writers.values():
-            final.abort()
-            sidecar.abort()
+        for pair, _ in writers.values():
+            pair.abort()
+
+
+class _Pair:
+    """A direct table's final file and its sidecar written as one: each table written holds
+    the final columns, then the sidecar's; row groups end in both at once (:meth:`cut`)."""
+
+    def __init__(self, final: GroupedWriter, sidecar: GroupedWriter):
+        import pyarrow as pa
+
+        self.final, self.sidecar = final, sidecar
+        self.schema = pa.schema([*final.schema, *sidecar.schema])
+        self.width = len(final.schema)
+        self.group_rows, self.max_bytes = final.group_rows, final.max_bytes
+
+    def write(self, data: pa.Table) -> None:
+        import pyarrow as pa
+
+        columns = data.columns
+        self.final.write(pa.Table.from_arrays(columns[:self.width], schema=self.final.schema))
+        self.sidecar.write(pa.Table.from_arrays(columns[self.width:],
+                                                schema=self.sidecar.schema))
+
+    def cut(self) -> None:
+        self.final.cut()
+        self.sidecar.cut()
+
+    def close(self) -> None:
+        self.final.close()
+        self.sidecar.close()
+
+    def abort(self) -> None:
+        self.final.abort()
+        self.sidecar.abort()
 
 
 _UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -174,15 +224,16 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
            before_write: Callable[[], None] | None = None) -> int:
     """Put the final file of a direct ``table`` at ``path``: the staged rows whose ``_seq``
     is in ``keep`` (None: every staged row, as the commit knows when the load adds every run
-    it staged), in their staged order. When every staged row is kept, ``path`` is a hard
-    link to the staged file (nothing is read or written); otherwise the kept rows are copied
-    into it (memory: :data:`BATCH` rows at a time). The file is fsync'd. Returns the rows in
+    it staged), in their staged order (``runs``: one GPU per row group, ordered within). When
+    every staged row is kept, ``path`` is a hard link to the staged file (nothing is read or
+    written); otherwise the kept rows are copied into it (memory: :data:`BATCH` rows at a
+    time, and ``runs``' :data:`CLUSTER_BYTES`). The file is fsync'd. Returns the rows in
     it (0: no file)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from kidata.store.pqwrite import GroupedWriter
+    from kidata.store.pqwrite import Clustered, GroupedWriter
     from kidata.store.schema import TABLES
 
     data = direct_file(staging, table)
@@ -209,7 +260,10 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
         return 0
     schema = TABLES[table]
     offset = 0
+    keys = clustered_keys(table)
     with GroupedWriter(path, schema, before_write=before_write) as writer:
+        # The staged file holds a GPU per row group (DirectWriter); its kept rows keep that.
+        sink = Clustered(writer, keys, CLUSTER_BYTES) if keys else writer
         for batch in pq.ParquetFile(data).iter_batches(batch_size=BATCH):
             # The mask is sliced by the rows *read*, not the rows kept: advancing by the kept
             # rows (0.2.5-0.2.7) shifted the mask after the first batch with a dropped row,
@@ -217,10 +271,12 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
             read = batch.num_rows
             rows = pa.Table.from_batches([batch]).filter(mask.slice(offset, read))
             offset += read
-            writer.write(rows if rows.schema.equals(schema, check_metadata=True)
-                         else rows.cast(schema))
+            sink.write(rows if rows.schema.equals(schema, check_metadata=True)
+                       else rows.cast(schema))
             # Keep the process's memory flat (runs: one batch of documents at a time).
             pa.default_memory_pool().release_unused()
+        if sink is not writer:
+            sink.close()
     if offset != total or writer.rows != kept:
         # Never commit a copy that is not exactly the kept rows (the load's own check,
         # load_commit.LoadCommit._verify, looks again from the files).

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kidata.store import durable
@@ -113,6 +114,51 @@ class GroupedWriter:
             self.close()
         else:
             self.abort()
+
+
+class Clustered:
+    """Rows handed to a :class:`GroupedWriter` (or anything with its ``write``, ``cut``,
+    ``group_rows`` and ``max_bytes``) so that each row group holds one value of ``keys[0]``
+    (one GPU), its rows ordered by ``keys`` (ascending, nulls last). Rows wait in one buffer
+    per value; a buffer goes out as a row group once it is a row group's worth (the writer's
+    rows or bytes), or, the largest first, when all buffers together pass ``budget`` bytes
+    (Arrow's count; the process's peak grows by about three times it). Memory stays bounded
+    whatever the table's size, and a filter on one GPU reads that GPU's row groups only. (A
+    whole-table ORDER BY in DuckDB needed ~1.2 GB for 300k runs and failed with Out of Memory
+    under a 256 or 512 MB limit rather than spill: docs/benchmarks.md, Run AE.)"""
+
+    def __init__(self, writer: Any, keys: list[str], budget: int):
+        self.writer = writer
+        self.lead = keys[0]
+        self.sort_keys = [(k, "ascending", "at_end") for k in keys]
+        self.budget = budget
+        self.buffers: dict[object, list[pa.Table]] = {}
+        self.sizes: dict[object, tuple[int, int]] = {}  # rows, bytes
+
+    def write(self, table: pa.Table) -> None:
+        column = table.column(self.lead)
+        for value in pc.unique(column).to_pylist():
+            mask = pc.is_null(column) if value is None else pc.equal(column, value)
+            part = table.filter(mask)
+            self.buffers.setdefault(value, []).append(part)
+            rows, size = self.sizes.get(value, (0, 0))
+            self.sizes[value] = rows + part.num_rows, size + part.nbytes
+            if (self.sizes[value][0] >= self.writer.group_rows
+                    or self.sizes[value][1] >= self.writer.max_bytes):
+                self._emit(value)
+        while sum(size for _, size in self.sizes.values()) > self.budget:
+            self._emit(max(self.sizes, key=lambda v: self.sizes[v][1]))
+
+    def close(self) -> None:
+        """Write what is buffered, by value (nulls last), so the file's end is in order too."""
+        for value in sorted(self.buffers, key=lambda v: (v is None, v or "")):
+            self._emit(value)
+
+    def _emit(self, value: object) -> None:
+        table = pa.concat_tables(self.buffers.pop(value))
+        del self.sizes[value]
+        self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
+        self.writer.cut()
 
 
 def write_reader(path: Path, schema: pa.Schema, reader: Iterable[pa.RecordBatch],

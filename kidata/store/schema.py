@@ -432,6 +432,22 @@ APART = ("acknowledgements",)
 # cache whose rows say when they hold, so none is filtered by load.
 AFTER_COMMIT = ("step_context",)
 
+# The tables that have these columns are written with one GPU per row group, ordered by them
+# within it (then by the table's key), by every writer of their files: a load's own file, its
+# commit's copy and a compaction's merge (kidata.store.pqwrite.Clustered). A filter on one GPU
+# then reads that GPU's row groups only (docs/benchmarks.md, Runs AE and AN).
+CLUSTERED = ("gpu", "kernel", "pass", "observed_at")
+
+
+def clustered_keys(table: str) -> list[str]:
+    """The columns a file of ``table`` is ordered by: :data:`CLUSTERED`, then its key, for the
+    tables that have those columns (``runs``, ``latest_runs``); none (file order) for the
+    others."""
+    if not set(CLUSTERED) <= {c.name for c in COLUMNS[table]}:
+        return []
+    return [*CLUSTERED, *(k for k in KEYS[table] if k not in CLUSTERED)]
+
+
 # Order in which a commit makes its files visible. Dimension tables and measurements first,
 # runs (the table every view starts from) after them, so a reader never sees a run whose
 # measurements are missing. ``loads`` comes last: its row is the load's commit marker, and

@@ -142,7 +142,9 @@ def test_final_files_staged_in_final_form_are_the_ordered_query(tmp_path, monkey
     # workers' rows written by the loading process in input order, a deferred record's rows
     # at its place); this load has a duplicate and a conflict, so the commit copies the kept
     # rows. DuckDB's ordered query over the staged rows, which the commit used to write them
-    # with, is the reference: the same rows in the same order.
+    # with, is the reference: the same rows in the same order (runs, both ways, one GPU per
+    # row group, ordered within: this load is smaller than a buffer, so all of one GPU's
+    # runs are one row group).
     monkeypatch.setenv("KIDATA_WORKERS", workers)
     monkeypatch.setattr(stage, "BATCH_LINES", 3)
     if files == "jsonl":

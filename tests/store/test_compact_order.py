@@ -13,7 +13,7 @@ from oracle_model import generate_module
 from test_check_compact import SOME_VIEWS, everything
 
 from kidata import Warehouse
-from kidata.store import compaction
+from kidata.store import compaction, finalize, pqwrite
 
 LOADS = 6
 PER_LOAD = 80
@@ -135,43 +135,64 @@ def test_other_tables_keep_the_order_of_their_files(parts, tmp_path, monkeypatch
     assert not any((wh.path / "_kidata" / "compact").iterdir())
 
 
-def test_compact_reclusters_a_large_file_in_load_order_once(parts, tmp_path, monkeypatch):
+def test_a_load_writes_its_runs_one_gpu_per_row_group_so_compact_leaves_them(
+        parts, tmp_path, monkeypatch):
+    """A load's own ``runs`` and ``latest_runs`` files hold one GPU per row group (finalize's
+    DirectWriter, the commit's copy and derived.write_latest_runs cluster as a compaction
+    does), so a filter on one GPU skips the others before any compaction, and ``kidata
+    compact`` finds nothing to recluster."""
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
-    monkeypatch.setattr(compaction, "ROW_GROUP", GROUP)
+    monkeypatch.setattr(pqwrite, "ROWS", GROUP)  # row groups of 16 rows: many per load
     wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(p) for p in parts[:3]]).committed  # one load: its file in input order
-    path = _only_file(wh, "runs")
-    assert not compaction.is_clustered(path)  # its row group mixes GPUs
-    stored = sorted(pq.read_table(path, columns=["run_id"]).column(0).to_pylist())
-    before = everything(wh.path, SOME_VIEWS)
-    # One file per table: none is merged, and the two tables whose row groups mix GPUs are
-    # rewritten, whatever the size of their files.
-    report = wh.compact()
-    assert report.reclustered == {"runs": 1, "latest_runs": 1}
-    assert report.tables["runs"] == (1, 1) and report.tables["measurements"] == (1, 1)
-    assert wh.check().ok
-    assert everything(wh.path, SOME_VIEWS) == before
+    assert wh.load([str(p) for p in parts[:3]]).committed  # one load of 240 runs
     path = _only_file(wh, "runs")
     groups = _assert_clustered(path, ORDER)
-    assert sorted(r[-1] for rows in groups for r in rows) == stored
+    stored = sorted(r[-1] for rows in groups for r in rows)
+    assert len(stored) == 3 * PER_LOAD and len(set(stored)) == len(stored)
+    gpus = {rows[0][0] for rows in groups}
+    assert len(gpus) >= 3
+    for gpu in gpus:
+        mine = sum(rows[0][0] == gpu for rows in groups)
+        assert _groups_to_read(path, "gpu", gpu) == mine < len(groups)
     assert compaction.is_clustered(path)
-    for gpu in {rows[0][0] for rows in groups}:
-        assert _groups_to_read(path, "gpu", gpu) == sum(rows[0][0] == gpu for rows in groups)
     _assert_clustered(_only_file(wh, "latest_runs"), ["gpu", "kernel", "pass", "observed_at"])
-    # A clustered file is left as it is: a second compaction rewrites nothing.
-    again = wh.compact()
-    assert again.reclustered == {} and again.rows == 0
+    before = everything(wh.path, SOME_VIEWS)
+    # Nothing to merge (one file per table) and nothing to recluster.
+    report = wh.compact()
+    assert report.reclustered == {} and report.rows == 0
     assert _only_file(wh, "runs") == path
+    assert wh.check().ok
+    assert everything(wh.path, SOME_VIEWS) == before
+
+
+def test_a_load_that_drops_duplicates_keeps_its_runs_clustered(parts, tmp_path, monkeypatch):
+    """When the commit copies the kept rows (a run given twice in one load: the staged file
+    is not linked as it is), the copy holds one GPU per row group too, every run once."""
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    monkeypatch.setattr(pqwrite, "ROWS", GROUP)
+    monkeypatch.setattr(finalize, "BATCH", 7)  # the copy reads 7 rows at a time
+    twice = tmp_path / "twice.ndjson"
+    lines = parts[0].read_text().splitlines(keepends=True)
+    twice.write_text("".join(lines) + parts[1].read_text() + "".join(lines[:PER_LOAD // 2]))
+    wh = Warehouse(tmp_path / "wh")
+    rewritten = finalize.finished[("runs", "rewritten")]
+    assert wh.load([str(twice)]).committed
+    assert finalize.finished[("runs", "rewritten")] == rewritten + 1  # copied, not linked
+    groups = _assert_clustered(_only_file(wh, "runs"), ORDER)
+    stored = [r[-1] for rows in groups for r in rows]
+    assert len(stored) == 2 * PER_LOAD and len(set(stored)) == len(stored)
+    assert len({rows[0][0] for rows in groups}) >= 3
+    assert wh.check().ok
 
 
 def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch, cli):
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
     wh = Warehouse(tmp_path / "wh")
     assert wh.load([str(p) for p in parts[:2]]).committed
-    # A runs file whose row groups mix GPUs (as a file written before 0.3.4's clustering,
-    # with row groups of 16 rows).
+    # A runs file whose row groups mix GPUs (as a file written before 0.3.12 by a load, or
+    # before 0.3.4 by a compaction: rows in input order), with row groups of 16 rows.
     path = _only_file(wh, "runs")
-    pq.write_table(pq.read_table(path), path, row_group_size=GROUP)
+    pq.write_table(pq.read_table(path).sort_by("run_id"), path, row_group_size=GROUP)
     assert not compaction.is_clustered(path)
     monkeypatch.setenv("KIDATA_WAREHOUSE", str(wh.path))
     result = cli("compact", "runs")

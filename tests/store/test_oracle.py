@@ -74,7 +74,8 @@ class Sizes:
     JSON lines and CSV rows per worker job (``stage.BATCH_LINES``, ``stage.POOL_ROWS``), runs
     staged per batch by the loading process (``Warehouse.load(batch_size=)``), rows per batch
     of the commit's copy of kept rows (``finalize.BATCH``: 0.2.7's bug) and rows per Parquet
-    row group (``pqwrite.ROWS``, and ``compaction.ROW_GROUP`` of a merged file)."""
+    row group (``pqwrite.ROWS``, and ``compaction.ROW_GROUP`` of a merged file; a load's
+    ``runs`` wait per GPU for theirs, ``finalize.CLUSTER_BYTES``: ~300 bytes a row here)."""
 
     lines: int
     rows: int
@@ -140,6 +141,9 @@ class _Settings:
     def __init__(self, size: Sizes):
         self.attributes = [(stage, "BATCH_LINES", size.lines), (stage, "POOL_ROWS", size.rows),
                            (finalize, "BATCH", size.copy), (pqwrite, "ROWS", size.group),
+                           # A load's runs wait per GPU for their row group: a budget of a
+                           # few rows' bytes sends them out mid-batch, everywhere.
+                           (finalize, "CLUSTER_BYTES", size.group * 300),
                            (compaction, "ROW_GROUP", size.group),
                            (contexts, "CHUNK_RUNS", size.rows)]
         self.saved: list = []
