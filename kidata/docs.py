@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kidata.store.schema import KEYS, TABLES, description
+from kidata.store.schema import KEYS, TABLES, clustered_keys, description
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,8 +104,15 @@ def tables_markdown() -> str:
            ""]
     for name, schema in TABLES.items():
         key = ", ".join(f"`{k}`" for k in KEYS.get(name, ())) or "none (append-only log)"
-        out += [f"## {name}", "", f"Identity: {key}.", "",
-                "| column | type | null | meaning |", "|---|---|---|---|"]
+        out += [f"## {name}", "", f"Identity: {key}.", ""]
+        order = clustered_keys(name)
+        if order:
+            out += [f"Files: one `{order[0]}` per row group, rows ordered by "
+                    + ", ".join(f"`{k}`" for k in order) + " within it (a load's files since "
+                    "0.3.12, a compaction's since 0.3.4; the row groups' statistics let any "
+                    f"Parquet reader skip the other {order[0].upper()}s' row groups for a "
+                    f"filter on `{order[0]}`).", ""]
+        out += ["| column | type | null | meaning |", "|---|---|---|---|"]
         for f in schema:
             meaning = description(f).replace("|", "\\|")
             out.append(f"| `{f.name}` | {f.type} | {'yes' if f.nullable else 'no'} | {meaning} |")
