@@ -160,5 +160,6 @@ def compared(out: dict[str, Path], repeat: int, table: str = "runs") -> None:
               f"{times[0]:>10.3f} / {times[1]:.3f} = {times[0] / times[1]:.1f}x")
     con.close()
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

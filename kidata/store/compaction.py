@@ -17,9 +17,9 @@ commits meanwhile, and it keeps every row as it was, ``load_id`` included, so ki
 snapshot filter is unaffected.
 
 A merged ``runs`` or ``latest_runs`` file holds one GPU per row group, ordered by kernel, pass
-and time within it (:data:`CLUSTERED`), so its row groups' statistics let DuckDB, Spark or any
-Parquet reader skip the row groups of other GPUs: merging many loads' files in file order
-would interleave them in every row group. Other tables keep file order.
+and time within it (:data:`kidata.store.schema.CLUSTERED`), so its row groups' statistics
+let DuckDB, Spark or any Parquet reader skip the row groups of other GPUs: merging many loads'
+files in file order would interleave them in every row group. Other tables keep file order.
 
 ``kidata compact`` (not the merge after a load) also rewrites every file of those two tables
 whose row groups mix GPUs (:func:`is_clustered`), whatever its size: a load's own file written
@@ -45,10 +45,10 @@ import pyarrow.parquet as pq
 from kidata.core import config, engine
 from kidata.core.sql import duckdb_type, quote_identifier, quote_literal
 from kidata.errors import UsageError, WarehouseError
-from kidata.store import commit, contexts, schema
+from kidata.store import commit, contexts, pqwrite
 from kidata.store.layout import Layout
-from kidata.store.pqwrite import Clustered, write_reader
-from kidata.store.schema import COMMIT_ORDER, TABLES
+from kidata.store.pqwrite import write_reader
+from kidata.store.schema import CLUSTERED, COMMIT_ORDER, TABLES, clustered_keys
 
 # Files at least this large are not merged (``kidata compact`` reclusters them: see above).
 SMALL_BYTES = 64 * 1024 * 1024
@@ -61,10 +61,6 @@ BATCH = 8192
 # it off). Every query and every load plans over each file (~1-2 ms a file), so without it
 # their cost would grow with the number of past loads rather than with the data.
 AUTO_AT = config.Config.compact_at
-# A merged file of these tables holds one GPU per row group, its rows ordered by these columns
-# (then the table's key): a filter on one GPU reads its row groups only (docs/benchmarks.md,
-# Run AE, with what it costs a filter on one kernel). Loads write their files so too (0.3.12).
-CLUSTERED = schema.CLUSTERED
 # Bytes of rows a clustered merge keeps waiting for their row group, all GPUs together (Arrow's
 # count; the process's peak grows by about three times this). Beyond it the largest buffer goes
 # out early: with 7 GPUs, row groups of ~9 MB rather than 16 (kidata.store.pqwrite.MAX_BYTES).
@@ -160,7 +156,7 @@ def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False
     the tables :func:`sort_keys` orders) those that are not :func:`is_clustered`."""
     files = layout.table_files(table)
     small = [f for f in files if f.stat().st_size < small_bytes]
-    mixed = [f for f in files if not is_clustered(f)] if recluster and sort_keys(table) else []
+    mixed = [f for f in files if not is_clustered(f)] if recluster and clustered_keys(table) else []
     return files, small, mixed
 
 
@@ -209,15 +205,9 @@ def _compact_table(layout: Layout, table: str, small: list[Path], keep: list[Pat
                                 what=f"compaction of {table}", faults="compact-")
 
 
-def sort_keys(table: str) -> list[str]:
-    """The columns a merged file of ``table`` is ordered by
-    (:func:`kidata.store.schema.clustered_keys`)."""
-    return schema.clustered_keys(table)
-
-
 def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -> int:
     """Write the rows of ``files`` to ``out`` with the declared schema and return how many: in
-    file order, or, for the tables :func:`sort_keys` names, clustered
+    file order, or, for the tables :func:`kidata.store.schema.clustered_keys` names, clustered
     (:class:`~kidata.store.pqwrite.Clustered`): one GPU per row group, ordered within.
     ``clustered=False`` is file order for every table, as compactions before 0.3.4 wrote (the
     baseline of ``benchmarks/pruning.py``)."""
@@ -241,10 +231,9 @@ def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -
         batch_rows = min(BATCH, ROW_GROUP)
         reader = con.sql(f"SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)"
                          ).to_arrow_reader(batch_rows)
-        keys = sort_keys(table) if clustered else []
+        keys = clustered_keys(table) if clustered else []
         # Even an empty table gets its file (the folder must hold one after the swap).
         return write_reader(out, declared, reader, rows=ROW_GROUP, create_empty=True,
-                            through=(lambda writer: Clustered(writer, keys, BUFFER_BYTES))
-                            if keys else None)
+                            through=pqwrite.clustered(keys, BUFFER_BYTES))
     finally:
         con.close()

@@ -212,12 +212,11 @@ def write_latest_runs(con: duckdb.DuckDBPyConnection, path: Path, load_id: str) 
         ORDER BY {", ".join(f"a.{k} NULLS LAST" for k in KEY)}
     """
     from kidata.store.finalize import CLUSTER_BYTES
-    from kidata.store.pqwrite import Clustered, write_reader
+    from kidata.store.pqwrite import clustered, write_reader
     from kidata.store.schema import TABLES, clustered_keys
 
     reader = con.sql(query, params={"load_id": load_id}).to_arrow_reader(8192)
     # One GPU per row group, as the load's runs (kidata.store.schema.CLUSTERED).
-    keys = clustered_keys("latest_runs")
     return write_reader(path, TABLES["latest_runs"], reader,
-                        through=lambda writer: Clustered(writer, keys, CLUSTER_BYTES),
+                        through=clustered(clustered_keys("latest_runs"), CLUSTER_BYTES),
                         before_write=lambda: fault("write-final:latest_runs"))

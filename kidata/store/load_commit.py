@@ -606,7 +606,7 @@ class LoadCommit:
 
     def _write_final(self, con: duckdb.DuckDBPyConnection, table: str, path: Path,
                      load_id: str, now: datetime) -> int:
-        from kidata.store.pqwrite import Clustered, write_reader
+        from kidata.store.pqwrite import clustered, write_reader
         from kidata.store.schema import TABLES, clustered_keys
 
         if table == "latest_runs":  # derived, not staged
@@ -615,11 +615,9 @@ class LoadCommit:
         if "loaded_at" in TABLES[table].names:
             params["now"] = now
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
-        keys = clustered_keys(table)  # runs: one GPU per row group, as finalize writes them
+        # runs: one GPU per row group, as finalize writes them
         return write_reader(path, TABLES[table], reader,
-                            through=(lambda writer: Clustered(writer, keys,
-                                                              finalize.CLUSTER_BYTES))
-                            if keys else None,
+                            through=clustered(clustered_keys(table), finalize.CLUSTER_BYTES),
                             before_write=lambda: fault(f"write-final:{table}"))
 
     @staticmethod

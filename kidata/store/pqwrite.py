@@ -170,6 +170,13 @@ class Clustered:
             pa.default_memory_pool().release_unused()
 
 
+def clustered(keys: list[str], budget: int) -> Callable[[GroupedWriter], Clustered] | None:
+    """The ``through`` of :func:`write_reader` that clusters by ``keys``
+    (:func:`kidata.store.schema.clustered_keys`) within ``budget`` bytes; None (file order)
+    when ``keys`` is empty."""
+    return (lambda writer: Clustered(writer, keys, budget)) if keys else None
+
+
 def write_reader(path: Path, schema: pa.Schema, reader: Iterable[pa.RecordBatch],
                  through: Callable[[GroupedWriter], Any] | None = None,
                  **options: object) -> int:
