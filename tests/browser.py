@@ -155,9 +155,12 @@ def check_page(html_file: Path, screenshot: Path | None = None, width: int = 140
     # the browser exits; a cleanup that races them must not fail the test.
     with tempfile.TemporaryDirectory(prefix="kidata-chromium-",
                                      ignore_cleanup_errors=True) as profile:
+        # Chromium puts its singleton socket in a folder of its own under TMPDIR and leaves it
+        # behind when terminated: inside the profile, it goes with it.
         process = subprocess.Popen([executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                                     "about:blank"], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True)
+                                   stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "TMPDIR": profile})
         try:
             return _drive(process, html_file, screenshot, width)
         finally:
