@@ -61,12 +61,11 @@ BATCH = 8192
 # it off). Every query and every load plans over each file (~1-2 ms a file), so without it
 # their cost would grow with the number of past loads rather than with the data.
 AUTO_AT = config.Config.compact_at
-# Bytes of rows a clustered merge keeps waiting for their row group, all GPUs together (Arrow's
-# count; the process's peak grows by about three times this). Beyond it the largest buffer goes
-# out early: with 7 GPUs, row groups of ~9 MB rather than 16 (kidata.store.pqwrite.MAX_BYTES).
-# Merging 300k runs peaks at 463 MB with it, ~510 MB with 128 MB, 290 MB in file order
-# (docs/benchmarks.md, Run AE).
-BUFFER_BYTES = 64 * 1024 * 1024
+# Compressed bytes of rows a clustered merge keeps waiting for their row group, all GPUs together
+# (kidata.store.pqwrite.Clustered). Beyond it the largest buffer goes out early, as a row group
+# smaller than kidata.store.pqwrite.MAX_BYTES: 32 MB hold ~250 MB of runs rows, the full row
+# groups of ~16 GPUs (docs/benchmarks.md, Runs AE and AO).
+BUFFER_BYTES = 32 * 1024 * 1024
 
 
 @dataclass

@@ -54,10 +54,16 @@ SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "measurements": ("_se
 CONSTANT = ("load_id", "loaded_at")
 # Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
 BATCH = 8192
-# Bytes of ``runs`` rows (documents included) a load keeps waiting for their GPU's row group
-# (kidata.store.pqwrite.Clustered): a load's own file holds one GPU per row group, so a filter on
-# one GPU skips the others' before any compaction (docs/benchmarks.md, Run AN).
-CLUSTER_BYTES = 32 * 1024 * 1024
+# Compressed bytes of ``runs`` rows (documents included) a load keeps waiting for their GPU's
+# row group (kidata.store.pqwrite.Clustered): a load's own file holds one GPU per row group, so a
+# filter on one GPU skips the others' before any compaction (docs/benchmarks.md, Run AN). 16 MB
+# hold about 128 MB of rows: the full row groups (GROUP_BYTES) of sixteen GPUs.
+CLUSTER_BYTES = 16 * 1024 * 1024
+# Bytes of a row group of a load's own clustered file (``runs``; kidata.store.pqwrite.MAX_BYTES
+# elsewhere): a row group is sorted by a copy of it as it goes out, so half the usual size keeps
+# a 1M-run load's peak where an input-order file had it (~463 MB; 499-505 MB with 16 MB groups:
+# docs/benchmarks.md, Run AO).
+GROUP_BYTES = 8 * 1024 * 1024
 # How each commit of this process finished its direct tables, per table: ``as-staged`` (the
 # staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.
 finished: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -94,11 +100,12 @@ class DirectWriter:
         found = self.writers.get(table)
         if found is None:
             side = pa.schema([data.schema.field(n) for n in SIDECAR[table]])
+            keys = clustered_keys(table)
             pair = _Pair(GroupedWriter(direct_file(self.staging, table), TABLES[table],
+                                       max_bytes=group_bytes(table),
                                        before_write=lambda: fault(f"write-final:{table}")),
                          GroupedWriter(direct_sidecar(self.staging, table), side,
                                        before_write=lambda: fault("stage-write")))
-            keys = clustered_keys(table)
             found = self.writers[table] = (
                 pair, Clustered(pair, keys, CLUSTER_BYTES) if keys else pair)
         pair, sink = found
@@ -176,6 +183,13 @@ class _Pair:
     def abort(self) -> None:
         self.final.abort()
         self.sidecar.abort()
+
+
+def group_bytes(table: str) -> int:
+    """The byte limit of a row group of a load's own file of ``table``."""
+    from kidata.store.pqwrite import MAX_BYTES
+
+    return GROUP_BYTES if clustered_keys(table) else MAX_BYTES
 
 
 _UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -261,7 +275,8 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
     schema = TABLES[table]
     offset = 0
     keys = clustered_keys(table)
-    with GroupedWriter(path, schema, before_write=before_write) as writer:
+    with GroupedWriter(path, schema, max_bytes=group_bytes(table),
+                       before_write=before_write) as writer:
         # The staged file holds a GPU per row group (DirectWriter); its kept rows keep that.
         sink = Clustered(writer, keys, CLUSTER_BYTES) if keys else writer
         for batch in pq.ParquetFile(data).iter_batches(batch_size=BATCH):

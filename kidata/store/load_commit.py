@@ -618,6 +618,7 @@ class LoadCommit:
         # runs: one GPU per row group, as finalize writes them
         return write_reader(path, TABLES[table], reader,
                             through=clustered(clustered_keys(table), finalize.CLUSTER_BYTES),
+                            max_bytes=finalize.group_bytes(table),
                             before_write=lambda: fault(f"write-final:{table}"))
 
     @staticmethod

@@ -121,19 +121,26 @@ class Clustered:
     ``group_rows`` and ``max_bytes``) so that each row group holds one value of ``keys[0]``
     (one GPU), its rows ordered by ``keys`` (ascending, nulls last). Rows wait in one buffer
     per value; a buffer goes out as a row group once it is a row group's worth (the writer's
-    rows or bytes), or, the largest first, when all buffers together pass ``budget`` bytes
-    (Arrow's count; the process's peak grows by about three times it). Memory stays bounded
-    whatever the table's size, and a filter on one GPU reads that GPU's row groups only. (A
-    whole-table ORDER BY in DuckDB needed ~1.2 GB for 300k runs and failed with Out of Memory
-    under a 256 or 512 MB limit rather than spill: docs/benchmarks.md, Run AE.)"""
+    rows or bytes), or, the largest first, when all buffers together hold more than
+    ``budget`` bytes. Memory stays bounded whatever the table's size, and a filter on one GPU
+    reads that GPU's row groups only. (A whole-table ORDER BY in DuckDB needed ~1.2 GB for
+    300k runs and failed with Out of Memory under a 256 or 512 MB limit rather than spill:
+    docs/benchmarks.md, Run AE.)
+
+    A waiting part is held as an lz4-compressed Arrow IPC message, not as Arrow arrays: run
+    documents compress ~8x, so the buffers of many GPUs' row groups fit in a few MB and no
+    row group is cut early for want of room (docs/benchmarks.md, Run AO: a load of 1M runs
+    peaked at 529-532 MB holding them as arrays in 32 MB, 499-505 MB compressed, for ~3 CPU s
+    of compression at most). ``budget`` counts the compressed bytes."""
 
     def __init__(self, writer: Any, keys: list[str], budget: int):
         self.writer = writer
         self.lead = keys[0]
         self.sort_keys = [(k, "ascending", "at_end") for k in keys]
         self.budget = budget
-        self.buffers: dict[object, list[pa.Table]] = {}
-        self.sizes: dict[object, tuple[int, int]] = {}  # rows, bytes
+        self.buffers: dict[object, list[pa.Buffer]] = {}
+        self.sizes: dict[object, tuple[int, int, int]] = {}  # rows, Arrow bytes, held bytes
+        self.held = 0
         self.emitted = 0
 
     def write(self, table: pa.Table) -> None:
@@ -141,14 +148,16 @@ class Clustered:
         for value in pc.unique(column).to_pylist():
             mask = pc.is_null(column) if value is None else pc.equal(column, value)
             part = table.filter(mask)
-            self.buffers.setdefault(value, []).append(part)
-            rows, size = self.sizes.get(value, (0, 0))
-            self.sizes[value] = rows + part.num_rows, size + part.nbytes
+            packed = _pack(part)
+            self.buffers.setdefault(value, []).append(packed)
+            rows, size, held = self.sizes.get(value, (0, 0, 0))
+            self.sizes[value] = rows + part.num_rows, size + part.nbytes, held + packed.size
+            self.held += packed.size
             if (self.sizes[value][0] >= self.writer.group_rows
                     or self.sizes[value][1] >= self.writer.max_bytes):
                 self._emit(value)
-        while sum(size for _, size in self.sizes.values()) > self.budget:
-            self._emit(max(self.sizes, key=lambda v: self.sizes[v][1]))
+        while self.held > self.budget:
+            self._emit(max(self.sizes, key=lambda v: self.sizes[v][2]))
 
     def close(self) -> None:
         """Write what is buffered, by value (nulls last), so the file's end is in order too."""
@@ -156,18 +165,37 @@ class Clustered:
             self._emit(value)
 
     def _emit(self, value: object) -> None:
-        table = pa.concat_tables(self.buffers.pop(value))
-        del self.sizes[value]
+        table = pa.concat_tables([_unpack(b) for b in self.buffers.pop(value)])
+        self.held -= self.sizes.pop(value)[2]
         self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
         self.writer.cut()
-        # Hand freed memory back every two budgets' worth written: the many small parts a
-        # buffer is made of leave the allocator holding ~80 MB at 1M runs otherwise; at every
-        # row group it costs ~15% more CPU in page faults (docs/benchmarks.md, Run AN).
+        # Hand freed memory back every 64 MB written: the parts leave the allocator holding
+        # tens of MB at 1M runs otherwise; at every row group it costs ~15% more CPU in page
+        # faults (docs/benchmarks.md, Run AN).
         self.emitted += table.nbytes
         del table
-        if self.emitted >= 2 * self.budget:
+        if self.emitted >= RELEASE_BYTES:
             self.emitted = 0
             pa.default_memory_pool().release_unused()
+
+
+# Arrow bytes a Clustered writes between two hand-backs of freed memory to the system.
+RELEASE_BYTES = 64 * 1024 * 1024
+_IPC: list[pa.ipc.IpcWriteOptions] = []
+
+
+def _pack(table: pa.Table) -> pa.Buffer:
+    """``table`` as one lz4-compressed Arrow IPC stream (what :func:`_unpack` reads)."""
+    if not _IPC:
+        _IPC.append(pa.ipc.IpcWriteOptions(compression="lz4"))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC[0]) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _unpack(buffer: pa.Buffer) -> pa.Table:
+    return pa.ipc.open_stream(buffer).read_all()
 
 
 def clustered(keys: list[str], budget: int) -> Callable[[GroupedWriter], Clustered] | None:

@@ -75,7 +75,8 @@ class Sizes:
     staged per batch by the loading process (``Warehouse.load(batch_size=)``), rows per batch
     of the commit's copy of kept rows (``finalize.BATCH``: 0.2.7's bug) and rows per Parquet
     row group (``pqwrite.ROWS``, and ``compaction.ROW_GROUP`` of a merged file; a load's
-    ``runs`` wait per GPU for theirs, ``finalize.CLUSTER_BYTES``: ~300 bytes a row here)."""
+    ``runs`` wait per GPU for theirs, ``finalize.CLUSTER_BYTES``: ~300 bytes a row here, less
+    than one compressed part holds, so every part goes out as it comes)."""
 
     lines: int
     rows: int

@@ -6,6 +6,7 @@ every query read); the writer now gathers batches into row groups of a given siz
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -69,3 +70,62 @@ def test_the_hook_runs_before_each_row_group_and_a_failure_writes_no_more(tmp_pa
             w.write(batch(1000 * k, 1000))
     assert calls == [0, 1]
     assert groups(tmp_path / "t.parquet") == [1000]  # the first group only
+
+
+CLUSTER_SCHEMA = pa.schema([pa.field("gpu", pa.string()), pa.field("kernel", pa.string()),
+                            pa.field("observed_at", pa.timestamp("us", tz="UTC")),
+                            pa.field("document", pa.string())])
+
+
+def _runs(start: int, n: int, gpus: list[str | None]) -> pa.Table:
+    """``n`` rows spread over ``gpus`` in turn, each with a ~2 KB JSON-like document (as run
+    documents: repetitive text that compresses several times)."""
+    rows = range(start, start + n)
+    return pa.table({
+        "gpu": [gpus[i % len(gpus)] for i in rows],
+        "kernel": [f"k{(i * 7) % 5}" for i in rows],
+        "observed_at": pa.array([1_700_000_000_000_000 + ((i * 13) % 97) * 1_000_000
+                                 for i in rows], pa.int64()).cast(CLUSTER_SCHEMA[2].type),
+        "document": ['{"kind": "BenchmarkRun", "metadata": {"name": "run-' + str(i)
+                     + '"}, "spec": [' + ", ".join(['{"value": 1.5, "unit": "us"}'] * 60) + "]}"
+                     for i in rows]},
+        schema=CLUSTER_SCHEMA)
+
+
+def test_clustered_rows_wait_compressed_so_row_groups_are_not_cut_for_room(tmp_path: Path):
+    """Rows waiting for their GPU's row group are held compressed: a budget under the rows'
+    Arrow size (here a quarter of one row group's) still lets every GPU's group fill to the
+    writer's byte limit; each row group holds one GPU, sorted, and no row is lost or
+    changed. Held as Arrow arrays, the same budget sent every GPU's rows out as they came."""
+    from kidata.store.pqwrite import Clustered
+
+    gpus = ["A100", "H100", "L4", None]
+    data = [_runs(500 * k, 500, gpus) for k in range(12)]  # 6,000 rows, ~13 MB as Arrow
+    max_bytes = 2 * 1024 * 1024
+    path = tmp_path / "c.parquet"
+    with GroupedWriter(path, CLUSTER_SCHEMA, rows=100_000, max_bytes=max_bytes) as writer:
+        sink = Clustered(writer, ["gpu", "kernel", "observed_at"], budget=max_bytes // 4)
+        for table in data:
+            sink.write(table)
+            assert sink.held <= max_bytes // 4 + 64 * 1024  # at most one part over
+        sink.close()
+    written = pq.ParquetFile(path)
+    row_bytes = pa.concat_tables(data).nbytes / 6_000
+    per_group = []
+    for g in range(written.metadata.num_row_groups):
+        group = written.read_row_group(g)
+        assert len(set(group.column("gpu").to_pylist())) == 1
+        keys = [(k, t) for k, t in zip(group.column("kernel").to_pylist(),
+                                       group.column("observed_at").to_pylist(), strict=True)]
+        assert keys == sorted(keys)
+        per_group.append((group.column("gpu")[0].as_py(), group.num_rows))
+    # Every group but each GPU's last reached the byte limit (the writer cuts at it).
+    full = math.ceil(max_bytes / row_bytes)
+    for gpu in gpus:
+        sizes = [n for g, n in per_group if g == gpu]
+        assert all(n >= full for n in sizes[:-1]), (gpu, sizes, full)
+        assert len(sizes) <= math.ceil(1_500 / full) + 1, (gpu, sizes)
+    # The GPUs in order, nulls last, after close.
+    assert [g for g, _ in per_group][-1] is None
+    got = pq.read_table(path).sort_by([("document", "ascending")])
+    assert got.equals(pa.concat_tables(data).sort_by([("document", "ascending")]))
