@@ -131,14 +131,15 @@ class Clustered:
     documents compress ~8x, so the buffers of many GPUs' row groups fit in a few MB and no
     row group is cut early for want of room (docs/benchmarks.md, Run AO: a load of 1M runs
     peaked at 529-532 MB holding them as arrays in 32 MB, 499-505 MB compressed, for ~3 CPU s
-    of compression at most). ``budget`` counts the compressed bytes."""
+    of compression at most). Parts under :data:`PACK_BYTES` wait as they are. ``budget``
+    counts the bytes held."""
 
     def __init__(self, writer: Any, keys: list[str], budget: int):
         self.writer = writer
         self.lead = keys[0]
         self.sort_keys = [(k, "ascending", "at_end") for k in keys]
         self.budget = budget
-        self.buffers: dict[object, list[pa.Buffer]] = {}
+        self.buffers: dict[object, list[pa.Buffer | pa.Table]] = {}
         self.sizes: dict[object, tuple[int, int, int]] = {}  # rows, Arrow bytes, held bytes
         self.held = 0
         self.emitted = 0
@@ -148,11 +149,14 @@ class Clustered:
         for value in pc.unique(column).to_pylist():
             mask = pc.is_null(column) if value is None else pc.equal(column, value)
             part = table.filter(mask)
-            packed = _pack(part)
-            self.buffers.setdefault(value, []).append(packed)
-            rows, size, held = self.sizes.get(value, (0, 0, 0))
-            self.sizes[value] = rows + part.num_rows, size + part.nbytes, held + packed.size
-            self.held += packed.size
+            # A small part is kept as it is: packing costs ~a millisecond whatever the size
+            # (the oracle's loads, a part of a few rows each, took 20% longer).
+            kept = _pack(part) if part.nbytes >= PACK_BYTES else part
+            held = kept.size if isinstance(kept, pa.Buffer) else part.nbytes
+            self.buffers.setdefault(value, []).append(kept)
+            rows, size, before = self.sizes.get(value, (0, 0, 0))
+            self.sizes[value] = rows + part.num_rows, size + part.nbytes, before + held
+            self.held += held
             if (self.sizes[value][0] >= self.writer.group_rows
                     or self.sizes[value][1] >= self.writer.max_bytes):
                 self._emit(value)
@@ -165,7 +169,8 @@ class Clustered:
             self._emit(value)
 
     def _emit(self, value: object) -> None:
-        table = pa.concat_tables([_unpack(b) for b in self.buffers.pop(value)])
+        table = pa.concat_tables([_unpack(b) if isinstance(b, pa.Buffer) else b
+                                  for b in self.buffers.pop(value)])
         self.held -= self.sizes.pop(value)[2]
         self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
         self.writer.cut()
@@ -179,6 +184,8 @@ class Clustered:
             pa.default_memory_pool().release_unused()
 
 
+# Parts of at least this many Arrow bytes wait compressed (a load's parts: ~1 MB of runs each).
+PACK_BYTES = 64 * 1024
 # Arrow bytes a Clustered writes between two hand-backs of freed memory to the system.
 RELEASE_BYTES = 64 * 1024 * 1024
 _IPC: list[pa.ipc.IpcWriteOptions] = []

@@ -145,6 +145,9 @@ class _Settings:
                            # A load's runs wait per GPU for their row group: a budget of a
                            # few rows' bytes sends them out mid-batch, everywhere.
                            (finalize, "CLUSTER_BYTES", size.group * 300),
+                           # Parts of over half a row group's rows wait compressed, the
+                           # others as they are: both kinds, mixed in one buffer.
+                           (pqwrite, "PACK_BYTES", size.group * 150),
                            (compaction, "ROW_GROUP", size.group),
                            (contexts, "CHUNK_RUNS", size.rows)]
         self.saved: list = []
