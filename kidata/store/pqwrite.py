@@ -188,15 +188,13 @@ class Clustered:
 PACK_BYTES = 64 * 1024
 # Arrow bytes a Clustered writes between two hand-backs of freed memory to the system.
 RELEASE_BYTES = 64 * 1024 * 1024
-_IPC: list[pa.ipc.IpcWriteOptions] = []
+_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 def _pack(table: pa.Table) -> pa.Buffer:
     """``table`` as one lz4-compressed Arrow IPC stream (what :func:`_unpack` reads)."""
-    if not _IPC:
-        _IPC.append(pa.ipc.IpcWriteOptions(compression="lz4"))
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC[0]) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
         writer.write_table(table)
     return sink.getvalue()
 
