@@ -80,13 +80,16 @@ def floor(src: str, out: str, document: bool = False) -> int:
     import pyarrow.parquet as pq
 
     from kidata.store import pqwrite
-    from kidata.store.schema import TABLES
+    from kidata.store.schema import STAGED_LATENCY, TABLES, staged_schema
 
     decode = msgspec.json.Decoder(_Bundle).decode
-    run_names = [n for n in TABLES["runs"].names if n not in ("loaded_at", "load_id")]
+    # The runs columns as a load stages them (with the document, which kidata then writes to
+    # run_documents), without the staging-only ones.
+    staged = staged_schema("runs")
+    run_names = [n for n in staged.names if n not in ("_seq", "_position", *STAGED_LATENCY)]
     if not document:
         run_names.remove("content_hash")
-    run_schema = pa.schema([TABLES["runs"].field(n).with_nullable(True) for n in run_names])
+    run_schema = pa.schema([staged.field(n).with_nullable(True) for n in run_names])
     m_schema = pa.schema([f.with_nullable(True) for f in TABLES["measurements"]
                           if f.name != "load_id"])
     # observed_at is converted by Arrow from the text (cast), the document from bytes.

@@ -45,9 +45,11 @@ from kidata import Warehouse  # noqa: E402
 from kidata.core import engine  # noqa: E402
 from kidata.store import compaction  # noqa: E402
 
-QUERY = ("SELECT count(*), sum(length(document)) FROM read_parquet($f) "
+# The runs' labels: their widest text column in every version (their documents moved to
+# run_documents in 0.3.14).
+QUERY = ("SELECT count(*), sum(length(labels)) FROM read_parquet($f) "
          "WHERE {column} = $value")
-# latest_runs has no document: its widest column. Rounded: the sum's order follows the rows'.
+# latest_runs has no labels: its widest column. Rounded: the sum's order follows the rows'.
 LATEST_QUERY = ("SELECT count(*), round(sum(median_us), 6) FROM read_parquet($f) "
                 "WHERE {column} = $value")
 

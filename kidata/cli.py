@@ -765,6 +765,8 @@ def compact(
     """Merge each table's small files into one, without changing any query result (runs
     files whose row groups mix GPUs are rewritten with one GPU per row group)."""
     report = _wh(warehouse).compact(tables or None)
+    for line in report.upgraded:
+        out.echo(line)
     for table, (before, after) in report.tables.items():
         mixed = report.reclustered.get(table)
         if before != after or mixed:

@@ -34,6 +34,7 @@ from kidata.errors import (
 from kidata.query.session import Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
+from kidata.store.upgrade import UPGRADED, upgrade
 
 # The readers, the load's commit (its thread pool) and filelock (~0.05 s: it imports asyncio)
 # are imported where a load or a repair uses them: a query process never does
@@ -126,9 +127,12 @@ class Warehouse:
     @contextlib.contextmanager
     def writer_lock(self):
         """Hold the writer lock (one commit or compaction at a time), after finishing what
-        dead writers left (:func:`kidata.store.commit.recover`); yields what that recovery
-        did, one line each, as :attr:`last_recovery` gives it."""
+        dead writers left (:func:`kidata.store.commit.recover`) and upgrading an older
+        layout (:mod:`kidata.store.upgrade`); yields what they did, one line each, as
+        :attr:`last_recovery` gives it."""
         with commit.writer_lock(self.path) as recovered:
+            # Every writer works on the current layout: an older warehouse is upgraded first.
+            recovered = [*recovered, *upgrade(self.path)]
             self._last_recovery = recovered
             yield recovered
 
@@ -208,7 +212,10 @@ class Warehouse:
                     return report
                 if phase is not None:
                     phase("commit")
-                with self.writer_lock():
+                with self.writer_lock() as done:
+                    for line in done:  # an upgrade: older kidata versions now refuse it
+                        if line.startswith(UPGRADED):
+                            report.add_warning(line)
                     if read is None:
                         # Every file unchanged since it was loaded: nothing staged, nothing
                         # to commit (and no pyarrow to import: a re-load is start-up only).

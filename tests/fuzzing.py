@@ -155,7 +155,7 @@ def check_round(r: Round, wh_path: Path) -> None:
     """Load the round's folder and assert what must hold (see the module docstring)."""
     wh = Warehouse(wh_path)
     report = wh.load([str(r.folder)])  # any exception is a failure of the fuzz run
-    docs = dict(wh.sql("select run_id, document from runs").fetchall())
+    docs = dict(wh.sql("select run_id, document from run_documents").fetchall())
     where = f"(round in {r.folder})"
     for run_id, run in r.good_runs.items():
         assert run_id in docs, f"good run {run_id} lost {where}"

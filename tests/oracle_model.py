@@ -552,6 +552,9 @@ class Model:
                 samples.extend(stored.sampled.samples())
         tables = {
             "runs": runs,
+            # One document per stored run, naming it (which record's: kidata check, run after
+            # every load, holds each document to its row's digests).
+            "run_documents": [(name, True) for name in self.runs],
             "measurements": measurements,
             "samples": samples,
             "environments": list(self.environments.items()),
@@ -569,6 +572,7 @@ PROJECTIONS = {
     "runs": ["run_id", "source", "external_id", "kernel", "pass", "implementation", "workload",
              "gpu", "metric", "environment_id", "protocol_id", "workload_id",
              "implementation_id", "observed_at", "status", "version"],
+    "run_documents": ["run_id", "json_extract_string(document, '$.metadata.name') = run_id"],
     "measurements": ["run_id", "metric", "statistic", "unit", "value"],
     "samples": ["run_id", "metric", "unit", "sample", "value",
                 "content_hash = (SELECT r.content_hash FROM runs r "

@@ -1,6 +1,6 @@
 """Rebuild kernelindex records from the warehouse: records → warehouse → records.
 
-``runs.document`` keeps each BenchmarkRun exactly as loaded, and the ``environments``,
+``run_documents`` keeps each BenchmarkRun exactly as loaded, and the ``environments``,
 ``protocols``, ``workloads`` and ``implementations`` tables keep the documents it points at;
 together they give back one bundle per run, ``{"run": …, "protocol": …, "environment": …,
 "workload": …, "implementation": …}``, in the form ``kidata load`` reads (JSON Lines).
@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from kidata.query.session import Queryable
 
 QUERY = """
-SELECT r.document AS run, p.document AS protocol, e.document AS environment,
+SELECT r.run_id, d.document AS run, p.document AS protocol, e.document AS environment,
        w.document AS workload, i.document AS implementation
 FROM runs r
+LEFT JOIN run_documents d ON d.run_id = r.run_id
 LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
 LEFT JOIN environments e ON e.environment_id = r.environment_id
 LEFT JOIN workloads w ON w.workload_id = r.workload_id
@@ -41,6 +42,12 @@ def bundles(db: Queryable) -> Iterator[dict[str, Any]]:
     reader = db.sql(QUERY).to_arrow_reader(BATCH)
     for batch in reader:
         for row in batch.to_pylist():
+            run_id = row.pop("run_id")
+            if row["run"] is None:  # never silently a bundle without its run
+                from kidata.errors import WarehouseError
+
+                raise WarehouseError(f"run {run_id} has no document in run_documents; "
+                                     "kidata check lists what else is missing")
             yield {role: orjson.loads(text) for role, text in row.items() if text is not None}
 
 

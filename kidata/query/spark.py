@@ -116,7 +116,10 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     if local is not None:
         # A warehouse of a newer layout is refused, as by DuckDB (what a newer layout changed
         # could make these answers wrong). A URI's layout file is not read: see docs/spark.md.
-        commit.check_layout(local)
+        number = commit.check_layout(local)
+    # Layout 1 (kidata 0.3.13 and older) kept each run's document in its runs row: read there.
+    # (A URI's layout is not known; its run_documents folder is read.)
+    documents_from = "runs" if local is not None and number == 1 else "run_documents"
     # Reference tables whose file is missing or out of date are served from the packaged data,
     # as Warehouse.connect does for DuckDB (only checkable for a local warehouse).
     packaged = set(reference.stale(local)) if local else set()
@@ -128,8 +131,9 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     # written yet — in progress, or killed mid-commit — is hidden in every table at once.
     for table in ["loads", *(t for t in TABLES if t != "loads")]:
         schema = TABLES[table]
+        folder = documents_from if table == "run_documents" else table
         frame = None if table in packaged else _read_table(spark, root, table, schema,
-                                                           exceptions, absent)
+                                                           exceptions, absent, folder)
         if frame is None:  # no files: the declared columns, and no rows or the packaged ones
             rows = reference.tables()[table].to_pylist() if table in REFERENCE else []
             frame = _literal_frame(spark, rows, schema)
@@ -253,10 +257,11 @@ def spark_schema(schema: pa.Schema) -> Any:
 
 
 def _read_table(spark: SparkSession, root: str, table: str, schema: pa.Schema,
-                exceptions: tuple[type[BaseException], ...], absent: list[str]
-                ) -> DataFrame | None:
-    """The table's Parquet files read with its declared columns; None when its folder is
-    missing (and its name is added to ``absent``)."""
+                exceptions: tuple[type[BaseException], ...], absent: list[str],
+                folder: str | None = None) -> DataFrame | None:
+    """The table's Parquet files (those of ``folder``, by default the table's) read with its
+    declared columns; None when its folder is missing (and its name is added to ``absent``)."""
+    folder = folder or table
     try:
         # The declared schema, not mergeSchema or inference: Spark then opens no file to plan
         # the table (merging every file's footer took 30 s at 1M runs), a column missing from
@@ -264,14 +269,14 @@ def _read_table(spark: SparkSession, root: str, table: str, schema: pa.Schema,
         # file to. The folder, not a glob of its files: Spark skips names starting with '_' or
         # '.', pathGlobFilter keeps only the Parquet files, and this works on any file system.
         frame = (spark.read.schema(spark_schema(schema)).option("pathGlobFilter", "*.parquet")
-                 .parquet(f"{root}/{table}"))
+                 .parquet(f"{root}/{folder}"))
     except exceptions as exc:
         condition = _condition(exc)
         if condition == "PATH_NOT_FOUND":
             absent.append(table)
         if condition in _NO_FILES:
             return None
-        raise WarehouseError(f"Spark cannot read table {table} at {root}/{table}: "
+        raise WarehouseError(f"Spark cannot read table {table} at {root}/{folder}: "
                              f"{_message(exc)}") from None
     return frame
 

@@ -62,7 +62,9 @@ def ensure(root: Path) -> None:
         for sub in (*layout.created(), *COLUMNS):
             (root / sub).mkdir(parents=True, exist_ok=True)
         if not layout.layout_file.exists():
-            _write_layout(layout)
+            # A warehouse holding data without the file was written by kidata 0.1-0.2.7:
+            # layout 1, until the writer lock upgrades it (kidata.store.upgrade).
+            _write_layout(layout, 1 if layout.table_files("runs") else CURRENT_LAYOUT)
     except OSError as exc:
         raise WarehouseError(f"cannot write to the warehouse {root}: {exc}") from None
 
@@ -106,7 +108,7 @@ def check_layout(root: Path) -> int:
     return number
 
 
-def _write_layout(layout: Layout) -> None:
+def _write_layout(layout: Layout, number: int) -> None:
     """Give the warehouse its layout file, complete and durable, unless one is there by now:
     the file is written under a name of this writer's own and linked into place, which never
     replaces a file another writer put there meanwhile (a concurrent first load, or a newer
@@ -116,7 +118,7 @@ def _write_layout(layout: Layout) -> None:
     tmp = layout.layout_temp(secrets.token_hex(4))
     try:
         with open(tmp, "xb") as fh:
-            fh.write(json.dumps({"layout": CURRENT_LAYOUT,
+            fh.write(json.dumps({"layout": number,
                                  "written_by": f"kidata {__version__}"}).encode() + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -136,7 +138,9 @@ def _write_layout(layout: Layout) -> None:
 @contextlib.contextmanager
 def writer_lock(root: Path) -> Iterator[list[str]]:
     """Hold the writer lock (one commit or compaction at a time), after finishing what
-    dead writers left (:func:`recover`); yields what the recovery did, one line each."""
+    dead writers left (:func:`recover`); yields what the recovery did, one line each.
+    (:meth:`kidata.Warehouse.writer_lock`, which every writer takes, then upgrades a
+    warehouse of an older layout: :mod:`kidata.store.upgrade`.)"""
     from filelock import FileLock, Timeout
 
     ensure(root)
@@ -391,7 +395,8 @@ def roll_forward(root: Path, journal: Path) -> str:
 def _unconfined(root: Path, moves: list, exchanges: list) -> str | None:
     """The first path a journal names that a commit could not have written: a prepared file
     or folder outside ``_kidata/staging/`` and ``_kidata/compact/``, a target other than a
-    Parquet file directly in a table's folder (or a table's folder, for an exchange), a
+    Parquet file directly in a table's folder (or a table's folder, for an exchange) or the
+    layout file (an upgrade's), a
     witness that is not a plain file name, or anything that resolves (through ``..`` or a
     symbolic link) outside the warehouse. None when every path is confined."""
     real = root.resolve()
@@ -412,11 +417,16 @@ def _unconfined(root: Path, moves: list, exchanges: list) -> str | None:
         resolved = (root / path).resolve()
         return resolved.parent in tables and resolved.suffix == ".parquet"
 
+    def is_layout_file(path: str) -> bool:  # an upgrade's new layout (kidata.store.upgrade)
+        if not isinstance(path, str) or not path or os.path.isabs(path):
+            return False
+        return (root / path).resolve() == layout.layout_file.resolve()
+
     try:
         for src, dst in moves:
             if not inside(src, prepared_in):
                 return src
-            if not in_table(dst):
+            if not in_table(dst) and not is_layout_file(dst):
                 return dst
         for prepared, folder, witness in exchanges:
             if not inside(prepared, prepared_in):

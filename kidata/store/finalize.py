@@ -1,15 +1,17 @@
 """A load's big tables written once: staged in their final form, then renamed into place.
 
-``runs`` and ``measurements`` (:data:`DIRECT`) hold nearly all of a load's bytes. The loading
-process writes their rows while it stages them straight into the file that becomes
-``<table>/part-<load>.parquet`` (:class:`DirectWriter`): the final schema, zstd, the final row
-groups, ``load_id`` and ``loaded_at`` filled in. ``measurements`` are in input order; ``runs``
-hold one GPU per row group, ordered by kernel, pass and time within it (its rows wait in a
-buffer per GPU, :data:`CLUSTER_BYTES` in all: :class:`kidata.store.pqwrite.Clustered`), so
-a filter on one GPU skips the other GPUs' row groups in a load's own file, as in a compacted
-one. The columns only the commit needs (the record's number ``_seq``, its position, a run's
-latency quantiles: :data:`SIDECAR`) go, row for row, to a small sidecar file beside it, which
-never leaves the staging folder. Worker processes hand their rows to the loading process (as
+``runs``, ``run_documents`` and ``measurements`` (:data:`DIRECT`) hold nearly all of a load's
+bytes. The loading process writes their rows while it stages them straight into the file that
+becomes ``<table>/part-<load>.parquet`` (:class:`DirectWriter`): the final schema, zstd, the
+final row groups, ``load_id`` and ``loaded_at`` filled in. A staged run carries its document,
+which goes to ``run_documents`` (one row per run), so that ``runs`` rows stay narrow.
+``measurements`` and ``run_documents`` are in input order; ``runs`` hold one GPU per row
+group, ordered by kernel, pass and time within it (its rows wait in a buffer per GPU,
+:data:`CLUSTER_BYTES` in all: :class:`kidata.store.pqwrite.Clustered`), so a filter on one GPU
+skips the other GPUs' row groups in a load's own file, as in a compacted one. The columns
+only the commit needs (the record's number ``_seq``, its position, a run's latency quantiles:
+:data:`SIDECAR`) go, row for row, to a small sidecar file beside it, which never leaves the
+staging folder. Worker processes hand their rows to the loading process (as
 Arrow tables) instead of writing them, so that one file per table holds the load as a single
 pass would write it.
 
@@ -46,10 +48,12 @@ if TYPE_CHECKING:
 
     from kidata.store.pqwrite import GroupedWriter
 
-# Tables a load stages in final form (the others are small: the commit writes them).
-DIRECT = ("runs", "measurements")
+# Tables a load stages in final form (the others are small: the commit writes them). The
+# staged ``runs`` rows carry their documents, which DirectWriter writes to ``run_documents``.
+DIRECT = ("runs", "run_documents", "measurements")
 # Staging-only columns of each direct table, kept in its sidecar file.
-SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "measurements": ("_seq",)}
+SIDECAR = {"runs": ("_seq", "_position", *STAGED_LATENCY), "run_documents": ("_seq",),
+           "measurements": ("_seq",)}
 # Columns with one value for a whole load, filled in while it stages.
 CONSTANT = ("load_id", "loaded_at")
 # Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
@@ -72,7 +76,7 @@ def sort_keys(table: str) -> list[tuple[str, str, str]]:
     """The order of a table's rows in its final file: by record (``_seq``), then, within a
     record, by the table's key, so that a file's order does not depend on how the record was
     flattened (as DuckDB orders: ascending, nulls last)."""
-    keys = () if table == "runs" else KEYS[table]
+    keys = () if table in ("runs", "run_documents") else KEYS[table]
     return [("_seq", "ascending", "at_end"), *((k, "ascending", "at_end") for k in keys)]
 
 
@@ -93,6 +97,9 @@ class DirectWriter:
         if not data.num_rows:
             return
         import pyarrow as pa
+
+        if table == "runs":  # the documents apart, in input order (schema.RUN_DOCUMENTS)
+            self.write("run_documents", data.select(["run_id", "document", "_seq"]))
 
         from kidata.store.pqwrite import Clustered, GroupedWriter
         from kidata.store.schema import TABLES

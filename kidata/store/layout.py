@@ -27,7 +27,8 @@ them. Code elsewhere asks a :class:`Layout` for a path instead of joining names 
 
 :data:`CURRENT_LAYOUT` numbers that format. ``layout.json`` (``{"layout": N, "written_by":
 "kidata X.Y.Z"}``) says which one a warehouse is in; warehouses written by kidata 0.1-0.2.7 have
-none and are layout 1. kidata reads and writes warehouses up to :data:`CURRENT_LAYOUT` and
+none and are layout 1. kidata reads warehouses up to :data:`CURRENT_LAYOUT`, writes the
+current one (its writer lock upgrades an older warehouse first: :mod:`kidata.store.upgrade`) and
 refuses newer ones (:func:`kidata.store.commit.check_layout`). Raise it when a change would
 make an older kidata misread or damage a warehouse (a new journal entry, a new file or column
 readers must honour, a renamed path), never for a change older versions handle as it is.
@@ -40,9 +41,11 @@ from pathlib import Path
 
 PRIVATE = "_kidata"
 # The layout this kidata reads and writes: the names here and what the files under them hold.
-# 1: every warehouse kidata has written, from 0.1 on (later versions kept every name and
+# 1: every warehouse kidata wrote from 0.1 to 0.3.13 (later versions kept every name and
 # read what earlier ones wrote).
-CURRENT_LAYOUT = 1
+# 2: kidata 0.3.14: a run's document is in run_documents, no longer in its runs row (older
+# versions would read runs without documents). kidata.store.upgrade takes a warehouse from 1.
+CURRENT_LAYOUT = 2
 LAYOUT_FILE = "layout.json"
 LOCK = "lock"
 # How long a writer (load, compaction, check) waits for the writer lock, in seconds.
@@ -170,6 +173,12 @@ class Layout:
     def created(self) -> tuple[str, ...]:
         """The folders (relative to the root) a warehouse's first load creates, in order."""
         return (PRIVATE, f"{PRIVATE}/{JOURNAL}", f"{PRIVATE}/{STAGING}")
+
+
+def prepared_layout(work: Path) -> Path:
+    """A new ``layout.json`` prepared in a commit's work folder (an upgrade's), before the
+    commit renames it over the warehouse's."""
+    return work / LAYOUT_FILE
 
 
 def owner_lock(staging: Path) -> Path:

@@ -202,7 +202,7 @@ class LoadCommit:
         sidecars' record numbers, and the final files, read back.
 
         - every staged run has one outcome, and the final ``runs`` file holds one row per
-          added run, each run once;
+          added run, each run once, and the ``run_documents`` file one document per added run;
         - the final ``measurements`` file holds as many rows as the added records staged, and
           its runs are exactly the final file's runs (every added run has measurements, no
           other run has any);
@@ -223,24 +223,31 @@ class LoadCommit:
         if not added:
             return out
         runs_file = final_file(staging, "runs")
+        documents_file = final_file(staging, "run_documents")
         measurements_file = final_file(staging, "measurements")
         sidecar = direct_sidecar(staging, "measurements")
-        missing = [f.name for f in (runs_file, measurements_file, sidecar) if not f.exists()]
+        missing = [f.name for f in (runs_file, documents_file, measurements_file, sidecar)
+                   if not f.exists()]
         if missing:
             return [*out, f"{added:,} runs to add and no {', '.join(missing)}"]
         runs = f"read_parquet([{q(str(runs_file))}])"
+        documents = f"read_parquet([{q(str(documents_file))}])"
         measurements = f"read_parquet([{q(str(measurements_file))}])"
         side = f"read_parquet([{q(str(sidecar))}])"
         expected = (f"(SELECT count(*) FROM {side})" if not copied else
                     f"(SELECT count(*) FROM {side} WHERE _seq IN "
                     "(SELECT _seq FROM run_outcome WHERE _outcome = 'added'))")
-        [(rows, distinct, found, staged, in_measurements, in_either)] = con.sql(f"""
+        [(rows, distinct, found, staged, in_measurements, in_either, docs, documented,
+          in_runs_or_docs)] = con.sql(f"""
             WITH r AS (SELECT hash(run_id) AS h FROM {runs}),
-                 m AS (SELECT hash(run_id) AS h FROM {measurements})
+                 m AS (SELECT hash(run_id) AS h FROM {measurements}),
+                 d AS (SELECT hash(run_id) AS h FROM {documents})
             SELECT (SELECT count(*) FROM r), (SELECT count(DISTINCT h) FROM r),
                 (SELECT count(*) FROM m), {expected},
                 (SELECT count(DISTINCT h) FROM m),
-                (SELECT count(DISTINCT h) FROM (SELECT h FROM r UNION ALL SELECT h FROM m))
+                (SELECT count(DISTINCT h) FROM (SELECT h FROM r UNION ALL SELECT h FROM m)),
+                (SELECT count(*) FROM d), (SELECT count(DISTINCT h) FROM d),
+                (SELECT count(DISTINCT h) FROM (SELECT h FROM r UNION ALL SELECT h FROM d))
         """).fetchall()
         out += [message for wrong, message in (
             (rows != added, f"the runs file holds {rows:,} rows for {added:,} added runs"),
@@ -250,7 +257,12 @@ class LoadCommit:
             (in_either != distinct, f"measurements of {in_either - distinct:,} runs that are "
                                     "not added"),
             (in_either != in_measurements, f"{in_either - in_measurements:,} added runs have "
-                                           "no measurement")) if wrong]
+                                           "no measurement"),
+            (docs != rows, f"the run documents file holds {docs:,} rows for {rows:,} runs"),
+            (in_runs_or_docs != distinct, f"documents of {in_runs_or_docs - distinct:,} runs "
+                                          "that are not added"),
+            (in_runs_or_docs != documented, f"{in_runs_or_docs - documented:,} added runs "
+                                            "have no document")) if wrong]
         if copied:
             [(extra, lost)] = con.sql(f"""
                 WITH f AS (SELECT DISTINCT hash(run_id) AS h FROM {runs}),
@@ -296,7 +308,8 @@ class LoadCommit:
             # of rejects, which conflicts add to), and the documents' and runs' by the
             # variant choice whatever was staged. Defining a view reads its files' footers:
             # the others are not defined.
-            if src is not None or table in ("runs", "rejects") or table in DOCUMENT_KEYS:
+            if (src is not None or table in ("runs", "run_documents", "rejects")
+                    or table in DOCUMENT_KEYS):
                 views.append(f"CREATE TEMP VIEW existing_{table} AS "
                              f"{table_sql(self.path, table)}")
             if src is None:
@@ -360,8 +373,8 @@ class LoadCommit:
                     'conflict: run ' || o.run_id || ' is already in the warehouse, loaded from ' ||
                     _old_file || ', with different numbers'
                 END AS reason,
-                s.document AS raw, o._seq, o._position
-            FROM run_outcome_wide o JOIN staged_runs s ON s._seq = o._seq
+                d.document AS raw, o._seq, o._position
+            FROM run_outcome_wide o JOIN staged_run_documents d ON d._seq = o._seq
             WHERE o._outcome IN ('conflict_load', 'conflict_existing')
         """)
         self._plan_variants(con)
@@ -415,15 +428,17 @@ class LoadCommit:
                                                *VARIANT_SAME)))
         con.execute(f"""
             CREATE TEMP TABLE variant_stored AS
-            SELECT {stored_cols}, hash(e.document) AS _hash, {richness("e")} AS richness
-            FROM existing_runs e WHERE e.run_id IN (SELECT run_id FROM variant_ids)
+            SELECT {stored_cols}, hash(d.document) AS _hash, {richness("e")} AS richness
+            FROM existing_runs e LEFT JOIN existing_run_documents d ON d.run_id = e.run_id
+            WHERE e.run_id IN (SELECT run_id FROM variant_ids)
         """)
         staged_cols = stored_cols.replace("e.", "s.")
         con.execute(f"""
             CREATE TEMP TABLE variant_staged AS
-            SELECT {staged_cols}, s._seq, hash(s.document) AS _hash,
+            SELECT {staged_cols}, s._seq, hash(d.document) AS _hash,
                 {richness("s")} AS richness
             FROM staged_runs s JOIN run_outcome_wide o ON o._seq = s._seq
+            JOIN staged_run_documents d ON d._seq = s._seq
             WHERE o.run_id IN (SELECT run_id FROM variant_ids)
                 AND o.content_hash = o._ref_hash
         """)
@@ -452,11 +467,11 @@ class LoadCommit:
             -- Ties are broken by the MD5 of the document (stable; hash() is DuckDB's own),
             -- computed only where records differ: a re-loaded file costs no MD5 at all.
             staged_md5 AS (
-                SELECT _seq, md5(document) AS _doc FROM staged_runs
+                SELECT _seq, md5(document) AS _doc FROM staged_run_documents
                 WHERE run_id IN (SELECT run_id FROM differ)
             ),
             stored_md5 AS (
-                SELECT run_id, md5(document) AS _doc FROM existing_runs
+                SELECT run_id, md5(document) AS _doc FROM existing_run_documents
                 WHERE run_id IN (SELECT run_id FROM differ)
             ),
             ranked AS (
@@ -480,22 +495,25 @@ class LoadCommit:
     def _write_enriched(self, con: duckdb.DuckDBPyConnection, final: Path,
                         replaces: list[tuple[str, str]], enriching: int) -> int:
         """Write the new version of every stored file holding a row that this load enriches:
-        runs whose richer variant it brings (``enrich``), and workloads known only by digest
-        whose document it brings. Each file keeps its rows in order, the enriched ones
-        replaced by the new record's (keeping their ``load_id`` and ``loaded_at``: the row is
-        still the run its first load added). Appends ``(new file, stored file)`` to
-        ``replaces``; returns the rows replaced. ``enriching``: the runs planned ``enrich``
+        runs whose richer variant it brings (``enrich``: their rows and their documents), and
+        workloads known only by digest whose document it brings. Each file keeps its rows in
+        order, the enriched ones replaced by the new record's (keeping their ``load_id`` and
+        ``loaded_at``: the row is still the run its first load added). Appends ``(new file,
+        stored file)`` to ``replaces``; returns the rows replaced (a run and its document count
+        once). ``enriching``: the runs planned ``enrich``
         (none: the runs' files are not looked at; nor are the workloads' when the load
         staged none)."""
         from kidata.store.pqwrite import write_reader
         from kidata.store.schema import TABLES
 
-        tables = [table for table, there in (("runs", enriching),
+        tables = [table for table, there in (("runs", enriching), ("run_documents", enriching),
                                              ("workloads", "workloads" not in self.unstaged))
                   if there]
-        if "runs" in tables:
-            con.execute("CREATE TEMP TABLE enrich_runs AS SELECT s.* FROM staged_runs s WHERE "
-                        "s._seq IN (SELECT _seq FROM run_outcome WHERE _outcome = 'enrich')")
+        for table in ("runs", "run_documents"):
+            if table in tables:
+                con.execute(f"CREATE TEMP TABLE enrich_{table} AS SELECT s.* FROM staged_{table} "
+                            "s WHERE s._seq IN (SELECT _seq FROM run_outcome "
+                            "WHERE _outcome = 'enrich')")
         if "workloads" in tables:
             con.execute("""
             CREATE TEMP TABLE enrich_workloads AS
@@ -508,13 +526,14 @@ class LoadCommit:
         """)
         q = quote_identifier
         replaced = 0
-        for table, key in (("runs", "run_id"), ("workloads", "workload_id")):
+        for table, key in (("runs", "run_id"), ("run_documents", "run_id"),
+                           ("workloads", "workload_id")):
             if table not in tables:
                 continue
             [(count,)] = con.execute(f"SELECT count(*) FROM enrich_{table}").fetchall()
             if not count:
                 continue
-            replaced += count
+            replaced += count if table != "run_documents" else 0  # counted as runs
             files = sorted({row[0] for row in con.execute(
                 f"SELECT DISTINCT filename FROM read_parquet($files, union_by_name = true, "
                 f"filename = true) WHERE {key} IN (SELECT {key} FROM enrich_{table})",
@@ -553,10 +572,10 @@ class LoadCommit:
             else:
                 cols.append(f"s.{quote_identifier(f.name)}")
         select = ", ".join(cols)
-        if table == "runs":
+        if table in ("runs", "run_documents"):
             # run_outcome holds only keys and outcomes (not the wide run rows): the added runs
             # are found by their record's number (one run per record).
-            return (f"SELECT {select} FROM staged_runs s WHERE s._seq IN "
+            return (f"SELECT {select} FROM staged_{table} s WHERE s._seq IN "
                     f"(SELECT _seq FROM run_outcome WHERE _outcome = 'added') ORDER BY s._seq")
         if table in ("measurements", "published"):
             extra = ""

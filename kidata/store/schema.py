@@ -67,8 +67,17 @@ RUNS = (
     _f("labels", STRING, "All `metadata.labels` as a JSON object."),
     _f("content_hash", STRING, "Hash of the run's numbers; the same run_id with another "
        "hash is a conflict.", False),
-    _f("document", STRING, "The BenchmarkRun document as loaded (JSON), for lossless export.", False),
     *_PROVENANCE,
+)
+
+# A run's document apart from its row (layout 2, kidata 0.3.14): the hot table's rows stay
+# narrow, so its row groups hold ~100k runs and a scan of runs reads no JSON.
+RUN_DOCUMENTS = (
+    _f("run_id", STRING, "The run (one document per run in `runs`).", False),
+    _f("document", STRING, "The BenchmarkRun document as loaded (JSON), for lossless export "
+       "(until 0.3.13: the column `runs.document`).", False),
+    _f("loaded_at", TS, "When the load that added the run started (UTC), as in `runs`.", False),
+    _f("load_id", STRING, "Identifier of the load (commit) that added the run.", False),
 )
 
 MEASUREMENTS = (
@@ -365,6 +374,7 @@ ACKNOWLEDGEMENTS = (
 
 COLUMNS: dict[str, tuple[Column, ...]] = {
     "runs": RUNS,
+    "run_documents": RUN_DOCUMENTS,
     "measurements": MEASUREMENTS,
     "environments": ENVIRONMENTS,
     "protocols": PROTOCOLS,
@@ -389,6 +399,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
 # Identity of a row in each table: loading the same key twice adds nothing.
 KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id",),
+    "run_documents": ("run_id",),
     "measurements": ("run_id", "metric", "statistic"),
     "environments": ("environment_id",),
     "protocols": ("protocol_id",),
@@ -448,14 +459,14 @@ def clustered_keys(table: str) -> list[str]:
     return [*CLUSTERED, *(k for k in KEYS[table] if k not in CLUSTERED)]
 
 
-# Order in which a commit makes its files visible. Dimension tables and measurements first,
-# runs (the table every view starts from) after them, so a reader never sees a run whose
-# measurements are missing. ``loads`` comes last: its row is the load's commit marker, and
+# Order in which a commit makes its files visible. Dimension tables, measurements and run
+# documents first, runs (the table every view starts from) after them, so a reader never sees
+# a run whose measurements or document are missing. ``loads`` comes last: its row is the load's commit marker, and
 # kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
 # load's runs, see kidata/store/derived.py) follows runs. See docs/guarantees.md.
 COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters",
-                "implementations", "measurements", "published", "samples", "runs", "latest_runs",
-                "rejects", "loads")
+                "implementations", "measurements", "published", "samples", "run_documents",
+                "runs", "latest_runs", "rejects", "loads")
 
 
 def description(field: pa.Field) -> str:
@@ -472,11 +483,15 @@ STAGED_LATENCY = ("_latency_median", "_latency_p20", "_latency_p80")
 def staged_schema(table: str) -> pa.Schema:
     """A table's rows while a load stages them: without the commit's own columns, with the
     record's order (``_seq``) and position (``_position``) for dedupe and error messages, and
-    for runs their latency quantiles (``STAGED_LATENCY``)."""
+    for runs their latency quantiles (``STAGED_LATENCY``) and their document (stored in
+    ``run_documents``: :class:`kidata.store.finalize.DirectWriter` splits them)."""
     import pyarrow as pa
 
     fields = [f for f in arrow_tables()[table] if f.name not in ("loaded_at", "load_id")]
     extra = [pa.field(n, pa.float64()) for n in STAGED_LATENCY] if table == "runs" else []
+    if table == "runs":  # staged with its row; the load writes it to run_documents
+        document = arrow_tables()["run_documents"].field("document")
+        fields.insert(fields.index(arrow_tables()["runs"].field("content_hash")) + 1, document)
     return pa.schema([*fields, pa.field("_seq", pa.int64()), pa.field("_position", pa.string()),
                       *extra])
 

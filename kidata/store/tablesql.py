@@ -1,6 +1,10 @@
 """The ``SELECT`` that reads one stored table: its Parquet files, or an empty relation of the
 table's declared columns when it has none yet. Every engine binding and every commit that
 reads a table's current rows starts from it.
+
+A warehouse of layout 1 (kidata 0.1-0.3.13; :mod:`kidata.store.upgrade`) keeps each run's
+document in its ``runs`` row: read here as it is now stored, ``runs`` without the column and
+``run_documents`` from the runs files, until a writer upgrades the warehouse.
 """
 
 from __future__ import annotations
@@ -8,16 +12,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from kidata.core.sql import parquet_source, quote_identifier
+from kidata.store.commit import check_layout
 from kidata.store.layout import PARQUET_GLOB, Layout
+
+# The runs files of layout 1 hold these columns of run_documents (schema.RUN_DOCUMENTS).
+_LAYOUT1_DOCUMENTS = "run_id, document, loaded_at, load_id"
 
 
 def table_sql(warehouse: Path, table: str) -> str:
     """The ``SELECT`` that reads one table: its Parquet files, or an empty typed relation."""
     from kidata.store.schema import COLUMNS, DUCKDB_TYPES
 
-    folder = Layout(warehouse).table(table)
+    layout = Layout(warehouse)
+    folder = layout.table(table)
+    documents_in_runs = table in ("runs", "run_documents") and check_layout(warehouse) == 1
+    if documents_in_runs and table == "run_documents":
+        folder = layout.table("runs")
     if any(folder.glob(PARQUET_GLOB)):
-        return f"SELECT * FROM {parquet_source(folder)}"
+        if not documents_in_runs:
+            return f"SELECT * FROM {parquet_source(folder)}"
+        if table == "runs":
+            return f"SELECT * EXCLUDE (document) FROM {parquet_source(folder)}"
+        return f"SELECT {_LAYOUT1_DOCUMENTS} FROM {parquet_source(folder)}"
     cols = ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {quote_identifier(c.name)}"
                      for c in COLUMNS[table])
     return f"SELECT {cols} WHERE 1 = 0"
+

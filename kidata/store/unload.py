@@ -32,7 +32,7 @@ from kidata.store.schema import COMMIT_ORDER, TABLES
 
 # The tables whose rows of an unloaded load go. The others a load writes hold documents,
 # which stay: a document is a fact about its digest, and later loads' runs may point at it.
-REMOVED = ("runs", "measurements", "published", "latest_runs", "rejects")
+REMOVED = ("runs", "run_documents", "measurements", "published", "latest_runs", "rejects")
 
 q = quote_identifier
 # Counts of an unloaded load's marker that become 0: the records it read are out.

@@ -244,9 +244,14 @@ def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
     for entry in sorted(layout.root.iterdir()):
         if entry.is_dir() and entry.name not in known and not entry.name.startswith("."):
             report.notes.append(f"folder {entry.name}/ is not a kidata table; kidata ignores it")
+    # Layout 1 (kidata.store.upgrade): each runs file holds its runs' documents, which are
+    # the run_documents table until a writer upgrades the warehouse.
+    documents_in_runs = commit.check_layout(layout.root) == 1
     for table, schema in TABLES.items():
         folder = layout.table(table)
         readable[table] = []
+        if table == "runs" and documents_in_runs:
+            schema = pa.schema([*schema, TABLES["run_documents"].field("document")])
         if not folder.is_dir():
             continue
         for path in sorted(folder.iterdir()):
@@ -272,6 +277,8 @@ def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
                                        + "; ".join(bad))
                 continue
             readable[table].append(path)
+    if documents_in_runs:
+        readable["run_documents"] = readable["runs"]
     return readable
 
 
@@ -352,6 +359,8 @@ def _check_identities(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
 REFERENCES = [
     ("measurements", "run_id", "runs", "run_id", "every measurement belongs to a run"),
     ("published", "run_id", "runs", "run_id", "every published number belongs to a run"),
+    ("run_documents", "run_id", "runs", "run_id", "every run document belongs to a run"),
+    ("runs", "run_id", "run_documents", "run_id", "every run keeps its document"),
     ("workload_parameters", "workload_id", "workloads", "workload_id",
      "every workload parameter belongs to a workload"),
 ]
@@ -475,6 +484,10 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
         except ValueError as exc:
             report.problems.append(f"loads: load {load_id} has an unreadable 'added' ({exc})")
             continue
+        if "run_documents" not in counts and counts.get("runs"):
+            # A load committed in layout 1 (kidata 0.3.13 or older) recorded its runs only:
+            # its documents were in them (kidata.store.upgrade moved them, one per run).
+            counts = {**counts, "run_documents": counts["runs"]}
         recorded[load_id] = counts
     tables = [table for table in filtered_tables() if table != "loads"]
     found: dict[str, dict[str, int]] = {table: {} for table in tables}
@@ -523,7 +536,8 @@ def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     declared = {SPEC_DIGESTS[table]: key for table, key in DOCUMENT_KEYS.items()}
     cols = ", ".join(declared.values())
     bad_runs = []
-    for row in con.sql(f"SELECT run_id, document, {cols} FROM runs ORDER BY run_id").fetchall():
+    for row in con.sql(f"SELECT run_id, d.document, {cols} FROM runs JOIN run_documents d "
+                       "USING (run_id) ORDER BY run_id").fetchall():
         run_id, document, *ids = row
         try:
             doc = json.loads(document)

@@ -95,7 +95,8 @@ def test_seed_rows_have_the_seeds_identity_digests_and_numbers(recent: Warehouse
         spec = bundle["run"]["spec"]
         row = recent.sql(
             "select external_id, protocol_id, environment_id, observed_at, version, title, "
-            "document from runs where run_id = $1", params=[run_id]).fetchall()
+            "document from runs join run_documents using (run_id) where run_id = $1",
+            params=[run_id]).fetchall()
         assert len(row) == 1
         external_id, protocol_id, environment_id, observed_at, version, title, document = row[0]
         assert external_id == spec["sourceNative"]["externalId"]

@@ -157,7 +157,8 @@ def test_final_files_staged_in_final_form_are_the_ordered_query(tmp_path, monkey
         first.write_text("\n".join(kept) + "\n")
     finalize.finished.clear()
     streamed = _load(tmp_path / "streamed", inputs)
-    assert finalize.finished == {("runs", "rewritten"): 1, ("measurements", "rewritten"): 1}
+    assert finalize.finished == {("runs", "rewritten"): 1, ("run_documents", "rewritten"): 1,
+                                 ("measurements", "rewritten"): 1}
     monkeypatch.setattr(LoadCommit, "_stream_final", staticmethod(lambda *args: None))
     queried = _load(tmp_path / "queried", inputs)
     assert streamed == queried

@@ -294,6 +294,23 @@ def test_files_of_another_version_read_with_the_declared_columns(spark, seeded, 
     assert session.sql("SELECT COUNT(*) FROM runs").collect()[0][0] == 26 + 11 + 2
 
 
+def test_a_layout_1_warehouse_gives_run_documents_from_its_runs_files(spark, tmp_path):
+    """kidata 0.3.13 and older kept each run's document in its runs row (layout 1): Spark
+    reads run_documents from the runs files there, as DuckDB does, until a writer upgrades."""
+    session = spark.newSession()
+    wh = tmp_path / "wh"
+    shutil.copytree(Path(__file__).parents[1] / "data" / "layout1" / "warehouse", wh)
+    register(session, wh, views=[])
+    assert "document" not in session.table("runs").columns
+    got = sorted((r.run_id, r.document) for r in
+                 session.sql("SELECT run_id, document FROM run_documents").collect())
+    expected = []
+    for path in sorted((wh / "runs").glob("*.parquet")):
+        table = pq.read_table(path, columns=["run_id", "document"])
+        expected += zip(table["run_id"].to_pylist(), table["document"].to_pylist(), strict=True)
+    assert len(got) == 31 and got == sorted(expected)
+
+
 def test_register_opens_no_file_to_plan_a_table(spark, seeded, tmp_path):
     """Tables are planned from their declared schemas, not from their files' footers
     (mergeSchema read every footer: 30 s at 1M runs). So a file that is not Parquet at all

@@ -159,6 +159,46 @@ def test_check_finds_a_run_without_its_median(several_loads: Path, cli, monkeypa
             "median measurement)") in result.err
 
 
+def test_check_finds_a_run_document_that_names_another_run(several_loads: Path, cli,
+                                                          monkeypatch):
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    path = _first(several_loads / "run_documents")  # seed 000's one run
+    table = pq.read_table(path)
+    run_id = table["run_id"][0].as_py()
+    doc = json.loads(table["document"][0].as_py())
+    doc["metadata"]["name"] = "someone-else"
+    column = table.schema.get_field_index("document")
+    pq.write_table(table.set_column(column, table.schema.field("document"),
+                                    pa.array([json.dumps(doc)])), path)
+    result = cli("check")
+    assert result.code == 1
+    assert (f"problem: runs: 1 run documents disagree with their row: ('{run_id}', "
+            "\"document names run 'someone-else'\")") in result.err
+
+
+def test_check_finds_a_run_without_its_document_and_a_document_without_its_run(
+        several_loads: Path, cli, monkeypatch):
+    """run_documents holds one document per run: a lost file leaves runs without theirs, and
+    a document whose run is gone is an orphan."""
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    documents = _first(several_loads / "run_documents")  # seed 000's one run
+    [run_id] = pq.read_table(documents)["run_id"].to_pylist()
+    documents.unlink()
+    orphan = pq.read_table(_first(several_loads / "run_documents")).slice(0, 1)
+    orphan = orphan.set_column(0, orphan.schema.field("run_id"), pa.array(["no-such-run"]))
+    pq.write_table(orphan, several_loads / "run_documents" / "part-orphan.parquet")
+    result = cli("check")
+    assert result.code == 1
+    assert ("problem: runs: rows for 1 run_ids that are not in run_documents (every run keeps "
+            f"its document), e.g. '{run_id}'") in result.err
+    assert ("problem: run_documents: rows for 1 run_ids that are not in runs (every run "
+            "document belongs to a run), e.g. 'no-such-run'") in result.err
+    # The lost file is a load with fewer documents than it recorded, the orphan (a copy of
+    # the next load's row) one with more.
+    assert "problem: run_documents: 2 loads have another number of rows than they recorded" \
+        in result.err
+
+
 def test_check_finds_half_written_stray_and_misshapen_files(several_loads: Path, cli,
                                                             monkeypatch):
     monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
@@ -209,7 +249,7 @@ def test_check_finds_rows_without_a_commit_marker(several_loads: Path, cli, monk
     assert fixed.code == 0, fixed.err
     # The 10 runs share one kernel, pass, workload, GPU and implementation: 1 latest_runs row.
     assert (f"repaired: wrote the missing commit marker of load {load_id} (1 latest_runs, "
-            "30 measurements, 10 runs)") in fixed.out
+            "30 measurements, 10 run_documents, 10 runs)") in fixed.out
     assert Warehouse(several_loads).sql("select count(*) from runs").fetchall() == [(46,)]
 
 

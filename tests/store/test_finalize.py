@@ -56,7 +56,8 @@ def test_a_clean_load_renames_its_staged_files_without_rewriting_them(tmp_path, 
     report = wh.load([str(source)])
     # 7 new runs, 3 measurements each (runs_factory.bundle: median, p20, p80).
     assert (report.added["runs"], report.added["measurements"], report.rejected) == (7, 21, 0)
-    assert finalize.finished == {("runs", "as-staged"): 1, ("measurements", "as-staged"): 1}
+    assert finalize.finished == {("runs", "as-staged"): 1, ("run_documents", "as-staged"): 1,
+                                 ("measurements", "as-staged"): 1}
     # Every staged run added: the commit knows it from a count and passes no record numbers
     # to look up (at 1M runs a set of 1M numbers probed by 4M rows: ~0.7 CPU s).
     assert (inodes["keep:runs"], inodes["keep:measurements"]) == (None, None)
@@ -101,7 +102,8 @@ def test_a_load_with_duplicates_and_a_conflict_keeps_none_of_them(tmp_path, monk
     assert (second.added["runs"], second.added["measurements"]) == (2, 6)
     assert (second.duplicates, second.rejected) == (2, 1)
     assert [(r.position, r.field) for r in second.rejects] == [("line 4", "run.metadata.name")]
-    assert finalize.finished == {("runs", "rewritten"): 1, ("measurements", "rewritten"): 1}
+    assert finalize.finished == {("runs", "rewritten"): 1, ("run_documents", "rewritten"): 1,
+                                 ("measurements", "rewritten"): 1}
     assert spied["keep:runs"] == spied["keep:measurements"] == [2, 5]  # lines 2 and 5 kept
     runs = _rows(wh.layout.part("runs", second.load_id), ["run_id"])
     assert runs == [(f"{NAME}-3",), (f"{NAME}-4",)]
@@ -123,7 +125,8 @@ def test_a_load_with_duplicates_and_a_conflict_keeps_none_of_them(tmp_path, monk
     finalize.finished.clear()
     third = wh.load([str(again)])
     assert (sum(third.added.values()), third.duplicates) == (0, 3)
-    assert finalize.finished == {("runs", "rewritten"): 1, ("measurements", "rewritten"): 1}
+    assert finalize.finished == {("runs", "rewritten"): 1, ("run_documents", "rewritten"): 1,
+                                 ("measurements", "rewritten"): 1}
     assert not wh.layout.part("runs", third.load_id).exists()
     assert not wh.layout.part("measurements", third.load_id).exists()
 
@@ -142,7 +145,8 @@ def test_without_hard_links_the_staged_file_is_copied_as_it_is(tmp_path, monkeyp
     wh = Warehouse(tmp_path / "wh")
     report = wh.load([str(source)])
     assert (report.added["runs"], report.added["measurements"]) == (4, 12)
-    assert finalize.finished == {("runs", "as-staged"): 1, ("measurements", "as-staged"): 1}
+    assert finalize.finished == {("runs", "as-staged"): 1, ("run_documents", "as-staged"): 1,
+                                 ("measurements", "as-staged"): 1}
     assert _rows(wh.layout.part("runs", report.load_id), ["run_id"]) == [
         (f"{NAME}-{i}",) for i in range(4)]
     assert wh.check().problems == []

@@ -421,7 +421,7 @@ def test_an_integer_within_64_bits_is_stored_exactly(tmp_path):
     wh = tmp_path / "wh"
     result = kidata(wh, "load", path)
     assert result.returncode == 0, result.stderr
-    [(document,)] = Warehouse(wh).sql("select document from runs").fetchall()
+    [(document,)] = Warehouse(wh).sql("select document from run_documents").fetchall()
     assert '"extra":-9223372036854775808' in document
     [(protocol,)] = Warehouse(wh).sql("select document from protocols").fetchall()
     assert json.loads(protocol)["spec"]["big"] == 18446744073709551615

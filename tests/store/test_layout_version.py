@@ -79,7 +79,7 @@ def test_a_new_warehouse_has_its_layout_file_and_checks_clean(tmp_path: Path):
     done = cli(wh, "load", SEED0)
     assert done.returncode == 0, done.stderr
     assert json.loads(layout_file(wh).read_text()) == {
-        "layout": 1, "written_by": f"kidata {kidata.__version__}"}
+        "layout": commit.CURRENT_LAYOUT, "written_by": f"kidata {kidata.__version__}"}
     # `kidata check` knows the file: nothing to report, not even a note.
     report = Warehouse(wh).check()
     assert report.problems == [] and report.notes == []
@@ -87,7 +87,7 @@ def test_a_new_warehouse_has_its_layout_file_and_checks_clean(tmp_path: Path):
     assert checked.returncode == 0 and checked.stdout.rstrip().endswith(": ok"), checked.stdout
     # A warehouse made by the library (no load yet) has it too, and no temporary file is left.
     made = Warehouse(tmp_path / "made").create()
-    assert json.loads(layout_file(made.path).read_text())["layout"] == 1
+    assert json.loads(layout_file(made.path).read_text())["layout"] == commit.CURRENT_LAYOUT
     assert sorted(p.name for p in (made.path / "_kidata").iterdir()
                   if p.is_file()) == ["layout.json"]
 
@@ -100,7 +100,8 @@ def test_a_newer_layout_is_refused_by_load_and_nothing_changes(loaded, tmp_path:
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr == (
         f"Error: the warehouse {wh} has layout 99, written by kidata 9.0.0; this kidata "
-        f"{kidata.__version__} knows layouts up to 1 and neither reads nor writes a newer one "
+        f"{kidata.__version__} knows layouts up to {commit.CURRENT_LAYOUT} and neither reads "
+        "nor writes a newer one "
         "(nothing was changed): upgrade kidata\n")
     assert listing(tmp_path) == before
     # The library says the same with an exception, before it creates or stages anything.
@@ -108,7 +109,7 @@ def test_a_newer_layout_is_refused_by_load_and_nothing_changes(loaded, tmp_path:
         Warehouse(wh).load([str(SEED1)])
     assert isinstance(raised.value, errors.NewerLayout)
     assert isinstance(raised.value, WarehouseError)
-    assert (raised.value.layout, raised.value.known) == (99, 1)
+    assert (raised.value.layout, raised.value.known) == (99, commit.CURRENT_LAYOUT)
     with pytest.raises(errors.NewerLayout):
         Warehouse(wh).create()
     assert listing(tmp_path) == before
@@ -141,24 +142,29 @@ def test_the_library_refuses_to_read_a_newer_layout(loaded):
             read(Warehouse(wh))
 
 
-def test_a_warehouse_without_the_file_still_reads_and_loads_and_gets_it(loaded):
-    """Warehouses written by kidata 0.1-0.2.7 have no layout file: layout 1."""
-    wh, _ = loaded
+def test_a_warehouse_without_the_file_still_reads_and_loads_and_gets_it(tmp_path: Path):
+    """Warehouses written by kidata 0.1-0.2.7 have no layout file: layout 1 (a warehouse
+    kidata 0.3.13 wrote, its file removed; tests/store/test_upgrade.py has the upgrade)."""
+    wh = tmp_path / "wh"
+    shutil.copytree(DATA / "layout1" / "warehouse", wh)
     layout_file(wh).unlink()
-    assert Warehouse(wh).sql("select count(*) from runs").fetchall() == [(1,)]
+    assert Warehouse(wh).sql("select count(*) from runs").fetchall() == [(31,)]
     assert not layout_file(wh).exists()  # reading writes nothing
-    done = cli(wh, "load", SEED1)
+    seed = tmp_path / "again.txt"  # a seed file again, under another name: duplicates
+    shutil.copyfile(SEED1, seed)
+    done = cli(wh, "load", seed)
     assert done.returncode == 0, done.stderr
-    assert Warehouse(wh).sql("select count(*) from runs").fetchall() == [(2,)]
-    # Its next write gives it the file.
+    assert Warehouse(wh).sql("select count(*) from runs").fetchall() == [(31,)]
+    # Its next write gives it the file, upgraded to the current layout.
     assert json.loads(layout_file(wh).read_text()) == {
-        "layout": 1, "written_by": f"kidata {kidata.__version__}"}
+        "layout": commit.CURRENT_LAYOUT, "written_by": f"kidata {kidata.__version__}"}
     assert cli(wh, "check").returncode == 0
 
 
 def test_a_layout_file_of_a_known_layout_with_more_keys_is_read(loaded):
     wh, _ = loaded
-    layout_file(wh).write_text(json.dumps({"layout": 1, "written_by": "kidata 1.4.0",
+    layout_file(wh).write_text(json.dumps({"layout": commit.CURRENT_LAYOUT,
+                                           "written_by": "kidata 1.4.0",
                                            "features": ["something later"]}))
     done = cli(wh, "load", SEED1)
     assert done.returncode == 0, done.stderr
@@ -213,11 +219,11 @@ def test_a_newer_layouts_writer_name_is_shown_only_when_plain(loaded):
     """A warehouse's files are input: its writer's name reaches the terminal only as a short
     printable text."""
     wh, _ = loaded
-    newer(wh, {"layout": 2, "written_by": "kidata 3.0\x1b[2J\x1b]0;pwned\x07"})
+    newer(wh, {"layout": 99, "written_by": "kidata 3.0\x1b[2J\x1b]0;pwned\x07"})
     done = cli(wh, "info")
     assert done.returncode == 2
     assert "\x1b" not in done.stderr and "written by" not in done.stderr
-    assert "has layout 2;" in done.stderr
+    assert "has layout 99;" in done.stderr
 
 
 def test_concurrent_first_writers_leave_one_whole_layout_file(tmp_path: Path):
@@ -251,7 +257,8 @@ def test_concurrent_first_writers_leave_one_whole_layout_file(tmp_path: Path):
     stop.set()
     reader.join()
     assert failures == []
-    whole = json.dumps({"layout": 1, "written_by": f"kidata {kidata.__version__}"}) + "\n"
+    whole = json.dumps({"layout": commit.CURRENT_LAYOUT,
+                        "written_by": f"kidata {kidata.__version__}"}) + "\n"
     assert layout_file(root).read_text() == whole
     assert seen <= {whole}
     assert [p.name for p in (root / "_kidata").iterdir() if p.is_file()] == ["layout.json"]

@@ -1,0 +1,116 @@
+"""A warehouse written in an older layout brought to the current one, under the writer lock.
+
+Every writer (a load's commit, ``kidata compact``, ``kidata check --repair``, ``kidata ack``)
+takes the writer lock through :meth:`kidata.Warehouse.writer_lock`, which upgrades the
+warehouse before anything else: the files a writer adds are in the current layout, and a
+warehouse never mixes two. Readers read either layout as it is (:mod:`kidata.store.tablesql`),
+so a warehouse that no writer touches is read by this kidata without a change.
+
+Layout 1 → 2 (kidata 0.3.14): each run's document leaves its ``runs`` row for ``run_documents``
+(issue 30: a scan of ``runs`` read ~1 KB of JSON per run, and its row groups were cut at a few
+thousand runs). Every ``runs`` file ``<name>`` becomes a narrow file of the same name, its rows
+one GPU per row group as a load writes them, and a ``run_documents/<name>`` file holds its
+runs' documents, row for row, with their ``load_id`` and ``loaded_at``: each load's rows stay
+in files of their own (``kidata unload`` and the snapshot rule are unchanged). One
+:class:`~kidata.store.commit.Transaction` makes the change: the documents' files, then
+``layout.json`` (layout 2), then the narrow ``runs`` files. A crash before its journal changes
+nothing; after it, the next writer completes it. A reader meanwhile may fail with a missing
+column (it read layout 1 and then a narrow file); run it again. It never sees a wrong answer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kidata.errors import WarehouseError
+from kidata.store import durable
+from kidata.store.commit import Transaction, check_layout
+from kidata.store.layout import CURRENT_LAYOUT, Layout, prepared_layout
+
+# How the line an upgrade returns begins (the load's and compaction's reports show it).
+UPGRADED = "upgraded the warehouse"
+# Rows read at a time from a layout-1 runs file (each holds its document: ~1-2 KB a row).
+BATCH = 8192
+
+
+def upgrade(root: Path) -> list[str]:
+    """Bring the warehouse at ``root`` to :data:`~kidata.store.layout.CURRENT_LAYOUT` (call
+    under the writer lock); returns what was done, one line each (none: it was current)."""
+    number = check_layout(root)
+    if number >= CURRENT_LAYOUT:
+        return []
+    return [_documents_apart(root)]
+
+
+def _documents_apart(root: Path) -> str:
+    """Layout 1 → 2: the runs' documents into ``run_documents`` (see the module's doc)."""
+    import pyarrow.parquet as pq
+
+    from kidata import __version__
+
+    layout = Layout(root)
+    tx = Transaction(root, "upgrade to layout 2", faults="upgrade:")
+    runs = 0
+    try:
+        tx.work.mkdir(parents=True, exist_ok=True)
+        files = layout.table_files("runs")
+        narrow: list[tuple[Path, Path]] = []
+        for n, stored in enumerate(files):
+            if "document" not in pq.read_schema(stored).names:
+                continue  # narrow already (a layout file lost, then written again as 1)
+            documents, rows = _split(stored, tx.work, n)
+            runs += rows
+            tx.add(documents, layout.table("run_documents") / stored.name)
+            narrow.append((tx.work / f"runs-{n}.parquet", stored))
+        new_layout = prepared_layout(tx.work)
+        with open(new_layout, "wb") as fh:
+            fh.write(json.dumps({"layout": CURRENT_LAYOUT,
+                                 "written_by": f"kidata {__version__}"}).encode() + b"\n")
+        durable.fsync_file(new_layout)
+        layout.table("run_documents").mkdir(exist_ok=True)
+        tx.replace(new_layout, layout.layout_file)
+        for prepared, stored in narrow:
+            tx.replace(prepared, stored)
+        tx.commit()
+    finally:
+        tx.discard()
+    return (f"{UPGRADED} from layout 1 to {CURRENT_LAYOUT}: the documents of "
+            f"{runs:,} runs ({len(narrow):,} runs files) moved to run_documents")
+
+
+def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
+    """Write the narrow version of the layout-1 runs file ``stored`` (``work/runs-<n>``) and
+    its documents (``work/run_documents-<n>``), both fsync'd; returns the documents' file and
+    its rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kidata.store import finalize
+    from kidata.store.pqwrite import Clustered, GroupedWriter
+    from kidata.store.schema import TABLES, clustered_keys
+
+    source = pq.ParquetFile(stored)
+    runs_schema, docs_schema = TABLES["runs"], TABLES["run_documents"]
+    runs_out, docs_out = work / f"runs-{n}.parquet", work / f"run_documents-{n}.parquet"
+    with GroupedWriter(runs_out, runs_schema, max_bytes=finalize.group_bytes("runs")) as rw, \
+            GroupedWriter(docs_out, docs_schema) as dw:
+        # A file written before 0.3.12 is in input order: clustered as a load writes now.
+        sink = Clustered(rw, clustered_keys("runs"), finalize.CLUSTER_BYTES)
+        for batch in source.iter_batches(batch_size=BATCH):
+            rows = pa.Table.from_batches([batch])
+            sink.write(rows.select(runs_schema.names).cast(runs_schema))
+            dw.write(rows.select(docs_schema.names).cast(docs_schema))
+            pa.default_memory_pool().release_unused()
+        sink.close()
+    from kidata.store.pqwrite import write_reader
+
+    for path, schema in ((runs_out, runs_schema), (docs_out, docs_schema)):
+        if not path.exists():  # a file of no rows stays one
+            write_reader(path, schema, iter(()), create_empty=True)
+    if rw.rows != source.metadata.num_rows or dw.rows != rw.rows:
+        raise WarehouseError(f"{stored}: upgrading wrote {rw.rows:,} runs and {dw.rows:,} "
+                             f"documents of {source.metadata.num_rows:,} rows")
+    for path in (runs_out, docs_out):
+        durable.fsync_file(path)
+    return docs_out, dw.rows

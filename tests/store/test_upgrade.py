@@ -1,0 +1,190 @@
+"""Layout 2 (issue 30, item 3): a run's document lives in ``run_documents``, not in its
+``runs`` row, and a warehouse of layout 1 is read as it is and upgraded by its next writer.
+
+The layout-1 warehouse is ``tests/data/layout1/warehouse``, written by kidata 0.3.13 itself
+(see its README): the seeds, then Liger's edge-case CSV, two loads. What it held is read here
+from its Parquet files with pyarrow, not through kidata, and compared with what kidata gives
+before and after the upgrade. The commands run the installed console script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import kidata
+from kidata import Warehouse
+from kidata.store import commit, upgrade
+
+DATA = Path(__file__).parents[1] / "data"
+LAYOUT1 = DATA / "layout1" / "warehouse"
+SEEDS = DATA / "seeds"
+KIDATA = str(Path(sys.executable).parent / "kidata")
+PACKAGE_ROOT = str(Path(kidata.__file__).resolve().parents[1])
+# The two loads of the fixture: 26 seed runs, then 5 Liger runs.
+RUNS = 31
+
+
+def cli(wh: Path, *args: object, **env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT, "KIDATA_COMPACT_AT": "0", **env}
+    return subprocess.run([KIDATA, "-w", str(wh), *map(str, args)], capture_output=True,
+                          text=True, timeout=180, env=env)
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Path:
+    wh = tmp_path / "wh"
+    shutil.copytree(LAYOUT1, wh)
+    return wh
+
+
+def stored_documents(wh: Path) -> set[tuple]:
+    """(run_id, document, load_id, loaded_at) of every run, read from the layout-1 runs files."""
+    out = set()
+    for path in sorted((wh / "runs").glob("*.parquet")):
+        table = pq.read_table(path, columns=["run_id", "document", "load_id", "loaded_at"])
+        out |= set(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
+    return out
+
+
+def layout_number(wh: Path) -> int:
+    return json.loads((wh / "_kidata" / "layout.json").read_text())["layout"]
+
+
+def answers(wh: Path) -> dict[str, list]:
+    db = Warehouse(wh)
+    return {
+        "runs": db.sql("select * exclude (load_id, loaded_at) from runs "
+                       "order by run_id").fetchall(),
+        "documents": db.sql("select run_id, document, load_id, loaded_at "
+                            "from run_documents order by run_id").fetchall(),
+        "speedups": db.sql("select * from speedups order by all").fetchall(),
+        "summary": db.sql("select * from speedup_summary order by all").fetchall(),
+    }
+
+
+def test_the_fixture_is_a_layout_1_warehouse_with_documents_in_its_runs():
+    assert layout_number(LAYOUT1) == 1
+    documents = stored_documents(LAYOUT1)
+    assert len(documents) == RUNS
+    for run_id, document, _, _ in documents:
+        assert json.loads(document)["metadata"]["name"] == run_id
+
+
+def test_a_layout_1_warehouse_is_read_as_it_is_without_a_write(old: Path):
+    before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()}
+    got = answers(old)
+    # runs without the column, run_documents from the runs files: exactly what they hold.
+    assert "document" not in Warehouse(old).sql("select * from runs").columns
+    assert set(got["documents"]) == stored_documents(LAYOUT1)
+    assert len(got["runs"]) == RUNS and got["speedups"]
+    # A check reads it too (a check takes the lock but writes nothing).
+    done = cli(old, "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ": ok" in done.stdout
+    assert {p: p.read_bytes() for p in old.rglob("*") if p.is_file() and p.name != "lock"} \
+        == {p: b for p, b in before.items() if p.name != "lock"}
+    assert layout_number(old) == 1
+
+
+def test_a_load_upgrades_it_first_and_every_answer_stays(old: Path, tmp_path: Path):
+    expected = answers(old)
+    bundles_before = tmp_path / "before.jsonl"
+    assert cli(old, "export", "runs", "--format", "kernelindex", "-o", bundles_before
+               ).returncode == 0
+    # The seeds again, from another folder (not skipped as unchanged): all duplicates.
+    seeds = tmp_path / "seeds"
+    shutil.copytree(SEEDS, seeds)
+    done = cli(old, "load", seeds)
+    assert done.returncode == 0, done.stderr
+    assert (f"warning: upgraded the warehouse from layout 1 to 2: the documents of {RUNS} runs "
+            "(2 runs files) moved to run_documents") in done.stderr
+    assert "0 runs added" in done.stdout and "26 duplicates skipped" in done.stdout
+    assert layout_number(old) == 2
+    # Each runs file is narrow now, and its documents are in run_documents under its name.
+    runs_files = sorted(p.name for p in (old / "runs").glob("*.parquet"))
+    assert runs_files == sorted(p.name for p in (old / "run_documents").glob("*.parquet"))
+    for name in runs_files:
+        assert "document" not in pq.read_schema(old / "runs" / name).names
+        narrow = pq.read_table(old / "runs" / name, columns=["run_id", "load_id"])
+        docs = pq.read_table(old / "run_documents" / name, columns=["run_id", "load_id"])
+        assert sorted(narrow.to_pylist(), key=str) == sorted(docs.to_pylist(), key=str)
+    assert answers(old) == expected
+    bundles_after = tmp_path / "after.jsonl"
+    assert cli(old, "export", "runs", "--format", "kernelindex", "-o", bundles_after
+               ).returncode == 0
+    assert bundles_after.read_bytes() == bundles_before.read_bytes()
+    done = cli(old, "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The next writer has nothing to upgrade.
+    again = cli(old, "load", seeds)
+    assert again.returncode == 0 and "upgraded" not in again.stderr
+
+
+def test_compact_upgrades_it_and_says_so(old: Path):
+    expected = answers(old)
+    done = cli(old, "compact")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("upgraded the warehouse from layout 1 to 2")
+    assert layout_number(old) == 2
+    assert answers(old) == expected
+    assert cli(old, "check").returncode == 0
+
+
+def test_a_layout_1_warehouse_without_its_file_is_upgraded_too(old: Path):
+    """kidata 0.1-0.2.7 wrote no layout file: such a warehouse holding runs is layout 1."""
+    (old / "_kidata" / "layout.json").unlink()
+    expected = answers(old)
+    assert not (old / "_kidata" / "layout.json").exists()  # reading wrote nothing
+    assert cli(old, "compact").returncode == 0
+    assert layout_number(old) == 2
+    assert answers(old) == expected
+
+
+def test_a_new_warehouse_is_layout_2_and_documents_are_apart(tmp_path: Path):
+    wh = tmp_path / "wh"
+    assert cli(wh, "load", SEEDS).returncode == 0
+    assert layout_number(wh) == commit.CURRENT_LAYOUT == 2
+    [runs] = (wh / "runs").glob("*.parquet")
+    [documents] = (wh / "run_documents").glob("*.parquet")
+    assert "document" not in pq.read_schema(runs).names
+    table = pq.read_table(documents)
+    assert table.num_rows == 26
+    for run_id, document in zip(table["run_id"].to_pylist(), table["document"].to_pylist(),
+                                strict=True):
+        assert json.loads(document)["metadata"]["name"] == run_id
+
+
+@pytest.mark.parametrize("point", ["upgrade:before-journal", "upgrade:after-journal"])
+def test_an_upgrade_killed_is_all_or_nothing(old: Path, point: str):
+    """A writer killed (SIGKILL) before the upgrade's journal leaves layout 1 as it was; after
+    it, the journal, which the next writer completes. Readers meanwhile see the same answers."""
+    expected = answers(old)
+    killed = cli(old, "compact", KIDATA_FAULT=point, KIDATA_FAULT_ACTION="kill")
+    assert killed.returncode == -9, killed.stderr
+    journals = list((old / "_kidata" / "journal").glob("*.json"))
+    assert len(journals) == (1 if point.endswith("after-journal") else 0)
+    assert layout_number(old) == 1
+    assert answers(old) == expected
+    done = cli(old, "check", "--repair")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert layout_number(old) == 2
+    assert answers(old) == expected
+    assert not list((old / "_kidata" / "journal").glob("*.json"))
+
+
+def test_upgrade_of_a_current_warehouse_does_nothing(tmp_path: Path):
+    wh = tmp_path / "wh"
+    assert cli(wh, "load", SEEDS).returncode == 0
+    before = sorted(p.stat().st_mtime_ns for p in wh.rglob("*.parquet"))
+    with Warehouse(wh).writer_lock() as done:
+        assert done == []
+    assert upgrade.upgrade(wh) == []
+    assert sorted(p.stat().st_mtime_ns for p in wh.rglob("*.parquet")) == before
