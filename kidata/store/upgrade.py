@@ -45,6 +45,7 @@ def upgrade(root: Path) -> list[str]:
 
 def _documents_apart(root: Path) -> str:
     """Layout 1 → 2: the runs' documents into ``run_documents`` (see the module's doc)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from kidata import __version__
@@ -57,9 +58,17 @@ def _documents_apart(root: Path) -> str:
         files = layout.table_files("runs")
         narrow: list[tuple[Path, Path]] = []
         for n, stored in enumerate(files):
-            if "document" not in pq.read_schema(stored).names:
-                continue  # narrow already (a layout file lost, then written again as 1)
-            documents, rows = _split(stored, tx.work, n)
+            try:
+                if "document" not in pq.read_schema(stored).names:
+                    continue  # narrow already (a layout file lost, then written again as 1)
+                documents, rows = _split(stored, tx.work, n)
+            except (OSError, pa.ArrowException) as exc:  # a warehouse's files are input
+                rel = stored.relative_to(root)
+                raise WarehouseError(
+                    f"cannot upgrade the warehouse {root} from layout 1 to {CURRENT_LAYOUT}: "
+                    f"{rel} cannot be read ({exc}); nothing was changed. Restore the file, or "
+                    f"move it out of the warehouse, and run again (kidata check lists what "
+                    f"else is wrong)") from None
             runs += rows
             tx.add(documents, layout.table("run_documents") / stored.name)
             narrow.append((tx.work / f"runs-{n}.parquet", stored))

@@ -180,6 +180,32 @@ def test_an_upgrade_killed_is_all_or_nothing(old: Path, point: str):
     assert not list((old / "_kidata" / "journal").glob("*.json"))
 
 
+def test_an_unreadable_runs_file_stops_the_upgrade_with_an_error_naming_it(old: Path,
+                                                                            tmp_path: Path):
+    """A warehouse's files are input: a damaged runs file is an error line naming it, not a
+    traceback, and nothing changes; moved out of the way, the upgrade goes ahead."""
+    damaged = sorted((old / "runs").glob("*.parquet"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:3000])
+    before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file() and p.name != "lock"}
+    seeds = tmp_path / "seeds"
+    shutil.copytree(SEEDS, seeds)
+    for args in (("load", seeds), ("compact",), ("check", "--repair")):
+        done = cli(old, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr.startswith(
+            f"Error: cannot upgrade the warehouse {old} from layout 1 to 2: "
+            f"runs/{damaged.name} cannot be read ("), done.stderr
+        assert "nothing was changed" in done.stderr and "Traceback" not in done.stderr
+    assert {p: p.read_bytes() for p in old.rglob("*") if p.is_file() and p.name != "lock"
+            and "compact" not in p.parts} == before
+    assert layout_number(old) == 1
+    damaged.rename(tmp_path / damaged.name)
+    done = cli(old, "compact")
+    assert done.returncode == 0, done.stderr
+    assert "the documents of 5 runs (1 runs files)" in done.stdout
+    assert layout_number(old) == 2
+
+
 def test_upgrade_of_a_current_warehouse_does_nothing(tmp_path: Path):
     wh = tmp_path / "wh"
     assert cli(wh, "load", SEEDS).returncode == 0
