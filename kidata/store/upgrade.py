@@ -51,6 +51,11 @@ def _documents_apart(root: Path) -> str:
     from kidata import __version__
 
     layout = Layout(root)
+    if layout.table_files("run_documents"):  # layout 1 has none: whose are they?
+        raise WarehouseError(
+            f"cannot upgrade the warehouse {root} from layout 1 to {CURRENT_LAYOUT}: its "
+            "run_documents/ folder holds files, which no kidata of layout 1 writes; nothing was "
+            "changed. Move them out of the warehouse and run again")
     tx = Transaction(root, "upgrade to layout 2", faults="upgrade:")
     runs = 0
     try:
@@ -81,11 +86,12 @@ def _documents_apart(root: Path) -> str:
         tx.replace(new_layout, layout.layout_file)
         for prepared, stored in narrow:
             tx.replace(prepared, stored)
-        tx.commit()
+        warning = tx.commit()
     finally:
         tx.discard()
     return (f"{UPGRADED} from layout 1 to {CURRENT_LAYOUT}: the documents of "
-            f"{runs:,} runs ({len(narrow):,} runs files) moved to run_documents")
+            f"{runs:,} runs ({len(narrow):,} runs files) moved to run_documents"
+            + (f" ({warning})" if warning else ""))
 
 
 def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:

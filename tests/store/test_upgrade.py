@@ -206,6 +206,20 @@ def test_an_unreadable_runs_file_stops_the_upgrade_with_an_error_naming_it(old: 
     assert layout_number(old) == 2
 
 
+def test_files_in_run_documents_of_a_layout_1_warehouse_stop_the_upgrade(old: Path):
+    """Layout 1 has no run_documents files: an upgrade would rename over them, so it refuses."""
+    stray = old / "run_documents"
+    stray.mkdir()
+    shutil.copyfile(sorted((old / "runs").glob("*.parquet"))[0], stray / "part-copied.parquet")
+    done = cli(old, "compact")
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"Error: cannot upgrade the warehouse {old} from layout 1 to 2: its run_documents/ "
+        "folder holds files, which no kidata of layout 1 writes; nothing was changed. Move "
+        "them out of the warehouse and run again\n")
+    assert layout_number(old) == 1
+
+
 def test_upgrade_of_a_current_warehouse_does_nothing(tmp_path: Path):
     wh = tmp_path / "wh"
     assert cli(wh, "load", SEEDS).returncode == 0
