@@ -67,13 +67,13 @@ def _documents_apart(root: Path) -> str:
                 if "document" not in pq.read_schema(stored).names:
                     continue  # narrow already (a layout file lost, then written again as 1)
                 documents, rows = _split(stored, tx.work, n)
-            except (OSError, pa.ArrowException) as exc:  # a warehouse's files are input
+            except (OSError, ValueError, TypeError, pa.ArrowException) as exc:  # input
                 rel = stored.relative_to(root)
                 raise WarehouseError(
                     f"cannot upgrade the warehouse {root} from layout 1 to {CURRENT_LAYOUT}: "
-                    f"{rel} cannot be read ({exc}); nothing was changed. Restore the file, or "
-                    f"move it out of the warehouse, and run again (kidata check lists what "
-                    f"else is wrong)") from None
+                    f"{rel} cannot be read as a runs file ({exc}); nothing was changed. "
+                    "Restore the file, or move it out of the warehouse, and run again "
+                    "(kidata check lists what else is wrong)") from None
             runs += rows
             tx.add(documents, layout.table("run_documents") / stored.name)
             narrow.append((tx.work / f"runs-{n}.parquet", stored))
@@ -99,6 +99,7 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     its documents (``work/run_documents-<n>``), both fsync'd; returns the documents' file and
     its rows."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from kidata.store import finalize
@@ -112,10 +113,15 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
             GroupedWriter(docs_out, docs_schema) as dw:
         # A file written before 0.3.12 is in input order: clustered as a load writes now.
         sink = Clustered(rw, clustered_keys("runs"), finalize.CLUSTER_BYTES)
+        documented = 0
         for batch in source.iter_batches(batch_size=BATCH):
             rows = pa.Table.from_batches([batch])
             sink.write(rows.select(runs_schema.names).cast(runs_schema))
-            dw.write(rows.select(docs_schema.names).cast(docs_schema))
+            # A run stored without its document (damage kidata check reports) keeps its row;
+            # it has no document to move, and check goes on reporting it.
+            docs = rows.select(docs_schema.names).filter(pc.is_valid(rows["document"]))
+            documented += docs.num_rows
+            dw.write(docs.cast(docs_schema))
             pa.default_memory_pool().release_unused()
         sink.close()
     from kidata.store.pqwrite import write_reader
@@ -123,7 +129,7 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     for path, schema in ((runs_out, runs_schema), (docs_out, docs_schema)):
         if not path.exists():  # a file of no rows stays one
             write_reader(path, schema, iter(()), create_empty=True)
-    if rw.rows != source.metadata.num_rows or dw.rows != rw.rows:
+    if rw.rows != source.metadata.num_rows or dw.rows != documented:
         raise WarehouseError(f"{stored}: upgrading wrote {rw.rows:,} runs and {dw.rows:,} "
                              f"documents of {source.metadata.num_rows:,} rows")
     for path in (runs_out, docs_out):

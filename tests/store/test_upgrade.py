@@ -194,7 +194,7 @@ def test_an_unreadable_runs_file_stops_the_upgrade_with_an_error_naming_it(old: 
         assert done.returncode == 1, (args, done.stderr)
         assert done.stderr.startswith(
             f"Error: cannot upgrade the warehouse {old} from layout 1 to 2: "
-            f"runs/{damaged.name} cannot be read ("), done.stderr
+            f"runs/{damaged.name} cannot be read as a runs file ("), done.stderr
         assert "nothing was changed" in done.stderr and "Traceback" not in done.stderr
     assert {p: p.read_bytes() for p in old.rglob("*") if p.is_file() and p.name != "lock"
             and "compact" not in p.parts} == before
@@ -204,6 +204,33 @@ def test_an_unreadable_runs_file_stops_the_upgrade_with_an_error_naming_it(old: 
     assert done.returncode == 0, done.stderr
     assert "the documents of 5 runs (1 runs files)" in done.stdout
     assert layout_number(old) == 2
+
+
+def test_a_run_stored_without_its_document_is_carried_over_and_still_reported(old: Path):
+    """Damage the upgrade does not make worse: the run keeps its row, has no document to
+    move, and kidata check reports it before and after."""
+    import pyarrow as pa
+
+    path = sorted((old / "runs").glob("*.parquet"))[0]
+    table = pq.read_table(path)
+    run_id = table["run_id"][0].as_py()
+    documents = table["document"].to_pylist()
+    documents[0] = None
+    at = table.schema.get_field_index("document")
+    pq.write_table(table.set_column(at, pa.field("document", pa.string()),
+                                    pa.array(documents)), path)
+    before = cli(old, "check")
+    assert before.returncode == 1
+    assert "problem: run_documents: 1 rows have no document, which is required" in before.stderr
+    done = cli(old, "compact")
+    assert done.returncode == 0, done.stderr
+    assert f"the documents of {RUNS - 1} runs (2 runs files)" in done.stdout
+    assert layout_number(old) == 2
+    after = cli(old, "check")
+    assert after.returncode == 1
+    assert ("problem: runs: rows for 1 run_ids that are not in run_documents (every run keeps "
+            f"its document), e.g. '{run_id}'") in after.stderr
+    assert Warehouse(old).sql("select count(*) from runs").fetchall() == [(RUNS,)]
 
 
 def test_files_in_run_documents_of_a_layout_1_warehouse_stop_the_upgrade(old: Path):
