@@ -176,6 +176,35 @@ def test_check_finds_a_run_document_that_names_another_run(several_loads: Path, 
             "\"document names run 'someone-else'\")") in result.err
 
 
+def test_check_counts_every_disagreeing_run_document_and_shows_the_first_by_run_id(
+        several_loads: Path, cli, monkeypatch):
+    """Documents are checked a batch at a time, in no order: the count is of all of them and
+    the examples are the smallest run ids, as if sorted."""
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    monkeypatch.setattr("kidata.store.verify.DOCUMENT_BATCH", 3)  # several batches
+    path = sorted((several_loads / "run_documents").glob("*.parquet"))[-1]  # runs 10-19
+    table = pq.read_table(path)
+    # Both files of the load in descending run id order: the check reads them in no order of
+    # its own, so the examples must be sorted, not the first read.
+    for folder in ("runs", "run_documents"):
+        other = sorted((several_loads / folder).glob("*.parquet"))[-1]
+        rows = pq.read_table(other)
+        pq.write_table(rows.sort_by([("run_id", "descending")]), other)
+    table = pq.read_table(path)
+    docs = [json.loads(d) for d in table["document"].to_pylist()]
+    for doc in docs:
+        doc["metadata"]["name"] = "x"
+    column = table.schema.get_field_index("document")
+    pq.write_table(table.set_column(column, table.schema.field("document"),
+                                    pa.array([json.dumps(d) for d in docs])), path)
+    first = sorted(table["run_id"].to_pylist())[:5]
+    result = cli("check")
+    assert result.code == 1
+    shown = ", ".join(f"('{r}', \"document names run 'x'\")" for r in first)
+    assert (f"problem: runs: {table.num_rows} run documents disagree with their row: "
+            f"{shown}, …") in result.err
+
+
 def test_check_finds_a_run_without_its_document_and_a_document_without_its_run(
         several_loads: Path, cli, monkeypatch):
     """run_documents holds one document per run: a lost file leaves runs without theirs, and
