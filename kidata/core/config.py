@@ -136,9 +136,10 @@ VARIABLES: tuple[Variable, ...] = (
              "`latest_runs`.", _size),
     Variable("KIDATA_QUERY_MEMORY", "query_memory", "size", None,
              "DuckDB's own (80% of RAM)",
-             "DuckDB's memory limit for reading: every query, view, report and export "
-             "session; beyond it DuckDB spills to a temporary folder (under the system's "
-             "temporary directory, removed when the session closes), slower but bounded. "
+             "DuckDB's memory limit for reading: every query, view, report, export and "
+             "`kidata check` session; beyond it DuckDB spills to a temporary folder (under "
+             "the system's temporary directory, removed when the session closes), slower but "
+             "bounded. "
              "At 1M runs `kidata regressions` peaks at 0.6 GB instead of 3.5 GB with `500MB`, "
              "taking ~2.2x as long (docs/benchmarks.md, Run AM). A query that cannot spill "
              "what it needs fails with DuckDB's out-of-memory error: raise it.", _size),

@@ -106,7 +106,7 @@ def _writers_paused(layout: Layout) -> Iterator[None]:
 def _check_files_and_rows(layout: Layout, report: CheckReport) -> None:
     pending = _check_private(layout, report)
     readable = _check_files(layout, report)
-    con = engine.connect()
+    con = engine.connect(engine.reading_settings())
     try:
         # Rows of a commit still to be completed are reported once, as that, and left out of
         # the other checks (its measurements may be in place while its runs are not yet).
@@ -154,7 +154,7 @@ def _write_missing_markers(layout: Layout) -> list[str]:
     Runs under the writer lock after recovery, so no commit is in flight."""
     from kidata import __version__
 
-    con = engine.connect()
+    con = engine.connect(engine.reading_settings())
     done = []
     # One commit for all the markers: each is a new file that makes its load visible whole.
     tx = commit.Transaction(layout.root, "repair of the commit markers", faults="repair-")
@@ -434,7 +434,7 @@ def _rewrite_derived(layout: Layout) -> list[str]:
     Runs under the writer lock, after recovery and the missing commit markers."""
     from kidata.store.pqwrite import write_reader
 
-    con = engine.connect()
+    con = engine.connect(engine.reading_settings())
     try:
         snapshot.define(con, layout.root)
         stored = table_sql(layout.root, "latest_runs")

@@ -107,3 +107,25 @@ def test_export_duckdb_within_a_small_limit_copies_every_row(seeded, tmp_path):
     for a, b in zip(copied, here, strict=True):  # floats to the last bits of a parallel sum's order
         assert [round(v, 9) if isinstance(v, float) else v for v in a] == \
             [round(v, 9) if isinstance(v, float) else v for v in b]
+
+
+def test_check_reads_within_the_limit(seeded, monkeypatch):
+    """`kidata check` reads every row of the warehouse: its DuckDB connections take the limit
+    as the other reading sessions do (at 1M runs 0.6 GB with 400MB instead of 1.6 GB:
+    docs/benchmarks.md, Run AP), and it checks the same."""
+    from kidata.core import engine
+    from kidata.store import verify
+
+    limits = []
+    real = engine.connect
+
+    def connect(config=None):
+        con = real(config)
+        limits.append(con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        return con
+
+    monkeypatch.setattr(verify.engine, "connect", connect)
+    monkeypatch.setenv("KIDATA_QUERY_MEMORY", "64MB")
+    report = Warehouse(seeded.path).check()
+    assert report.ok, report.problems
+    assert limits and set(limits) == {"61.0 MiB"}  # 64 MB as DuckDB shows it
