@@ -34,7 +34,7 @@ from kidata.errors import (
 from kidata.query.session import Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
-from kidata.store.upgrade import UPGRADED, upgrade
+from kidata.store.upgrade import upgrade
 
 # The readers, the load's commit (its thread pool) and filelock (~0.05 s: it imports asyncio)
 # are imported where a load or a repair uses them: a query process never does
@@ -68,6 +68,7 @@ class Warehouse:
         self.min_effect = min_effect
         self.session = Session(self.path, self.require, self.window, min_effect)
         self._last_recovery: list[str] = []  # what the last writer_lock() recovered
+        self._last_upgrade: list[str] = []  # and what it upgraded (kidata.store.upgrade)
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.path)!r})"
@@ -132,7 +133,8 @@ class Warehouse:
         :attr:`last_recovery` gives it."""
         with commit.writer_lock(self.path) as recovered:
             # Every writer works on the current layout: an older warehouse is upgraded first.
-            recovered = [*recovered, *upgrade(self.path)]
+            self._last_upgrade = upgrade(self.path)
+            recovered = [*recovered, *self._last_upgrade]
             self._last_recovery = recovered
             yield recovered
 
@@ -212,10 +214,9 @@ class Warehouse:
                     return report
                 if phase is not None:
                     phase("commit")
-                with self.writer_lock() as done:
-                    for line in done:  # an upgrade: older kidata versions now refuse it
-                        if line.startswith(UPGRADED):
-                            report.add_warning(line)
+                with self.writer_lock():
+                    for line in self._last_upgrade:  # older kidata versions now refuse it
+                        report.add_warning(line)
                     if read is None:
                         # Every file unchanged since it was loaded: nothing staged, nothing
                         # to commit (and no pyarrow to import: a re-load is start-up only).
@@ -411,9 +412,11 @@ class Warehouse:
         picked = compaction.chosen(tables)  # a wrong table name is refused before anything
         self.require()
         try:
-            return compaction.compact(self.layout, self.writer_lock, picked)
+            report = compaction.compact(self.layout, self.writer_lock, picked)
         finally:
             self.session.forget()
+        report.upgraded = list(self._last_upgrade)
+        return report
 
     def records(self):
         """The warehouse's runs as kernelindex bundles; see :func:`kidata.query.bundles.bundles`."""

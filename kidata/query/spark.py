@@ -34,7 +34,7 @@ import pyarrow as pa
 from kidata.core.viewfiles import View, load_views, with_dependencies
 from kidata.errors import KidataError, NoSuchView, QueryError, WarehouseError
 from kidata.query.session import closest_names
-from kidata.store import commit, derived, reference, snapshot
+from kidata.store import commit, derived, reference, snapshot, tablesql
 from kidata.store.schema import REFERENCE, TABLES
 
 if TYPE_CHECKING:
@@ -116,10 +116,11 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     if local is not None:
         # A warehouse of a newer layout is refused, as by DuckDB (what a newer layout changed
         # could make these answers wrong). A URI's layout file is not read: see docs/spark.md.
-        number = commit.check_layout(local)
+        commit.check_layout(local)
     # Layout 1 (kidata 0.3.13 and older) kept each run's document in its runs row: read there.
     # (A URI's layout is not known; its run_documents folder is read.)
-    documents_from = "runs" if local is not None and number == 1 else "run_documents"
+    documents_from = ("runs" if local is not None and tablesql.documents_in_runs(local)
+                      else "run_documents")
     # Reference tables whose file is missing or out of date are served from the packaged data,
     # as Warehouse.connect does for DuckDB (only checkable for a local warehouse).
     packaged = set(reference.stale(local)) if local else set()

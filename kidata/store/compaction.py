@@ -49,7 +49,6 @@ from kidata.store import commit, contexts, pqwrite
 from kidata.store.layout import Layout
 from kidata.store.pqwrite import write_reader
 from kidata.store.schema import CLUSTERED, COMMIT_ORDER, TABLES, clustered_keys
-from kidata.store.upgrade import UPGRADED
 
 # Files at least this large are not merged (``kidata compact`` reclusters them: see above).
 SMALL_BYTES = 64 * 1024 * 1024
@@ -73,7 +72,8 @@ BUFFER_BYTES = 32 * 1024 * 1024
 class CompactReport:
     """Per table: files before and after, and the files rewritten only to be clustered
     (``reclustered``: not merged for being small); ``rows`` merged in total; ``upgraded``:
-    what the writer lock did first to a warehouse of an older layout (kidata.store.upgrade)."""
+    what the writer lock did first to a warehouse of an older layout (kidata.store.upgrade;
+    filled in by the facade, whose lock upgrades)."""
 
     tables: dict[str, tuple[int, int]] = field(default_factory=dict)
     reclustered: dict[str, int] = field(default_factory=dict)
@@ -109,10 +109,9 @@ def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any
     recovery did). ``small_bytes``: :data:`SMALL_BYTES`."""
     picked = chosen(tables)
     small_bytes = SMALL_BYTES if small_bytes is None else small_bytes
-    with writer_lock() as done:
+    with writer_lock():
         report = _merge_tables(layout, {t: _split(layout, t, small_bytes, recluster=True)
                                         for t in picked}, 2)
-        report.upgraded = [line for line in done or () if line.startswith(UPGRADED)]
         if set(picked) == set(compactable()):  # the whole warehouse: its contexts too
             _rebuild_contexts(layout, report, 1)
         return report

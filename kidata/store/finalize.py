@@ -46,11 +46,8 @@ from kidata.store.schema import COLUMNS, KEYS, STAGED_LATENCY, clustered_keys
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from kidata.store.pqwrite import GroupedWriter
+    from kidata.store.pqwrite import GroupedWriter, HandBack
 
-# Arrow bytes of staged runs (documents included) written between two hand-backs of freed
-# memory to the system (as kidata.store.pqwrite.Clustered does by the rows it writes).
-RELEASE_BYTES = 64 * 1024 * 1024
 # Tables a load stages in final form (the others are small: the commit writes them). The
 # staged ``runs`` rows carry their documents, which DirectWriter writes to ``run_documents``.
 DIRECT = ("runs", "run_documents", "measurements")
@@ -95,19 +92,25 @@ class DirectWriter:
         self.values = {"load_id": load_id, "loaded_at": loaded_at}
         self.writers: dict[str, tuple] = {}
         self._constants: dict[str, pa.Array] = {}
-        self._written = 0  # staged runs' bytes since memory was last handed back
+        # Freed memory goes back to the system every so many staged runs' bytes, documents
+        # included: Clustered counts the narrow rows it writes only, while the documents are
+        # most of what the workers' tables free (counted there alone, the hand-backs came ~5x
+        # less often: docs/benchmarks.md, Run AP). Not at every write: the pages would come
+        # back as page faults, which cost more than the peak it saves (Run U).
+        self._hand_back: HandBack | None = None
 
     def write(self, table: str, data: pa.Table) -> None:
         if not data.num_rows:
             return
         import pyarrow as pa
 
+        from kidata.store.pqwrite import Clustered, GroupedWriter, HandBack
+        from kidata.store.schema import TABLES
+
         if table == "runs":  # the documents apart, in input order (schema.RUN_DOCUMENTS)
             self.write("run_documents", data.select(["run_id", "document", "_seq"]))
-            self._release_every(data.nbytes)
-
-        from kidata.store.pqwrite import Clustered, GroupedWriter
-        from kidata.store.schema import TABLES
+            self._hand_back = self._hand_back or HandBack()
+            self._hand_back.add(data.nbytes)
 
         found = self.writers.get(table)
         if found is None:
@@ -128,22 +131,6 @@ class DirectWriter:
                    for f in pair.final.schema]
         columns += [data[name] for name in SIDECAR[table]]
         sink.write(pa.Table.from_arrays(columns, schema=pair.schema))
-        # Freed memory is handed back to the system every RELEASE_BYTES of runs
-        # (_release_every), not at every write: the pages would come back as page faults,
-        # which cost more than the peak it saves (docs/benchmarks.md, Run U).
-
-    def _release_every(self, nbytes: int) -> None:
-        """Hand freed memory back to the system every :data:`RELEASE_BYTES` of staged runs
-        (documents included) written. The runs' buffer per GPU does so by the bytes it writes
-        (kidata.store.pqwrite.Clustered), but its rows no longer carry the documents, which
-        are most of what the workers' tables free: counted there alone, the hand-backs came
-        ~5x less often (docs/benchmarks.md, Run AP: half of 0.3.14's extra peak at 1M runs)."""
-        import pyarrow as pa
-
-        self._written += nbytes
-        if self._written >= RELEASE_BYTES:
-            self._written = 0
-            pa.default_memory_pool().release_unused()
 
     def _constant(self, field: pa.Field, n: int) -> pa.Array:
         """``n`` copies of a constant column's value (converted once, then sliced)."""

@@ -142,7 +142,7 @@ class Clustered:
         self.buffers: dict[object, list[pa.Buffer | pa.Table]] = {}
         self.sizes: dict[object, tuple[int, int, int]] = {}  # rows, Arrow bytes, held bytes
         self.held = 0
-        self.emitted = 0
+        self.hand_back = HandBack()
 
     def write(self, table: pa.Table) -> None:
         column = table.column(self.lead)
@@ -174,13 +174,22 @@ class Clustered:
         self.held -= self.sizes.pop(value)[2]
         self.writer.write(table.take(pc.sort_indices(table, sort_keys=self.sort_keys)))
         self.writer.cut()
-        # Hand freed memory back every 64 MB written: the parts leave the allocator holding
-        # tens of MB at 1M runs otherwise; at every row group it costs ~15% more CPU in page
-        # faults (docs/benchmarks.md, Run AN).
-        self.emitted += table.nbytes
-        del table
-        if self.emitted >= RELEASE_BYTES:
-            self.emitted = 0
+        # The parts leave the allocator holding tens of MB at 1M runs otherwise.
+        self.hand_back.add(table.nbytes)
+
+
+class HandBack:
+    """Hands memory Arrow freed back to the system every :data:`RELEASE_BYTES` of rows
+    written (:meth:`add`): at every row group it cost ~15% more CPU in page faults, never it
+    left the allocator holding tens of MB at 1M runs (docs/benchmarks.md, Runs AN and AP)."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def add(self, nbytes: int) -> None:
+        self.written += nbytes
+        if self.written >= RELEASE_BYTES:
+            self.written = 0
             pa.default_memory_pool().release_unused()
 
 

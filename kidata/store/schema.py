@@ -71,7 +71,8 @@ RUNS = (
 )
 
 # A run's document apart from its row (layout 2, kidata 0.3.14): the hot table's rows stay
-# narrow, so its row groups hold ~100k runs and a scan of runs reads no JSON.
+# narrow (~0.9 KB of Arrow instead of ~4), so a scan of runs reads no JSON and a row group
+# holds ~9.5k runs instead of ~4k (docs/benchmarks.md, Run AP).
 RUN_DOCUMENTS = (
     _f("run_id", STRING, "The run (one document per run in `runs`).", False),
     _f("document", STRING, "The BenchmarkRun document as loaded (JSON), for lossless export "
@@ -461,8 +462,8 @@ def clustered_keys(table: str) -> list[str]:
 
 # Order in which a commit makes its files visible. Dimension tables, measurements and run
 # documents first, runs (the table every view starts from) after them, so a reader never sees
-# a run whose measurements or document are missing. ``loads`` comes last: its row is the load's commit marker, and
-# kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
+# a run whose measurements or document are missing. ``loads`` comes last: its row is the
+# load's commit marker, and kidata's readers show only rows of loads listed there. ``latest_runs`` (derived from the
 # load's runs, see kidata/store/derived.py) follows runs. See docs/guarantees.md.
 COMMIT_ORDER = ("environments", "protocols", "workloads", "workload_parameters",
                 "implementations", "measurements", "published", "samples", "run_documents",

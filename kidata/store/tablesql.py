@@ -15,8 +15,12 @@ from kidata.core.sql import parquet_source, quote_identifier
 from kidata.store.commit import check_layout
 from kidata.store.layout import PARQUET_GLOB, Layout
 
-# The runs files of layout 1 hold these columns of run_documents (schema.RUN_DOCUMENTS).
-_LAYOUT1_DOCUMENTS = "run_id, document, loaded_at, load_id"
+
+def documents_in_runs(warehouse: Path) -> bool:
+    """Whether the warehouse keeps each run's document in its ``runs`` row (layout 1, until a
+    writer upgrades it), so that ``run_documents`` is read from the ``runs`` files: here, in
+    ``kidata check`` and in Spark."""
+    return check_layout(warehouse) == 1
 
 
 def table_sql(warehouse: Path, table: str) -> str:
@@ -25,16 +29,16 @@ def table_sql(warehouse: Path, table: str) -> str:
 
     layout = Layout(warehouse)
     folder = layout.table(table)
-    documents_in_runs = table in ("runs", "run_documents") and check_layout(warehouse) == 1
-    if documents_in_runs and table == "run_documents":
+    in_runs = table in ("runs", "run_documents") and documents_in_runs(warehouse)
+    if in_runs and table == "run_documents":
         folder = layout.table("runs")
     if any(folder.glob(PARQUET_GLOB)):
-        if not documents_in_runs:
+        if not in_runs:
             return f"SELECT * FROM {parquet_source(folder)}"
         if table == "runs":
             return f"SELECT * EXCLUDE (document) FROM {parquet_source(folder)}"
-        return f"SELECT {_LAYOUT1_DOCUMENTS} FROM {parquet_source(folder)}"
+        cols = ", ".join(quote_identifier(c.name) for c in COLUMNS["run_documents"])
+        return f"SELECT {cols} FROM {parquet_source(folder)}"
     cols = ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {quote_identifier(c.name)}"
                      for c in COLUMNS[table])
     return f"SELECT {cols} WHERE 1 = 0"
-

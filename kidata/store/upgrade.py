@@ -1,10 +1,11 @@
 """A warehouse written in an older layout brought to the current one, under the writer lock.
 
-Every writer (a load's commit, ``kidata compact``, ``kidata check --repair``, ``kidata ack``)
-takes the writer lock through :meth:`kidata.Warehouse.writer_lock`, which upgrades the
-warehouse before anything else: the files a writer adds are in the current layout, and a
-warehouse never mixes two. Readers read either layout as it is (:mod:`kidata.store.tablesql`),
-so a warehouse that no writer touches is read by this kidata without a change.
+Every writer (a load's commit, ``kidata compact``, ``kidata check --repair``, ``kidata
+unload``, ``kidata ack``) takes the writer lock through :meth:`kidata.Warehouse.writer_lock`,
+which upgrades the warehouse before anything else: the files a writer adds are in the current
+layout, and a warehouse never mixes two. Readers read either layout as it is
+(:mod:`kidata.store.tablesql`), so a warehouse that no writer touches is read by this kidata
+without a change.
 
 Layout 1 → 2 (kidata 0.3.14): each run's document leaves its ``runs`` row for ``run_documents``
 (issue 30: a scan of ``runs`` read ~1 KB of JSON per run, and its row groups were cut at a few
@@ -28,8 +29,6 @@ from kidata.store import durable
 from kidata.store.commit import Transaction, check_layout
 from kidata.store.layout import CURRENT_LAYOUT, Layout, prepared_layout
 
-# How the line an upgrade returns begins (the load's and compaction's reports show it).
-UPGRADED = "upgraded the warehouse"
 # Rows read at a time from a layout-1 runs file (each holds its document: ~1-2 KB a row).
 BATCH = 8192
 
@@ -89,7 +88,7 @@ def _documents_apart(root: Path) -> str:
         warning = tx.commit()
     finally:
         tx.discard()
-    return (f"{UPGRADED} from layout 1 to {CURRENT_LAYOUT}: the documents of "
+    return (f"upgraded the warehouse from layout 1 to {CURRENT_LAYOUT}: the documents of "
             f"{runs:,} runs ({len(narrow):,} runs files) moved to run_documents"
             + (f" ({warning})" if warning else ""))
 
@@ -103,7 +102,7 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     import pyarrow.parquet as pq
 
     from kidata.store import finalize
-    from kidata.store.pqwrite import Clustered, GroupedWriter
+    from kidata.store.pqwrite import Clustered, GroupedWriter, write_reader
     from kidata.store.schema import TABLES, clustered_keys
 
     source = pq.ParquetFile(stored)
@@ -124,8 +123,6 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
             dw.write(docs.cast(docs_schema))
             pa.default_memory_pool().release_unused()
         sink.close()
-    from kidata.store.pqwrite import write_reader
-
     for path, schema in ((runs_out, runs_schema), (docs_out, docs_schema)):
         if not path.exists():  # a file of no rows stays one
             write_reader(path, schema, iter(()), create_empty=True)

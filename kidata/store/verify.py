@@ -28,7 +28,7 @@ from kidata.store import commit, derived, durable, snapshot
 from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE, Layout
 from kidata.store.schema import DOCUMENT_KEYS, KEYS, SPEC_DIGESTS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
-from kidata.store.tablesql import table_sql
+from kidata.store.tablesql import documents_in_runs, table_sql
 from kidata.store.unload import NO_MEDIAN, damaged_loads
 
 SHOWN = 5  # examples shown per problem
@@ -248,11 +248,11 @@ def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
             report.notes.append(f"folder {entry.name}/ is not a kidata table; kidata ignores it")
     # Layout 1 (kidata.store.upgrade): each runs file holds its runs' documents, which are
     # the run_documents table until a writer upgrades the warehouse.
-    documents_in_runs = commit.check_layout(layout.root) == 1
+    in_runs = documents_in_runs(layout.root)
     for table, schema in TABLES.items():
         folder = layout.table(table)
         readable[table] = []
-        if table == "runs" and documents_in_runs:
+        if table == "runs" and in_runs:
             schema = pa.schema([*schema, TABLES["run_documents"].field("document")])
         if not folder.is_dir():
             continue
@@ -279,7 +279,7 @@ def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
                                        + "; ".join(bad))
                 continue
             readable[table].append(path)
-    if documents_in_runs:
+    if in_runs:
         readable["run_documents"] = readable["runs"]
     return readable
 
