@@ -246,20 +246,22 @@ class Warehouse:
         return report
 
     def _derive_contexts(self, report: LoadReport) -> None:
-        """After a commit, under the writer lock: store the contexts of the steps the load added
-        or changed (:mod:`kidata.store.contexts`), from ``KIDATA_CONTEXTS_AT`` runs on. The load
-        is committed whatever happens here: without them, readers compute those contexts."""
+        """After a commit, under the writer lock: store the steps the load added or changed
+        and that it is covered (:mod:`kidata.store.contexts`), from ``KIDATA_CONTEXTS_AT``
+        runs on; every committed load, even one that added nothing, for readers to use the
+        stored steps. The load is committed whatever happens here: without them, readers
+        compute every step."""
         from kidata.store import contexts
 
-        if not (report.added.get("runs") or report.added.get("protocols")):
-            return  # no step's set of results changed
         try:
-            rows = contexts.store(self.path, report.load_id, only_load=True)
+            rows = contexts.store(self.path, report.load_id, only_load=True,
+                                  enriched=report.enriched_runs)
             if rows is not None:  # None: a small warehouse, where queries compute them
                 report.added[contexts.TABLE] = rows
         except (OSError, duckdb.Error) as exc:
-            report.add_warning(f"load {report.load_id} is committed, but storing its steps' "
-                               f"contexts failed ({exc}); queries compute them")
+            report.add_warning(f"load {report.load_id} is committed, but storing its steps "
+                               f"failed ({exc}); queries compute every step until the next "
+                               "load stores them all")
 
     def _auto_compact(self, report: LoadReport) -> None:
         """After a commit, under the writer lock: merge the small files of tables that have

@@ -1,7 +1,7 @@
 -- view: series_context
--- purpose: Every step of every latency and memory series with its previous result and its context: how the steps measured with it moved (the inputs of series_steps' attribution), read from the table step_context where the stored row still holds, else computed here.
+-- purpose: Every step of every latency and memory series with its previous result and its context: how the steps measured with it moved (the inputs of series_steps' attribution). Where every load stored its steps (the table step_context), kidata reads this view's rows from there instead (sql/stored/series_context.sql): the same rows.
 -- grain: one row per passed run with a timestamp and per metric it has a median or a mean of, as series_steps.
--- sources: runs, run_statistics, protocols, gpus, step_context
+-- sources: runs, run_statistics, protocols, gpus
 -- columns:
 --   kernel: kernel benchmarked.
 --   pass: timed pass.
@@ -62,17 +62,6 @@
 --   same_center: true when both centers are of one statistic; null at step 1.
 --   same_version: true when version = previous_version; null when either is unknown and at
 --     step 1.
---   observed_hour: the clock hour of observed_at (DATE_TRUNC('hour'), in the session's
---     time zone).
---   context_runs: how many results of the same kernel, pass, GPU, family and metric (any
---     implementation, variant and workload) were measured in this result's clock hour, an
---     earlier one, or the five after it (DATE_TRUNC('hour', observed_at) in the session's
---     time zone, up to 5 hours later): a superset of the results the context columns below
---     depend on (those measured up to one hour after this result).
---   context_key: the sum over those results of a number read from MD5(run_id) (its first
---     six hexadecimal digits, each as its ASCII code - 48, in base 64). With context_runs
---     and observed_hour it fingerprints the set of results; a stored step_context row is
---     used only when these three and its family equal the step's.
 --   together_implementations: other implementations of the same kernel, pass, workload, GPU,
 --     family and metric measured together with this step (each of their results within one
 --     hour of this one's and of the previous one's, their centers of one statistic); null
@@ -87,22 +76,17 @@
 --   echo_up: the largest log change of the other implementations' steps measured over the
 --     same two sessions, at any workload; null when none.
 --   echo_down: the smallest such log change; null when none.
---   context_stored: true when the context columns were read from step_context (a load
---     stored them and no result since has entered the set they depend on), false when they
---     were computed here, and at step 1 (no previous result: no context, nothing stored).
 -- notes: Time order is observed_at, then run_id for results with the same timestamp. The
 --   context of a step depends only on the results of its kernel, pass, GPU, family and
 --   metric measured up to one hour after it (its own and its neighbours' previous results
---   are earlier). Results only ever join such a group (a load adds them; a protocol document
---   loaded later moves runs to the group named by its family), except through kidata
---   unload, which empties step_context: so while the count up to five clock hours after a
---   step (a superset, in any time zone) and the MD5 sum are those a stored row was written
---   with, the row holds, and reads skip the self-joins below for that step; otherwise the
---   context is computed here. Loads from KIDATA_CONTEXTS_AT runs on store what they change
---   (kidata/store/contexts.py). series_steps judges these rows; its header gives every rule.
---   Written so that each input is read a few times, not hundreds: Spark plans a CTE anew
---   wherever it is read (docs/spark.md), so the previous result is read with LAG, the stored
---   contexts are joined once, and the contexts computed here read one CTE of steps.
+--   are earlier); a step's whole row depends only on its group's results (kernel, pass, GPU,
+--   family, metric), but for points and gpu_family. From KIDATA_CONTEXTS_AT runs on, each
+--   load stores the rows of the groups it touched that changed (kidata/store/contexts.py),
+--   and a session whose every load did so reads them (sql/stored/series_context.sql);
+--   kidata check computes them all again and compares. series_steps judges these rows; its
+--   header gives every rule. Written so that each input is read a few times, not hundreds:
+--   Spark plans a CTE anew wherever it is read (docs/spark.md), so the previous result is
+--   read with LAG and the contexts read one CTE of steps.
 WITH points AS (
     SELECT
         r.run_id, r.kernel, r.pass, r.implementation, r.variant, r.workload, r.gpu,
@@ -124,52 +108,16 @@ WITH points AS (
         -- The latency size class a run-to-run envelope is looked up by (noise_envelopes).
         CASE WHEN s.metric = 'latency' AND s.center > 0
              THEN CAST(LEAST(GREATEST(FLOOR(LOG10(s.center / 1000.0)), -1), 5) AS BIGINT)
-        END AS size_decade,
-        DATE_TRUNC('hour', r.observed_at) AS observed_hour,
-        MD5(r.run_id) AS md5_hex
+        END AS size_decade
     FROM runs r
     JOIN run_statistics s ON s.run_id = r.run_id
     LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
     LEFT JOIN gpus g ON g.gpu = r.gpu
     WHERE r.status = 'passed' AND r.observed_at IS NOT NULL
 ),
-hours AS (
-    -- Per group and clock hour: how many results, and the sum of a number read from each
-    -- run id's MD5 (its first six hexadecimal digits, each as ASCII - 48, in base 64).
-    SELECT kernel, pass, gpu, family, metric, observed_hour, COUNT(*) AS runs,
-        SUM(run_key) AS run_keys
-    FROM (
-        SELECT
-            kernel, pass, gpu, family, metric, observed_hour,
-            CAST(ASCII(SUBSTR(md5_hex, 1, 1)) - 48 AS BIGINT) * 1073741824 +
-            CAST(ASCII(SUBSTR(md5_hex, 2, 1)) - 48 AS BIGINT) * 16777216 +
-            CAST(ASCII(SUBSTR(md5_hex, 3, 1)) - 48 AS BIGINT) * 262144 +
-            CAST(ASCII(SUBSTR(md5_hex, 4, 1)) - 48 AS BIGINT) * 4096 +
-            CAST(ASCII(SUBSTR(md5_hex, 5, 1)) - 48 AS BIGINT) * 64 +
-            CAST(ASCII(SUBSTR(md5_hex, 6, 1)) - 48 AS BIGINT) * 1 AS run_key
-        FROM points
-    ) k
-    GROUP BY kernel, pass, gpu, family, metric, observed_hour
-),
-contexts_by_hour AS (
-    -- The fingerprint of the results of the group up to five hours after the clock hour: a
-    -- superset of any of its steps' context (results up to one hour after the step), whatever
-    -- the session's time zone (an hour truncated in local time lies within two hours of the
-    -- instant, even across a daylight-saving change).
-    SELECT kernel, pass, gpu, family, metric, observed_hour,
-        CAST(SUM(runs) OVER up_to AS BIGINT) AS context_runs,
-        CAST(SUM(run_keys) OVER up_to AS BIGINT) AS context_key
-    FROM hours
-    WINDOW up_to AS (
-        PARTITION BY kernel, pass, gpu, family, metric
-        ORDER BY observed_hour
-        RANGE BETWEEN UNBOUNDED PRECEDING AND INTERVAL '5' HOUR FOLLOWING
-    )
-),
 keyed AS (
-    -- Each result with its place in its series, the previous result's columns (the row
-    -- before it in the series, read with LAG rather than a second read of points) and its
-    -- clock hour's fingerprint.
+    -- Each result with its place in its series and the previous result's columns (the row
+    -- before it in the series, read with LAG rather than a second read of points).
     SELECT
         p.*,
         ROW_NUMBER() OVER series_in_time AS step,
@@ -192,13 +140,8 @@ keyed AS (
         LAG(p.wide_high) OVER series_in_time AS previous_wide_high,
         LAG(p.has_spread) OVER series_in_time AS previous_has_spread,
         LAG(p.half_step) OVER series_in_time AS previous_half_step,
-        LAG(p.size_decade) OVER series_in_time AS previous_size_decade,
-        c.context_runs, c.context_key
+        LAG(p.size_decade) OVER series_in_time AS previous_size_decade
     FROM points p
-    JOIN contexts_by_hour c
-        ON c.kernel = p.kernel AND c.pass = p.pass AND c.gpu = p.gpu
-        AND c.family IS NOT DISTINCT FROM p.family AND c.metric = p.metric
-        AND c.observed_hour = p.observed_hour
     WINDOW
         series AS (PARTITION BY p.kernel, p.pass, p.implementation, p.variant, p.workload,
                    p.gpu, p.family, p.metric),
@@ -209,8 +152,7 @@ keyed AS (
         )
 ),
 steps AS (
-    -- Each step with the stored context whose set of results is still the same (none at
-    -- step 1); context_missing: a step whose context is to be computed here.
+    -- Each result with its change against the previous one.
     SELECT
         k.kernel, k.pass, k.implementation, k.variant, k.workload, k.gpu, k.family, k.metric,
         k.unit, k.gpu_family, k.step, k.points, k.run_id, k.previous_run_id,
@@ -233,26 +175,11 @@ steps AS (
         LN(k.center / k.previous_center) AS log_change,
         k.center_statistic = k.previous_center_statistic AS same_center,
         CASE WHEN k.previous_run_id IS NULL THEN NULL
-             ELSE k.version = k.previous_version END AS same_version,
-        k.observed_hour, k.context_runs, k.context_key,
-        c.together_implementations AS stored_together_implementations,
-        c.together_log_change AS stored_together_log_change,
-        c.session_workloads AS stored_session_workloads,
-        c.session_log_median AS stored_session_log_median,
-        c.echo_up AS stored_echo_up,
-        c.echo_down AS stored_echo_down,
-        c.run_id IS NOT NULL AS context_stored,
-        k.previous_run_id IS NOT NULL AND c.run_id IS NULL AS context_missing
+             ELSE k.version = k.previous_version END AS same_version
     FROM keyed k
-    LEFT JOIN step_context c
-        ON k.previous_run_id IS NOT NULL AND c.run_id = k.run_id AND c.metric = k.metric
-        AND c.family IS NOT DISTINCT FROM k.family
-        AND c.context_hour = k.observed_hour AND c.context_runs = k.context_runs
-        AND c.context_key = k.context_key
 ),
 near AS (
-    -- The steps of the groups that have a context to compute (only the columns the join
-    -- below reads), each once per day its result's hour-wide neighbourhood touches (one, or
+    -- The steps (only the columns the joins below read), each once per day its result's hour-wide neighbourhood touches (one, or
     -- two near midnight), so that the join pairs steps by equal days before it compares
     -- times: a step within one hour of another's result has that result's day among these
     -- (a day is longer than the two hours between the ends), and matches exactly one of them.
@@ -264,24 +191,19 @@ near AS (
     FROM steps o
     CROSS JOIN (VALUES (0), (1)) AS d(side)
     WHERE o.same_center
-        AND EXISTS (
-            SELECT 1 FROM steps m
-            WHERE m.context_missing AND m.kernel = o.kernel AND m.pass = o.pass
-                AND m.gpu = o.gpu AND m.family = o.family AND m.metric = o.metric
-        )
         AND (d.side = 0 OR DATE_TRUNC('day', o.observed_at + INTERVAL '1' HOUR)
                            <> DATE_TRUNC('day', o.observed_at - INTERVAL '1' HOUR))
 ),
-missing AS (
-    -- The steps whose context is to be computed (only the columns the joins below read),
-    -- each paired below with the steps of its group measured over the same two sessions
-    -- (each of their results within one hour of this step's and of its previous one's,
-    -- their centers of one statistic).
+with_previous AS (
+    -- The steps that have a context (only the columns the joins below read), each paired
+    -- below with the steps of its group measured over the same two sessions (each of their
+    -- results within one hour of this step's and of its previous one's, their centers of
+    -- one statistic).
     SELECT s.run_id, s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu,
         s.family, s.metric, s.observed_at, s.previous_observed_at, s.same_center,
         DATE_TRUNC('day', s.observed_at) AS observed_day
     FROM steps s
-    WHERE s.context_missing
+    WHERE s.previous_run_id IS NOT NULL
 ),
 together AS (
     -- The other implementations of the same workload measured together with the step, and
@@ -291,7 +213,7 @@ together AS (
         s.metric,
         CAST(COUNT(DISTINCT o.implementation) AS BIGINT) AS together_implementations,
         AVG(o.log_change) AS together_log_change
-    FROM missing s
+    FROM with_previous s
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.workload = s.workload
@@ -315,7 +237,7 @@ session AS (
         CAST(COUNT(CASE WHEN o.workload <> s.workload THEN 1 END) AS BIGINT)
             AS session_workloads,
         PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY o.log_change) AS session_log_effect
-    FROM missing s
+    FROM with_previous s
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.implementation = s.implementation
@@ -336,7 +258,7 @@ echo AS (
     -- echoed (the same way by at least half as much): the effect is the session's, not a
     -- release's that moved all of one implementation.
     SELECT s.run_id, s.metric, MAX(o.log_change) AS echo_up, MIN(o.log_change) AS echo_down
-    FROM missing s
+    FROM with_previous s
     JOIN near o
         ON o.near_day = s.observed_day AND o.kernel = s.kernel AND o.pass = s.pass
         AND o.gpu = s.gpu AND o.family = s.family
@@ -359,19 +281,10 @@ SELECT
     s.wide_low, s.wide_high, s.previous_wide_low, s.previous_wide_high,
     s.has_spread, s.previous_has_spread, s.half_step, s.previous_half_step,
     s.size_decade, s.previous_size_decade, s.log_change, s.same_center, s.same_version,
-    s.observed_hour, s.context_runs, s.context_key,
-    CASE WHEN s.context_stored THEN s.stored_together_implementations
-         ELSE t.together_implementations END AS together_implementations,
-    CASE WHEN s.context_stored THEN s.stored_together_log_change
-         ELSE t.together_log_change END AS together_log_change,
-    CASE WHEN s.context_stored THEN s.stored_session_workloads
-         ELSE se.session_workloads END AS session_workloads,
-    CASE WHEN s.context_stored THEN s.stored_session_log_median
-         ELSE se.session_log_effect END AS session_log_median,
-    CASE WHEN s.context_stored THEN s.stored_echo_up ELSE e.echo_up END AS echo_up,
-    CASE WHEN s.context_stored THEN s.stored_echo_down ELSE e.echo_down END AS echo_down,
-    s.context_stored
+    t.together_implementations, t.together_log_change,
+    se.session_workloads, se.session_log_effect AS session_log_median,
+    e.echo_up, e.echo_down
 FROM steps s
-LEFT JOIN together t ON s.context_missing AND t.run_id = s.run_id AND t.metric = s.metric
-LEFT JOIN session se ON s.context_missing AND se.run_id = s.run_id AND se.metric = s.metric
-LEFT JOIN echo e ON s.context_missing AND e.run_id = s.run_id AND e.metric = s.metric
+LEFT JOIN together t ON t.run_id = s.run_id AND t.metric = s.metric
+LEFT JOIN session se ON se.run_id = s.run_id AND se.metric = s.metric
+LEFT JOIN echo e ON e.run_id = s.run_id AND e.metric = s.metric

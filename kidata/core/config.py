@@ -125,9 +125,10 @@ VARIABLES: tuple[Variable, ...] = (
              "Small files per table from which a load merges them after its commit "
              "(`0`: never).", _count),
     Variable("KIDATA_CONTEXTS_AT", "contexts_at", "whole number", 20_000, "20000",
-             "Runs from which a load stores the context of each series step it adds or "
-             "changes (`step_context`); in a smaller warehouse queries compute them, which "
-             "costs less than storing them (`0`: always store).", _count),
+             "Runs from which a load stores the series steps it adds or changes "
+             "(`step_context`, `step_edits`), which queries then read while every load did; "
+             "in a smaller warehouse queries compute them, which costs less than storing "
+             "them (`0`: always store).", _count),
     Variable("KIDATA_COMMIT_MEMORY", "commit_memory", "size", "192MB", "192MB",
              "DuckDB's memory limit while a load's commit plans its dedupe (beyond it, it "
              "spills to disk).", _size),

@@ -128,6 +128,9 @@ class LoadReport(Tally):
     # Stored rows replaced by a richer version from this load's duplicates: runs whose record
     # here carries more of its documents, workloads known only by digest until now.
     enriched: int = 0
+    # The ids of the runs it enriched (kept for the steps stored after the commit: an enriched
+    # run's row keeps the load_id of the load that added it, kidata/store/contexts.py).
+    enriched_runs: list[str] = field(default_factory=list)
     # Files not read again: byte-identical to a file this warehouse already loaded in full
     # without rejects or warnings (their records and runs are counted as duplicates).
     unchanged: list[str] = field(default_factory=list)

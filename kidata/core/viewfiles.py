@@ -136,3 +136,16 @@ def with_dependencies(names: Iterable[str]) -> list[str]:
 def strip_comments(sql: str) -> str:
     """``sql`` without its ``--`` comments."""
     return re.sub(r"--[^\n]*", "", sql)
+
+
+@cache
+def stored_views() -> dict[str, View]:
+    """The views a session may read from a table derived per load instead
+    (``sql/stored/<view>.sql``): the same name, rows and columns as the view's own file, a
+    body over stored rows (see :mod:`kidata.store.contexts`)."""
+    found = {p.stem: parse(p) for p in sorted((sql_dir() / "stored").glob("*.sql"))}
+    names = load_views()
+    for view in found.values():
+        words = set(re.findall(r"\w+", strip_comments(view.body)))
+        view.depends = [n for n in names if n != view.name and n in words]
+    return found

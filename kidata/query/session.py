@@ -22,7 +22,7 @@ from kidata.core.sql import quote_identifier
 from kidata.core.window import Window
 from kidata.errors import NoSuchView, QueryError
 from kidata.query import views as views_mod
-from kidata.store import reference, snapshot
+from kidata.store import contexts, reference, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS
 
@@ -54,6 +54,7 @@ class Session:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_state: tuple | None = None
         self._con_views: set[str] = set()  # the views defined on _con
+        self._con_stored: bool | None = None  # whether _con reads the stored steps
 
     @property
     def cached(self) -> duckdb.DuckDBPyConnection | None:
@@ -85,18 +86,7 @@ class Session:
             con = self._tables()
             try:
                 for name in wanted:
-                    if name in self._con_views:
-                        continue
-                    view = viewfiles.load_views()[name]
-                    body = self._settings_body() if name == "verdict_settings" else None
-                    try:
-                        con.execute(f"CREATE VIEW {view.name} AS {body or view.body}")
-                    except duckdb.IOException:
-                        raise
-                    except duckdb.Error as exc:
-                        raise QueryError(f"view {view.name} ({view.path}) is invalid: "
-                                         f"{exc}") from None
-                    self._con_views.add(name)
+                    self._define(con, name)
             except duckdb.IOException as exc:
                 # A compaction swapped a table folder between listing and reading it (the
                 # views read file schemas when defined): define everything again.
@@ -106,6 +96,29 @@ class Session:
                 continue
             return con
         raise AssertionError("unreachable")
+
+    def _define(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
+        """Define the view ``name`` on ``con`` unless it is: from its own file, or, where every
+        load stored its steps and the session reads the warehouse as it is now, from its
+        ``sql/stored/`` file (:mod:`kidata.store.contexts`), after the views that one reads."""
+        if name in self._con_views:
+            return
+        view = viewfiles.load_views()[name]
+        if name in viewfiles.stored_views():
+            if self._con_stored is None:
+                self._con_stored = self.window is None and contexts.readable(con)
+            if self._con_stored:
+                view = viewfiles.stored_views()[name]
+                for dep in view.depends:
+                    self._define(con, dep)
+        body = self._settings_body() if name == "verdict_settings" else None
+        try:
+            con.execute(f"CREATE VIEW {view.name} AS {body or view.body}")
+        except duckdb.IOException:
+            raise
+        except duckdb.Error as exc:
+            raise QueryError(f"view {view.name} ({view.path}) is invalid: {exc}") from None
+        self._con_views.add(name)
 
     def _settings_body(self) -> str | None:
         """The ``verdict_settings`` view's body for this session's minimum effect, None for the
@@ -143,6 +156,7 @@ class Session:
                 raise QueryError(f"cannot read the warehouse's tables: {first_line(exc)} "
                                  "(kidata check lists every unreadable file)") from None
             self._con, self._con_state, self._con_views = con, state, set()
+            self._con_stored = None
             return con
         raise AssertionError("unreachable")
 

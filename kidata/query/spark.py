@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from kidata.core import viewfiles
 from kidata.core.viewfiles import View, load_views, with_dependencies
 from kidata.errors import KidataError, NoSuchView, QueryError, WarehouseError
 from kidata.query.session import closest_names
-from kidata.store import commit, derived, reference, snapshot, tablesql
+from kidata.store import commit, contexts, derived, reference, snapshot, tablesql
 from kidata.store.schema import REFERENCE, TABLES
 
 if TYPE_CHECKING:
@@ -163,12 +164,21 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     registered = list(frames)
 
     failures: dict[str, str] = {}
+    # Where every load stored its steps (kidata.store.contexts), the views of sql/stored/ are
+    # read from them: each after the views it then reads.
+    stored: dict[str, View] = {}
+    if any(v.name in viewfiles.stored_views() for v in wanted) and contexts.readable(spark):
+        stored = {n: v for n, v in viewfiles.stored_views().items()
+                  if n in {w.name for w in wanted}}
+        wanted = _ordered(wanted, stored)
     for view in wanted:
         broken = [d for d in view.depends if d in failures]
         if broken:
             failures[view.name] = f"reads view(s) that failed: {', '.join(broken)}"
             continue
         body = view.body
+        if view.name in stored:  # every load stored its steps, as in DuckDB
+            body = stored[view.name].body
         if view.name == "verdict_settings" and min_effect is not None:
             body = f"SELECT CAST({float(min_effect)!r} AS DOUBLE) AS min_effect"
         try:
@@ -206,6 +216,24 @@ def _wanted(views: Iterable[str] | None) -> list[View]:
         if name not in known:
             raise NoSuchView(name, list(known), closest_names(name, known))
     return [known[name] for name in with_dependencies(views)]
+
+
+def _ordered(wanted: list[View], stored: dict[str, View]) -> list[View]:
+    """``wanted`` with the views ``stored`` bodies read added and each view after the views
+    it reads (by the stored body's sources for those in ``stored``)."""
+    known = load_views()
+    out: dict[str, View] = {}
+
+    def visit(name: str) -> None:
+        if name in out:
+            return
+        for dep in (stored[name] if name in stored else known[name]).depends:
+            visit(dep)
+        out[name] = known[name]
+
+    for view in wanted:
+        visit(view.name)
+    return list(out.values())
 
 
 def _derive_old_loads(spark: SparkSession, frames: dict[str, DataFrame], old: list[str]

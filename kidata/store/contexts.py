@@ -1,34 +1,31 @@
-"""Stored step contexts: what the ``series_steps`` view's attribution reads, kept per step.
+"""Stored steps: every step of every latency and memory series, kept per load.
 
-A step of a latency or memory series is judged against the steps measured with it: the other
-implementations' steps of the same workload and their mean log change, the implementation's
-other workloads over the same two sessions and their median, the other implementations' largest
-rise and fall (``sql/series_context.sql``). Working these out pairs every step with the steps of
-its kernel, pass, GPU, family and metric within an hour: the self-joins that made ``trends``
-cost ~50 CPU s and ~4 GB at 1M runs (docs/benchmarks.md, Run Z).
+``sql/series_context.sql`` works out each series' steps (each result with its previous one,
+its place in the series) and each step's context (how the steps measured with it moved): a
+window over every result and self-joins within each kernel, pass, GPU, family and metric.
+At 1M runs that is most of a fresh ``kidata regressions``' 7 s and 2.5 GB (docs/benchmarks.md,
+Runs AH and AQ). A step's row depends only on the results of its group (kernel, pass, GPU,
+family, metric), but for ``points`` (the series' length) and ``gpu_family`` (reference
+data), which readers add.
 
-A step's context depends only on the results of its group (kernel, pass, GPU, family, metric)
-measured no later than one hour after it: its own previous result, its neighbours' results and
-theirs are all earlier. ``series_context`` counts, for every step, the results of its group
-measured up to five clock hours after the step's (a superset of those, whatever the session's
-time zone), with the sum of a number read from each run id's MD5, and reads the stored row of
-``step_context`` whose family, clock hour, count and sum are the step's; the other steps'
-contexts are computed, joining only the groups they are in. Results only ever join a group: a
-load adds them, a protocol document loaded later moves runs from the group named by the
-protocol's digest to the one named by its family (the stored rows carry the family they were
-computed for). So while the count up to the same hour is the same, the set is the same, and
-the row holds; when a result arrives within the hours it depends on, the count changes and the
-row is simply not used. The one way results leave a group, ``kidata unload``, empties the
-table in its own commit (and the next load at that size stores every context again); the sum
-of MD5 numbers also tells a set that lost one result and gained another (a hand-deleted commit
-marker, say) from the same count. Readers do not filter the rows by load, and a crash that
-leaves none costs time, not answers.
-
-After each load commits (from ``KIDATA_CONTEXTS_AT`` runs on), :func:`store` writes the
-contexts that ``series_context`` would compute (the steps the load added, and the steps whose
-set it changed), in one file tagged with the load's id; after an unload, every step's.
-``kidata compact`` rewrites the table as one file (:func:`rebuild`); ``kidata check`` verifies
-that every stored row a reader uses holds what is computed afresh (:func:`check`).
+So, from ``KIDATA_CONTEXTS_AT`` runs on, every load stores, after its commit and under the
+writer lock (:func:`store`), the rows of the groups it touched (the kernels, passes and GPUs
+it added runs to, enriched runs of or gave a protocol family) that differ from the stored
+ones: in ``step_context``, one file tagged with its id, its new and changed steps; then in
+``step_edits``, a ``'void'`` row for each stored step it changed or that is no more, a
+``'count'`` row per series whose length changed, and a ``'covered'`` row saying the load's
+steps are stored. Rows are never rewritten in place, ``step_context`` holds steps only and
+``step_edits`` as many rows as there are changes, so that readers join them cheaply (DuckDB
+builds a join's hash table from the side it estimates smaller: docs/architecture.md). A
+session reads ``series_context`` (and ``rerun_changes``) from these rows
+(``sql/stored/``) only when every committed load has its ``'covered'`` row
+(:func:`readable`): a load of an older
+kidata, of a warehouse under the threshold, or one that crashed after its commit leaves the
+tables incomplete, and the next writer that stores steps computes them all again
+(:func:`derive`, one file per table replacing their files). ``kidata unload`` empties them
+(results leave their groups) and stores every step again; ``kidata compact`` keeps the rows
+in use in one file each (:func:`rebuild`); ``kidata check`` computes every step afresh and
+compares (:func:`check`).
 """
 
 from __future__ import annotations
@@ -41,60 +38,96 @@ from typing import Any
 import duckdb
 
 from kidata.core import engine, viewfiles
-from kidata.store import durable, reference, snapshot
+from kidata.store import durable, reference, schema, snapshot
 from kidata.store.layout import Layout
-from kidata.store.schema import TABLES
+from kidata.store.schema import COLUMNS, DUCKDB_TYPES, FLOAT64
 
 TABLE = "step_context"
+EDITS = "step_edits"
 VIEW = "series_context"
-# What series_context and the views under it read (a connection defines only these).
-TABLES_READ = ("runs", "measurements", "protocols", TABLE)
+# What series_context and the views under it read, and the loads a 'covered' row names.
+TABLES_READ = ("runs", "measurements", "protocols", "loads", TABLE, EDITS)
 REFERENCE_READ = ("gpus",)
 
 
 # Runs per pass of the computation (a few kernels, passes and GPUs at a time): what bounds
-# the memory of storing, rebuilding and checking contexts (one pass over 1M runs: 4.2 GB).
+# the memory of storing, rebuilding and checking steps (one pass over 1M runs: 4.2 GB).
 CHUNK_RUNS = 50_000
+
+# The stored columns a step has (every one but kind and load_id), and a series' key.
+STEP_COLUMNS = tuple(c.name for c in COLUMNS[TABLE] if c.name != "load_id")
+SERIES = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family", "metric")
+# series_context's columns, as check() compares them (floats within 1e-9).
+FLOATS = tuple(c.name for c in COLUMNS[TABLE] if c.type == FLOAT64)
+
+# Whether every committed load has its steps stored: the stored rows are then series_context.
+READABLE_SQL = (f"SELECT EXISTS (SELECT 1 FROM {EDITS} WHERE kind = 'covered') AND NOT EXISTS "
+                f"(SELECT 1 FROM loads WHERE load_id NOT IN "
+                f"(SELECT load_id FROM {EDITS} WHERE kind = 'covered'))")
+
+
+def readable(con: Any) -> bool:
+    """Whether ``series_context`` can be read from the stored steps on ``con`` (DuckDB, or a
+    Spark session), whose ``loads`` and ``step_edits`` are the snapshot's: every committed
+    load has its 'covered' row."""
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        return bool(con.execute(READABLE_SQL).fetchall()[0][0])
+    return bool(con.sql(READABLE_SQL).collect()[0][0])
+
+
+def stored_view() -> viewfiles.View:
+    """The ``series_context`` a session defines when :func:`readable`
+    (``sql/stored/series_context.sql``)."""
+    return viewfiles.stored_views()[VIEW]
+
+
+def _in_touched(alias: str) -> str:
+    return (f"EXISTS (SELECT 1 FROM _touched t WHERE t.kernel = {alias}.kernel "
+            f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu)")
 
 
 def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     """Define, on ``con`` (a fresh connection), the committed snapshot's tables and the views
     ``series_context`` reads, with ``runs`` (and ``measurements``) holding only the runs of the
     kernels, passes and GPUs in the temporary table ``_touched``, empty until :func:`chunks`
-    fills it: a step's context depends only on its group's runs, and a group lies within one
-    kernel, pass and GPU, so computing a few of them at a time gives their rows exactly."""
+    fills it: a step's row depends only on its group's runs, and a group lies within one
+    kernel, pass and GPU, so computing a few of them at a time gives their rows exactly.
+    ``_current`` is the stored steps in use of those kernels, passes and GPUs (their columns
+    and load_id), ``_stored`` the stored series_context of them (points and gpu_family too)."""
     snapshot.define(con, root, tables=TABLES_READ)
     reference.define(con, root, REFERENCE_READ)
     con.execute("CREATE TEMP TABLE _touched (kernel VARCHAR, pass VARCHAR, gpu VARCHAR)")
     con.execute("ALTER VIEW runs RENAME TO _all_runs")
-    con.execute("CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE EXISTS ("
-                "SELECT 1 FROM _touched t WHERE t.kernel = r.kernel AND t.pass = r.pass "
-                "AND t.gpu = r.gpu)")
+    con.execute(f"CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE {_in_touched('r')}")
     con.execute("ALTER VIEW measurements RENAME TO _all_measurements")
     con.execute("CREATE VIEW measurements AS SELECT m.* FROM _all_measurements m "
                 "WHERE m.run_id IN (SELECT run_id FROM runs)")
     views = viewfiles.load_views()
     for name in viewfiles.with_dependencies([VIEW]):
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
+    con.execute(f"""CREATE VIEW _current AS SELECT s.* FROM {TABLE} s
+        LEFT JOIN (SELECT run_id, metric, of_load FROM {EDITS} WHERE kind = 'void') v
+            ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
+        WHERE v.run_id IS NULL AND {_in_touched('s')}""")
+    con.execute(f"CREATE VIEW _stored_all AS {stored_view().body}")
+    con.execute(f"CREATE VIEW _stored AS SELECT * FROM _stored_all s WHERE {_in_touched('s')}")
 
 
-def ignore_stored(con: duckdb.DuckDBPyConnection) -> None:
-    """On a connection of :func:`define_views`: the stored rows become ``_stored_context`` and
-    ``step_context`` (which ``series_context`` reads, by name when each statement runs) holds
-    none, so every context is computed afresh."""
-    con.execute("ALTER VIEW step_context RENAME TO _stored_context")
-    con.execute("CREATE VIEW step_context AS SELECT * FROM _stored_context WHERE 1 = 0")
-
-
-def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None) -> Iterator[int]:
+def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
+           runs: list[str] | tuple[str, ...] = ()) -> Iterator[int]:
     """Fill ``_touched`` (:func:`define_views`) with one batch of kernels, passes and GPUs
     after another, each of about :data:`CHUNK_RUNS` runs (one that has more is a batch of its
     own), yielding the batch's number: every one, or (``load_id``) those the load added runs
-    to or gave a protocol family."""
+    to, gave a protocol family or enriched a run of (``runs``: the runs it enriched, whose
+    rows keep the load_id of the load that added them)."""
     where = ""
     if load_id is not None:
+        con.execute("CREATE OR REPLACE TEMP TABLE _enriched (run_id VARCHAR)")
+        if runs:
+            con.executemany("INSERT INTO _enriched VALUES (?)", [(r,) for r in runs])
         where = ("WHERE (kernel, pass, gpu) IN (SELECT kernel, pass, gpu FROM _all_runs "
-                 "WHERE load_id = $load_id OR protocol_id IN "
+                 "WHERE load_id = $load_id OR run_id IN (SELECT run_id FROM _enriched) "
+                 "OR protocol_id IN "
                  "(SELECT protocol_id FROM protocols WHERE load_id = $load_id))")
     counts = con.execute(
         f"SELECT kernel, pass, gpu, count(*) FROM _all_runs {where} GROUP BY ALL ORDER BY ALL",
@@ -114,159 +147,244 @@ def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None) -> Iterat
             size += n
 
 
-def due(root: Path) -> str | None:
-    """Whether a load into ``root`` stores contexts: None below ``KIDATA_CONTEXTS_AT`` runs
-    (counted from the runs files' Parquet footers), ``"all"`` when the table has no file yet
-    (the first load at that size stores every step's), else ``"load"`` (the groups it
-    touched)."""
+def due(root: Path) -> bool:
+    """Whether a writer of ``root`` stores steps: from ``KIDATA_CONTEXTS_AT`` runs on
+    (counted from the runs files' Parquet footers)."""
     import pyarrow.parquet as pq
 
     from kidata.core import config
 
     at = config.current().contexts_at
-    layout = Layout(root)
-    if at:
-        runs = 0
-        for path in layout.table_files("runs"):
-            try:
-                runs += pq.read_metadata(path).num_rows
-            except (OSError, ValueError):  # unreadable: kidata check names it; store nothing
-                return None
-            if runs >= at:
-                break
-        if runs < at:
-            return None
-    return "load" if layout.table_files(TABLE) else "all"
+    if not at:
+        return True
+    runs = 0
+    for path in Layout(root).table_files("runs"):
+        try:
+            runs += pq.read_metadata(path).num_rows
+        except (OSError, ValueError):  # unreadable: kidata check names it; store nothing
+            return False
+        if runs >= at:
+            return True
+    return False
 
 
-def store(root: Path, writer_id: str, only_load: bool = False) -> int | None:
+def store(root: Path, writer_id: str, only_load: bool = False,
+          enriched: list[str] | tuple[str, ...] = ()) -> int | None:
     """:func:`derive` when :func:`due`: after a load (``only_load``: ``writer_id`` is that
-    load, and the groups it touched are looked at unless the table has no file yet) or an
-    unload (every group). None below ``KIDATA_CONTEXTS_AT`` runs, else the rows written."""
-    scope = due(root)
-    if scope is None:
+    load, ``enriched`` the runs it enriched) or an unload. None below ``KIDATA_CONTEXTS_AT``
+    runs, else the rows written."""
+    if not due(root):
         return None
-    return derive(root, writer_id, only_load=only_load and scope == "load")
+    return derive(root, writer_id, only_load=only_load, enriched=enriched)
 
 
-def _columns() -> str:
-    """``series_context``'s columns as ``step_context`` names them (but ``load_id``)."""
-    return ", ".join("observed_hour AS context_hour" if f.name == "context_hour" else f.name
-                     for f in TABLES[TABLE] if f.name != "load_id")
+def _uncovered(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The committed loads without a 'covered' row."""
+    return [r[0] for r in con.execute(
+        f"SELECT load_id FROM loads WHERE load_id NOT IN "
+        f"(SELECT load_id FROM {EDITS} WHERE kind = 'covered') ORDER BY load_id").fetchall()]
 
 
-def missing_sql() -> str:
-    """The rows ``series_context`` computes rather than reads: what :func:`derive` stores."""
-    cols = _columns()
-    return (f"SELECT {cols}, $load_id AS load_id FROM {VIEW} "
-            "WHERE NOT context_stored AND previous_run_id IS NOT NULL ORDER BY run_id, metric")
+def _nulls(table: str, skip: tuple[str, ...]) -> str:
+    return ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {c.name}"
+                     for c in COLUMNS[table] if c.name not in skip)
 
 
-def derive(root: Path, writer_id: str, only_load: bool = False) -> int:
-    """Store, as one new file of ``step_context`` tagged ``writer_id``, the contexts of every
-    step whose stored row is missing or no longer holds. Called under the writer lock, after
-    a commit; ``only_load``: ``writer_id`` is a load, and only the groups it touched are
-    looked at. A few groups at a time (:func:`chunks`), on a connection of its own with the
-    commit's memory limit. Returns the rows written (a file is added only when there are some,
-    or when the table has none: an engine that infers schemas from files needs one to define
-    the views)."""
+def _covered_sql(loads: str) -> str:
+    """step_edits' 'covered' rows for the load ids of the query ``loads`` (one column)."""
+    return (f"SELECT 'covered' AS kind, {_nulls(EDITS, ('kind', 'load_id'))}, load_id "
+            f"FROM ({loads}) c")
+
+
+def _counts_sql(rows: str, sign: str = "") -> str:
+    """'count' rows of step_edits: per series, how many rows the query ``rows`` has (times
+    ``sign``), tagged $id."""
+    keys = ", ".join(SERIES)
+    return (f"SELECT 'count' AS kind, {keys}, CAST(NULL AS VARCHAR) AS run_id, "
+            f"CAST(NULL AS VARCHAR) AS of_load, CAST({sign}count(*) AS BIGINT) AS points, "
+            f"$id AS load_id FROM ({rows}) GROUP BY {keys}")
+
+
+def _same(a: str, b: str) -> str:
+    return " AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in STEP_COLUMNS)
+
+
+def _changes(con: duckdb.DuckDBPyConnection, writer_id: str, edits: list) -> Iterator[Any]:
+    """For the groups in ``_touched``: the step_context rows that bring the stored steps to
+    what series_context computes (new and changed steps, as batches), appending to ``edits``
+    the step_edits rows (an Arrow table: 'void' rows for the stored steps changed or no more,
+    'count' rows for the series whose length changed)."""
+    cols = ", ".join(STEP_COLUMNS)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh AS SELECT {cols} FROM {VIEW}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cur AS SELECT {cols}, load_id FROM _current")
+    params = {"id": writer_id}
+    keys = ", ".join(SERIES)
+    edits.append(con.sql(f"""
+        SELECT 'void' AS kind, {", ".join(f"c.{k}" for k in SERIES)}, c.run_id,
+            c.load_id AS of_load, CAST(NULL AS BIGINT) AS points, $id AS load_id
+        FROM _cur c LEFT JOIN _fresh f ON f.run_id = c.run_id AND f.metric = c.metric
+        WHERE f.run_id IS NULL OR NOT ({_same("f", "c")})
+        UNION ALL
+        SELECT 'count', {keys}, NULL, NULL, CAST(sum(d) AS BIGINT), $id FROM (
+            SELECT {keys}, 1 AS d FROM _fresh UNION ALL SELECT {keys}, -1 AS d FROM _cur)
+        GROUP BY {keys} HAVING sum(d) <> 0""", params=params).to_arrow_table())
+    yield from con.sql(f"""
+        SELECT {", ".join(f"f.{c}" for c in STEP_COLUMNS)}, $id AS load_id
+        FROM _fresh f LEFT JOIN _cur c ON c.run_id = f.run_id AND c.metric = f.metric
+        WHERE c.run_id IS NULL OR NOT ({_same("f", "c")})""", params=params
+                       ).to_arrow_reader(65536)
+
+
+def _write_file(layout: Layout, table: str, writer_id: str, batches: Iterator[Any]) -> int:
+    """Write ``batches`` as ``table``'s new file tagged ``writer_id``, in place at once."""
     from kidata.store.pqwrite import write_reader
 
-    layout = Layout(root)
-    folder = layout.table(TABLE)
+    folder = layout.table(table)
     folder.mkdir(parents=True, exist_ok=True)
-    target = layout.part(TABLE, writer_id)
+    target = layout.part(table, writer_id)
     work = folder / f".{target.name}.tmp"  # layout.TEMP_GLOB: recovery removes a leftover
-    con = _connect()
-    try:
-        define_views(con, root)
-
-        def batches() -> Iterator[Any]:
-            for _ in chunks(con, writer_id if only_load else None):
-                yield from con.sql(missing_sql(), params={"load_id": writer_id}
-                                   ).to_arrow_reader(65536)
-
-        rows = write_reader(work, TABLES[TABLE], batches())
-    finally:
-        con.close()
-    if rows or not layout.table_files(TABLE):
-        if not rows:
-            write_reader(work, TABLES[TABLE], iter(()), create_empty=True)
-        durable.fsync_file(work)
-        os.replace(work, target)
-        durable.fsync_dir(folder)
-    else:
-        work.unlink(missing_ok=True)
+    rows = write_reader(work, schema.arrow_tables()[table], batches)
+    durable.fsync_file(work)
+    os.replace(work, target)
+    durable.fsync_dir(folder)
     return rows
 
 
+def derive(root: Path, writer_id: str, only_load: bool = False,
+           enriched: list[str] | tuple[str, ...] = ()) -> int:
+    """Store steps, under the writer lock, after a commit: with ``only_load`` (``writer_id``
+    is a load) and every other committed load covered, the changes of the groups the load
+    touched (``enriched``: the runs it enriched): a ``step_context`` file, then a
+    ``step_edits`` file holding its 'covered' row (so a crash between leaves the load
+    uncovered, never half-stored); otherwise (no stored steps, a load not covered, an unload)
+    every step computed again, one file per table replacing their files, with a 'covered'
+    row per committed load. A few groups at a time (:func:`chunks`), on a connection of its
+    own with the commit's memory limit. Returns the steps written to step_context."""
+
+    layout = Layout(root)
+    con = _connect()
+    try:
+        define_views(con, root)
+        uncovered = _uncovered(con)
+        incremental = (only_load and bool(layout.table_files(EDITS))
+                       and uncovered in ([], [writer_id]))
+        if not incremental:
+            return _write_all(con, root, writer_id)
+        edits: list = []
+        params = {"id": writer_id}
+
+        def batches() -> Iterator[Any]:
+            for _ in chunks(con, writer_id, enriched):
+                yield from _changes(con, writer_id, edits)
+
+        # The steps first: until the edits' file (and its 'covered' row) is in place, the load
+        # is not covered and nothing stored is read.
+        rows = _write_file(layout, TABLE, writer_id, batches())
+        covered = con.sql(_covered_sql("SELECT $id AS load_id"), params=params).to_arrow_table()
+        _write_file(layout, EDITS, writer_id,
+                    (b for t in [*edits, covered] for b in t.to_batches()))
+        return rows
+    finally:
+        con.close()
+
+
+def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> int:
+    """Every step computed afresh, as step_context's one file, and each series' length and a
+    'covered' row per committed load as step_edits' (both tables' files replaced in one
+    transaction). Returns the steps written."""
+    from kidata.store import commit
+    from kidata.store.pqwrite import write_reader
+
+    params = {"id": writer_id}
+    counts: list = []
+    cols = ", ".join(STEP_COLUMNS)
+    keys = ", ".join(SERIES)
+
+    def batches() -> Iterator[Any]:
+        for _ in chunks(con):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh AS SELECT {cols} FROM {VIEW}")
+            counts.append(con.sql(_counts_sql(f"SELECT {keys} FROM _fresh"), params=params
+                                  ).to_arrow_table())
+            yield from con.sql(f"SELECT {cols}, $id AS load_id FROM _fresh "
+                               "ORDER BY run_id, metric", params=params).to_arrow_reader(65536)
+
+    def write_steps(path: Path) -> int:
+        return write_reader(path, schema.arrow_tables()[TABLE], batches(), create_empty=True)
+
+    def write_edits(path: Path) -> int:  # after write_steps, which filled counts
+        covered = con.sql(_covered_sql("SELECT load_id FROM loads")).to_arrow_table()
+        return write_reader(path, schema.arrow_tables()[EDITS],
+                            (b for t in [*counts, covered] for b in t.to_batches()),
+                            create_empty=True)
+
+    return commit.replace_tables(root, {TABLE: (write_steps, []), EDITS: (write_edits, [])},
+                                 what=f"steps of {TABLE}", faults="contexts-")[TABLE]
+
+
 def _connect() -> duckdb.DuckDBPyConnection:
-    """A connection for storing, rebuilding or checking contexts: DuckDB within the commit's
+    """A connection for storing, rebuilding or checking steps: DuckDB within the commit's
     memory limit (``KIDATA_COMMIT_MEMORY``), spilling beyond it."""
     from kidata.core import config
 
     return engine.connect({"memory_limit": config.current().commit_memory})
 
 
-# The columns a stored row gives series_context, compared by check().
-GIVEN = ("together_implementations", "together_log_change", "session_workloads",
-         "session_log_median", "echo_up", "echo_down")
-
-
 def check(root: Path) -> list[str]:
-    """The stored contexts that readers use (their fingerprint holds) and that differ from
-    what is computed afresh: one problem naming how many and a few steps, or none. A few
-    groups at a time, as :func:`derive`."""
-    if not Layout(root).table_files(TABLE):
+    """When the stored steps are read (every committed load covered): the steps whose stored
+    row (points included) differs from what series_context computes afresh, is missing or is
+    extra; one problem naming how many and a few steps, or none. A few groups at a time, as
+    :func:`derive`."""
+    if not Layout(root).table_files(EDITS):
         return []
     con = _connect()
-    bad: list[tuple[str, str]] = []
+    wrong: list[tuple[str, str, str]] = []
     try:
         define_views(con, root)
-        ignore_stored(con)  # the stored rows against every context computed afresh
+        if not readable(con):
+            return []  # the rows are not read: queries compute every step
+        names = viewfiles.load_views()[VIEW].columns
         same = " AND ".join(
             f"(c.{col} IS NOT DISTINCT FROM f.{col} OR coalesce(abs(c.{col} - f.{col}) <= "
-            f"1e-9 * greatest(abs(c.{col}), abs(f.{col})), FALSE))" for col in GIVEN)
+            f"1e-9 * greatest(abs(c.{col}), abs(f.{col})), FALSE))" if col in FLOATS else
+            f"c.{col} IS NOT DISTINCT FROM f.{col}" for col in names)
         for _ in chunks(con):
-            # The stored rows a reader uses (the same run, metric, family, hour, count and
-            # sum as the step now), against the contexts computed afresh, in one pass.
-            bad += con.execute(f"""
-                SELECT c.run_id, c.metric FROM _stored_context c
-                JOIN series_context f
-                    ON f.previous_run_id IS NOT NULL AND f.run_id = c.run_id
-                    AND f.metric = c.metric AND f.family IS NOT DISTINCT FROM c.family
-                    AND f.observed_hour = c.context_hour AND f.context_runs = c.context_runs
-                    AND f.context_key = c.context_key
-                WHERE NOT ({same})
-                ORDER BY c.run_id, c.metric
+            wrong += con.execute(f"""
+                SELECT coalesce(f.run_id, c.run_id), coalesce(f.metric, c.metric),
+                    CASE WHEN c.run_id IS NULL THEN 'missing'
+                         WHEN f.run_id IS NULL THEN 'extra' ELSE 'different' END
+                FROM {VIEW} f FULL JOIN _stored c
+                    ON c.run_id = f.run_id AND c.metric = f.metric
+                WHERE c.run_id IS NULL OR f.run_id IS NULL OR NOT ({same})
+                ORDER BY 1, 2
             """).fetchall()
     finally:
         con.close()
-    if not bad:
+    if not wrong:
         return []
-    examples = ", ".join(f"{run} ({metric})" for run, metric in bad[:3])
-    return [f"step_context: {len(bad):,} stored contexts in use differ from what their steps "
-            f"give, e.g. {examples} (trends and regressions would attribute those steps "
-            "wrongly; kidata check --repair stores them again)"]
+    kinds = sorted({k for _, _, k in wrong})
+    examples = ", ".join(f"{run} ({metric}, {kind})" for run, metric, kind in wrong[:3])
+    return [f"{TABLE}: {len(wrong):,} stored steps differ from what their series give "
+            f"({', '.join(kinds)}), e.g. {examples} (trends and regressions read them; "
+            "kidata check --repair stores them again)"]
 
 
-def write_empty(path: Path) -> int:
-    """Write ``step_context`` with no row at ``path`` (what an unload leaves: see
-    :func:`kidata.store.unload.unload`). Returns 0."""
+def write_empty(path: Path, table: str = TABLE) -> int:
+    """Write ``table`` (step_context or step_edits) with no row at ``path`` (what an unload
+    leaves: see :func:`kidata.store.unload.unload`). Returns 0."""
     from kidata.store.pqwrite import write_reader
 
-    return write_reader(path, TABLES[TABLE], iter(()), create_empty=True)
+    return write_reader(path, schema.arrow_tables()[table], iter(()), create_empty=True)
 
 
 def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = False
             ) -> tuple[int, int] | None:
-    """Replace ``step_context`` by one file holding the context of every step now (the stored
-    rows that hold, the others computed; ``afresh``: every one computed, stored rows unread),
-    tagged ``writer_id``: what ``kidata compact`` does, a load's compaction once the table has
-    ``if_files`` files, and ``kidata check --repair`` (afresh). Rows no longer used go.
-    Under the writer lock. Returns (files before, rows written), or None when there was
-    nothing to do: no file, fewer than ``if_files``, or (not afresh) one whose rows are all in
-    use with no context left to compute."""
+    """Replace ``step_context`` and ``step_edits`` by one file each: when the steps are read
+    (every load covered) and not ``afresh``, the steps in use as they are, the 'covered' rows
+    of the committed loads and each series' length; otherwise every step computed again
+    (``afresh``: ``kidata check --repair``). What ``kidata compact`` does, and a load's
+    compaction once step_context has ``if_files`` files. Under the writer lock. Returns (files
+    before, rows written to step_context), or None when there was nothing to do: no file, or
+    fewer than ``if_files``."""
     from kidata.store import commit
     from kidata.store.pqwrite import write_reader
 
@@ -277,31 +395,29 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
     con = _connect()
     try:
         define_views(con, root)
-        if afresh:
-            ignore_stored(con)
-        elif len(files) == 1:
-            [(before,)] = con.execute("SELECT count(*) FROM step_context").fetchall()
-            used = steps = 0
-            for _ in chunks(con):
-                [(n, m)] = con.execute(
-                    f"SELECT count(*) FILTER (WHERE context_stored), "
-                    f"count(*) FILTER (WHERE previous_run_id IS NOT NULL) FROM {VIEW}"
-                ).fetchall()
-                used, steps = used + n, steps + m
-            if used == before == steps:
-                return None
-        query = (f"SELECT {_columns()}, $id AS load_id FROM {VIEW} "
-                 "WHERE previous_run_id IS NOT NULL ORDER BY run_id, metric")
+        if afresh or not readable(con):
+            return len(files), _write_all(con, root, writer_id)
+        keys = ", ".join(SERIES)
+        con.execute(f"""CREATE TEMP VIEW _in_use AS SELECT s.* FROM {TABLE} s
+            LEFT JOIN (SELECT run_id, metric, of_load FROM {EDITS} WHERE kind = 'void') v
+                ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
+            WHERE v.run_id IS NULL""")
+        steps = "SELECT * FROM _in_use"
+        params = {"id": writer_id}
 
-        def batches() -> Iterator[Any]:
-            for _ in chunks(con):
-                yield from con.sql(query, params={"id": writer_id}).to_arrow_reader(65536)
+        def write_steps(path: Path) -> int:
+            return write_reader(path, schema.arrow_tables()[TABLE],
+                                con.sql(steps).to_arrow_reader(65536), create_empty=True)
 
-        def write(path: Path) -> int:
-            return write_reader(path, TABLES[TABLE], batches(), create_empty=True)
+        def write_edits(path: Path) -> int:
+            return write_reader(path, schema.arrow_tables()[EDITS], con.sql(
+                f"{_counts_sql(f'SELECT {keys} FROM _in_use')} UNION ALL "
+                f"{_covered_sql('SELECT load_id FROM loads')}", params=params
+            ).to_arrow_reader(65536), create_empty=True)
 
-        rows = commit.replace_table(root, TABLE, write, what=f"rebuild of {TABLE}",
-                                    faults="contexts-")
+        rows = commit.replace_tables(
+            root, {TABLE: (write_steps, []), EDITS: (write_edits, [])},
+            what=f"rebuild of {TABLE}", faults="contexts-")[TABLE]
     finally:
         con.close()
     return len(files), rows

@@ -45,7 +45,9 @@ PRIVATE = "_kidata"
 # read what earlier ones wrote).
 # 2: kidata 0.3.14: a run's document is in run_documents, no longer in its runs row (older
 # versions would read runs without documents). kidata.store.upgrade takes a warehouse from 1.
-CURRENT_LAYOUT = 2
+# 3: kidata 0.3.15: step_context holds every step whole, read when every load is covered
+# (older versions read its rows as fingerprinted contexts, and fail on the new ones).
+CURRENT_LAYOUT = 3
 LAYOUT_FILE = "layout.json"
 LOCK = "lock"
 # How long a writer (load, compaction, check) waits for the writer lock, in seconds.

@@ -161,6 +161,9 @@ class LoadCommit:
             # more"): their files are replaced after the marker, see below.
             replaces: list[tuple[str, str]] = []
             report.enriched = self._write_enriched(con, final, replaces, enriching)
+            if enriching:
+                report.enriched_runs = [r[0] for r in con.execute(
+                    "SELECT run_id FROM enrich_runs ORDER BY run_id").fetchall()]
             # Before the commit point: what the final files hold must be what was read.
             disagreements = self._verify(con, staging, report, staged, added,
                                          keep is not None)

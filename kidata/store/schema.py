@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # Column types, by Arrow name; DUCKDB_TYPES gives each one's DuckDB type.
-STRING, FLOAT64, INT64, TS = "string", "float64", "int64", "timestamp"
+STRING, FLOAT64, INT64, TS, BOOL = "string", "float64", "int64", "timestamp", "bool"
 DUCKDB_TYPES = {STRING: "VARCHAR", FLOAT64: "DOUBLE", INT64: "BIGINT",
-                TS: "TIMESTAMP WITH TIME ZONE"}
+                TS: "TIMESTAMP WITH TIME ZONE", BOOL: "BOOLEAN"}
 
 
 class Column(NamedTuple):
@@ -302,30 +302,99 @@ LATEST_RUNS = (
        "`latencies.stddev_us`), null when not given (since 0.3.0)."),
 )
 
-# Since 0.3.7 (kidata/store/contexts.py): the context of each step of a series, stored by the
-# load that added or changed it, so that series_steps does not compute it again while the
-# results it depends on stay the same (sql/series_context.sql).
+# Since 0.3.15 (kidata/store/contexts.py): every step of every series as ``series_context``
+# computes it (but ``points`` and ``gpu_family``, which readers add), stored by the loads that
+# added or changed it, so that a session whose every load stored its steps reads them instead
+# of working out every series (sql/stored/series_context.sql). Rows are never rewritten: a
+# load that changes a step writes its new row and voids the old one in ``step_edits``, whose
+# ``covered`` rows say which loads' steps the tables hold.
+_STEP_COLUMNS = (
+    ("kernel", STRING),
+    ("pass", STRING),
+    ("implementation", STRING),
+    ("variant", STRING),
+    ("workload", STRING),
+    ("gpu", STRING),
+    ("family", STRING),
+    ("metric", STRING),
+    ("unit", STRING),
+    ("step", INT64),
+    ("run_id", STRING),
+    ("previous_run_id", STRING),
+    ("observed_at", TS),
+    ("previous_observed_at", TS),
+    ("version", STRING),
+    ("previous_version", STRING),
+    ("source", STRING),
+    ("previous_source", STRING),
+    ("environment_id", STRING),
+    ("previous_environment_id", STRING),
+    ("median", FLOAT64),
+    ("previous_median", FLOAT64),
+    ("p20", FLOAT64),
+    ("p80", FLOAT64),
+    ("previous_p20", FLOAT64),
+    ("previous_p80", FLOAT64),
+    ("spread", STRING),
+    ("previous_spread", STRING),
+    ("evidence", STRING),
+    ("previous_evidence", STRING),
+    ("center", FLOAT64),
+    ("previous_center", FLOAT64),
+    ("center_statistic", STRING),
+    ("previous_center_statistic", STRING),
+    ("samples", INT64),
+    ("previous_samples", INT64),
+    ("log_variance", FLOAT64),
+    ("previous_log_variance", FLOAT64),
+    ("wide_low", FLOAT64),
+    ("wide_high", FLOAT64),
+    ("previous_wide_low", FLOAT64),
+    ("previous_wide_high", FLOAT64),
+    ("has_spread", BOOL),
+    ("previous_has_spread", BOOL),
+    ("half_step", FLOAT64),
+    ("previous_half_step", FLOAT64),
+    ("size_decade", INT64),
+    ("previous_size_decade", INT64),
+    ("log_change", FLOAT64),
+    ("same_center", BOOL),
+    ("same_version", BOOL),
+    ("together_implementations", INT64),
+    ("together_log_change", FLOAT64),
+    ("session_workloads", INT64),
+    ("session_log_median", FLOAT64),
+    ("echo_up", FLOAT64),
+    ("echo_down", FLOAT64),
+)
 STEP_CONTEXT = (
-    _f("run_id", STRING, "The step's run (`series_context.run_id`).", False),
-    _f("metric", STRING, "The step's metric, 'latency' or 'memory'.", False),
-    _f("family", STRING, "The step's protocol family when the row was written "
-       "(`series_context.family`)."),
-    _f("context_hour", TS, "The step's clock hour (`series_context.observed_hour`) when the "
-       "row was written.", False),
-    _f("context_runs", INT64, "How many results of the step's kernel, pass, GPU, family and "
-       "metric were measured up to five clock hours after it, when the row was written "
-       "(`series_context.context_runs`).", False),
-    _f("context_key", INT64, "Their fingerprint: the sum of a number read from each run id's "
-       "MD5 (`series_context.context_key`).", False),
-    _f("together_implementations", INT64, "`series_context.together_implementations`."),
-    _f("together_log_change", FLOAT64, "`series_context.together_log_change`."),
-    _f("session_workloads", INT64, "`series_context.session_workloads`."),
-    _f("session_log_median", FLOAT64, "`series_context.session_log_median`."),
-    _f("echo_up", FLOAT64, "`series_context.echo_up`."),
-    _f("echo_down", FLOAT64, "`series_context.echo_down`."),
-    _f("load_id", STRING, "The load (or the `kidata compact` or `kidata unload`) that wrote "
-       "the row; rows are read whoever wrote them, and only while their fingerprint holds.",
+    *(_f(name, type_, f"`series_context.{name}`.") for name, type_ in _STEP_COLUMNS),
+    _f("load_id", STRING, "The load (or the `kidata compact`, `kidata unload` or `kidata check "
+       "--repair`) that wrote the row. A row holds unless a `step_edits` 'void' row names it.",
        False),
+)
+
+# Since 0.3.15: what later loads changed in step_context, in rows as small as the changes
+# (readers join them, and an engine builds its hash tables from the smaller side).
+STEP_EDITS = (
+    _f("kind", STRING, "'void': the `step_context` row of `run_id`, `metric` and `of_load` "
+       "no longer holds (its step changed or is no more); 'count': `points` results added to "
+       "(or, below 0, taken from) the series named by the key columns; 'covered': the steps "
+       "of the load `load_id` are stored (every other column null).", False),
+    _f("kernel", STRING, "The series' kernel (`series_context.kernel`)."),
+    _f("pass", STRING, "Its pass."),
+    _f("implementation", STRING, "Its implementation."),
+    _f("variant", STRING, "Its variant (null for none)."),
+    _f("workload", STRING, "Its workload."),
+    _f("gpu", STRING, "Its GPU."),
+    _f("family", STRING, "Its protocol family."),
+    _f("metric", STRING, "Its metric."),
+    _f("run_id", STRING, "'void': the step's run; null in a 'count' row."),
+    _f("of_load", STRING, "'void': the `load_id` of the `step_context` row it voids."),
+    _f("points", INT64, "'count': the change of the series' length; the sum over its rows is "
+       "`series_context.points`."),
+    _f("load_id", STRING, "The load (or command) that wrote the row; a 'covered' row: the "
+       "load whose steps are stored.", False),
 )
 
 LOADS = (
@@ -395,6 +464,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "kernel_families": KERNEL_FAMILIES,
     "acknowledgements": ACKNOWLEDGEMENTS,
     "step_context": STEP_CONTEXT,
+    "step_edits": STEP_EDITS,
 }
 
 # Identity of a row in each table: loading the same key twice adds nothing.
@@ -420,8 +490,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "flop_models": ("kernel", "pass", "term"),
     "kernel_families": ("kernel",),
     "acknowledgements": ("run_id", "acknowledged_at"),
-    "step_context": ("run_id", "metric", "family", "context_hour", "context_runs",
-                     "context_key"),
+    "step_context": ("run_id", "metric", "load_id"),
+    "step_edits": ("kind", "kernel", "pass", "implementation", "variant", "workload", "gpu",
+                   "family", "metric", "run_id", "of_load", "load_id"),
 }
 
 # Tables written from kidata's data files rather than by loads (see kidata/store/reference.py).
@@ -440,9 +511,10 @@ SPEC_DIGESTS = {"environments": "environmentDigest", "protocols": "protocolDiges
 FILED_WHEN_EMPTY = ("samples",)
 # Tables written by a command of their own (kidata ack: kidata/store/acks.py), not by loads.
 APART = ("acknowledgements",)
-# Tables derived from the committed loads after their commit (kidata/store/contexts.py): a
-# cache whose rows say when they hold, so none is filtered by load.
-AFTER_COMMIT = ("step_context",)
+# Tables derived from the committed loads after their commit (kidata/store/contexts.py): rows
+# written under the writer lock by loads, unloads, compactions and repairs, read whoever wrote
+# them (a reader checks that every committed load is covered), so none is filtered by load.
+AFTER_COMMIT = ("step_context", "step_edits")
 
 # The tables that have these columns are written with one GPU per row group, ordered by them
 # within it (then by the table's key), by every writer of their files: a load's own file, its
@@ -503,7 +575,8 @@ def arrow_type(type_: str) -> pa.DataType:
 
     if type_ == TS:
         return pa.timestamp("us", tz="UTC")
-    return {STRING: pa.string(), FLOAT64: pa.float64(), INT64: pa.int64()}[type_]
+    return {STRING: pa.string(), FLOAT64: pa.float64(), INT64: pa.int64(),
+            BOOL: pa.bool_()}[type_]
 
 
 def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:

@@ -32,7 +32,9 @@ def table_sql(warehouse: Path, table: str) -> str:
     in_runs = table in ("runs", "run_documents") and documents_in_runs(warehouse)
     if in_runs and table == "run_documents":
         folder = layout.table("runs")
-    if any(folder.glob(PARQUET_GLOB)):
+    # Layouts 1 and 2 (kidata 0.3.7-0.3.14) stored fingerprinted contexts there, not steps.
+    old_steps = table == "step_context" and check_layout(warehouse) < 3
+    if any(folder.glob(PARQUET_GLOB)) and not old_steps:
         if not in_runs:
             return f"SELECT * FROM {parquet_source(folder)}"
         if table == "runs":

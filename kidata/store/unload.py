@@ -18,6 +18,7 @@ beside hard links to the files it had no row in), so a crash leaves all of it or
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -128,10 +129,11 @@ def unload(root: Path, load_ids: list[str]) -> dict[str, int]:
                     "IN (SELECT load_id FROM _unloaded)",
                     {"f": [str(f) for f in touched]}).fetchall()[0][0]
             plan[table] = (_writer(con, table, touched), keep)
-        # The stored step contexts go in the same commit: a context read while its count of
-        # results holds assumes results only ever join a group (kidata/store/contexts.py).
-        if layout.table_files(contexts.TABLE):
-            plan[contexts.TABLE] = (contexts.write_empty, [])
+        # The stored steps go in the same commit (kidata/store/contexts.py: a load stores what
+        # it changed, and results leave their groups only here).
+        for table in (contexts.TABLE, contexts.EDITS):
+            if layout.table_files(table):
+                plan[table] = (functools.partial(contexts.write_empty, table=table), [])
         # The manifests first: a crash after this and before the commit only costs reading
         # the loads' files again; the other order could skip files whose runs are gone.
         for load_id in ids:

@@ -7,6 +7,10 @@ layout, and a warehouse never mixes two. Readers read either layout as it is
 (:mod:`kidata.store.tablesql`), so a warehouse that no writer touches is read by this kidata
 without a change.
 
+Layout 2 → 3 (kidata 0.3.15): ``step_context`` holds whole steps instead of fingerprinted
+contexts; its old rows are dropped (:func:`_steps_afresh`) and stored again by the next writer
+that stores steps.
+
 Layout 1 → 2 (kidata 0.3.14): each run's document leaves its ``runs`` row for ``run_documents``
 (issue 30: a scan of ``runs`` read ~1 KB of JSON per run, and its row groups were cut at a few
 thousand runs). Every ``runs`` file ``<name>`` becomes a narrow file of the same name, its rows
@@ -27,7 +31,7 @@ from pathlib import Path
 from kidata.errors import WarehouseError
 from kidata.store import durable
 from kidata.store.commit import Transaction, check_layout
-from kidata.store.layout import CURRENT_LAYOUT, Layout, prepared_layout
+from kidata.store.layout import Layout, prepared_layout, witness_name
 
 # Rows read at a time from a layout-1 runs file (each holds its document: ~1-2 KB a row).
 BATCH = 8192
@@ -37,9 +41,12 @@ def upgrade(root: Path) -> list[str]:
     """Bring the warehouse at ``root`` to :data:`~kidata.store.layout.CURRENT_LAYOUT` (call
     under the writer lock); returns what was done, one line each (none: it was current)."""
     number = check_layout(root)
-    if number >= CURRENT_LAYOUT:
-        return []
-    return [_documents_apart(root)]
+    done = []
+    if number < 2:
+        done.append(_documents_apart(root))
+    if number < 3:
+        done.append(_steps_afresh(root))
+    return done
 
 
 def _documents_apart(root: Path) -> str:
@@ -52,7 +59,7 @@ def _documents_apart(root: Path) -> str:
     layout = Layout(root)
     if layout.table_files("run_documents"):  # layout 1 has none: whose are they?
         raise WarehouseError(
-            f"cannot upgrade the warehouse {root} from layout 1 to {CURRENT_LAYOUT}: its "
+            f"cannot upgrade the warehouse {root} from layout 1 to 2: its "
             "run_documents/ folder holds files, which no kidata of layout 1 writes; nothing was "
             "changed. Move them out of the warehouse and run again")
     tx = Transaction(root, "upgrade to layout 2", faults="upgrade:")
@@ -69,7 +76,7 @@ def _documents_apart(root: Path) -> str:
             except (OSError, ValueError, TypeError, pa.ArrowException) as exc:  # input
                 rel = stored.relative_to(root)
                 raise WarehouseError(
-                    f"cannot upgrade the warehouse {root} from layout 1 to {CURRENT_LAYOUT}: "
+                    f"cannot upgrade the warehouse {root} from layout 1 to 2: "
                     f"{rel} cannot be read as a runs file ({exc}); nothing was changed. "
                     "Restore the file, or move it out of the warehouse, and run again "
                     "(kidata check lists what else is wrong)") from None
@@ -78,7 +85,7 @@ def _documents_apart(root: Path) -> str:
             narrow.append((tx.work / f"runs-{n}.parquet", stored))
         new_layout = prepared_layout(tx.work)
         with open(new_layout, "wb") as fh:
-            fh.write(json.dumps({"layout": CURRENT_LAYOUT,
+            fh.write(json.dumps({"layout": 2,
                                  "written_by": f"kidata {__version__}"}).encode() + b"\n")
         durable.fsync_file(new_layout)
         layout.table("run_documents").mkdir(exist_ok=True)
@@ -88,8 +95,44 @@ def _documents_apart(root: Path) -> str:
         warning = tx.commit()
     finally:
         tx.discard()
-    return (f"upgraded the warehouse from layout 1 to {CURRENT_LAYOUT}: the documents of "
+    return (f"upgraded the warehouse from layout 1 to 2: the documents of "
             f"{runs:,} runs ({len(narrow):,} runs files) moved to run_documents"
+            + (f" ({warning})" if warning else ""))
+
+
+def _steps_afresh(root: Path) -> str:
+    """Layout 2 → 3: ``step_context`` emptied (one file with no row). Its rows held each step's
+    context with the fingerprint of the results it depended on (kidata 0.3.7-0.3.14); they
+    now hold each whole step (:mod:`kidata.store.contexts`), and the next writer that stores
+    steps computes them all. One :class:`~kidata.store.commit.Transaction`: the table's folder
+    exchanged with one holding the empty file, and ``layout.json`` (layout 3)."""
+    from kidata import __version__
+    from kidata.store import contexts
+
+    layout = Layout(root)
+    had = len(layout.table_files(contexts.TABLE))
+    tx = Transaction(root, "upgrade to layout 3", faults="upgrade:")
+    try:
+        tx.work.mkdir(parents=True, exist_ok=True)
+        witness = witness_name(tx.name)
+        nxt = layout.next_table(tx.work, contexts.TABLE)
+        nxt.mkdir(parents=True)
+        contexts.write_empty(nxt / witness)
+        durable.fsync_dir(nxt)
+        new_layout = prepared_layout(tx.work)
+        with open(new_layout, "wb") as fh:
+            fh.write(json.dumps({"layout": 3,
+                                 "written_by": f"kidata {__version__}"}).encode() + b"\n")
+        durable.fsync_file(new_layout)
+        layout.table(contexts.TABLE).mkdir(exist_ok=True)
+        tx.replace(new_layout, layout.layout_file)
+        tx.exchange(nxt, layout.table(contexts.TABLE), witness)
+        warning = tx.commit()
+    finally:
+        tx.discard()
+    return (f"upgraded the warehouse from layout 2 to 3: step_context emptied ({had:,} files "
+            "of steps' contexts in the format of kidata 0.3.7-0.3.14); the next load from "
+            "KIDATA_CONTEXTS_AT runs, or kidata compact, stores every step"
             + (f" ({warning})" if warning else ""))
 
 

@@ -38,6 +38,7 @@ from kidata import Warehouse
 from kidata.core.viewfiles import load_views, sql_dir
 from kidata.errors import KidataError, WarehouseError
 from kidata.query.spark import SparkViewError, register
+from kidata.store import contexts
 from kidata.store.schema import TABLES
 
 VIEWS = list(load_views())
@@ -202,39 +203,46 @@ def test_spark_matches_duckdb_over_many_files_and_row_groups(spark, scaled):
     assert all(counts[n] > 0 for n in SCALE_NAMES if n != "workload_parameters"), counts
 
 
-def test_spark_matches_duckdb_on_step_contexts(spark, tmp_path, monkeypatch):
-    """The series views where steps have contexts, some stored and some computed: the seeds
-    and the generated warehouses above hold no step with another implementation, workload or
-    session beside it, so there every context column is null. test_step_context's series
-    (sessions across midnight, session-wide shifts, a protocol family given late) in two
-    loads and the late protocol's document: the first stores every context
-    (KIDATA_CONTEXTS_AT=0), the others none, so the steps whose set of results they changed
-    (the last session's, and the first GPU's, moved to the family the document names) are
-    computed, in both engines, by the same SQL."""
+def test_spark_matches_duckdb_on_stored_and_computed_steps(spark, tmp_path, monkeypatch):
+    """The series views where steps have contexts, read from the stored steps and computed:
+    the seeds and the generated warehouses above hold no step with another implementation,
+    workload or session beside it, so there every context column is null. test_step_context's
+    series (sessions across midnight, session-wide shifts, a protocol family given late) in
+    two loads and the late protocol's document, each storing its steps (KIDATA_CONTEXTS_AT=0):
+    both engines read series_context from step_context (sql/stored/series_context.sql); then
+    a copy without them, where both compute it (sql/series_context.sql)."""
     from test_step_context import LATE_PROTOCOL, bundles
 
+    monkeypatch.setenv("KIDATA_CONTEXTS_AT", "0")
     records = bundles()
     first = [r for r in records if not r["run"]["metadata"]["name"].startswith("ctx-5-")]
     second = [r for r in records if r not in first]
     wh = Warehouse(tmp_path / "wh")
-    for number, (batch, at) in enumerate(((first, "0"), (second, "100000"),
-                                          ([LATE_PROTOCOL], "100000"))):
-        monkeypatch.setenv("KIDATA_CONTEXTS_AT", at)
+    for number, batch in enumerate((first, second, [LATE_PROTOCOL])):
         source = tmp_path / f"part-{number}.jsonl"
         source.write_text("".join(json.dumps(r) + "\n" for r in batch))
         report = wh.load([str(source)])
         assert report.ok, report.rejects
-    [(stored, computed, together, session_fits, echoed)] = wh.sql(
-        "SELECT count(*) FILTER (WHERE context_stored), "
-        "count(*) FILTER (WHERE NOT context_stored AND previous_run_id IS NOT NULL), "
-        "count(together_implementations), count(*) FILTER (WHERE session_workloads >= 3), "
-        "count(echo_up) FROM series_context").fetchall()
-    # Not a comparison of nulls: both kinds of step, and every context column, have values.
-    assert stored > 0 and computed > 0 and together > 0 and session_fits > 0 and echoed > 0
-    session = spark.newSession()
-    step = Stepwise(session, wh.path)
-    for name in ("series_context", "series_steps", "trends"):
-        assert assert_same_rows(session, wh, step.define(name)) > 0
+    copy = tmp_path / "computed"
+    shutil.copytree(wh.path, copy)
+    shutil.rmtree(copy / "step_context")
+    shutil.rmtree(copy / "step_edits")
+    for path, stored in ((wh.path, True), (copy, False)):
+        duck = Warehouse(path)
+        [(reads, together, session_fits, echoed, voided)] = duck.sql(
+            f"SELECT ({contexts.READABLE_SQL}), count(together_implementations), "
+            "count(*) FILTER (WHERE session_workloads >= 3), count(echo_up), "
+            "(SELECT count(*) FROM step_edits WHERE kind = 'void') FROM series_context"
+        ).fetchall()
+        # Not a comparison of nulls: every context column has values; the stored steps
+        # include rows that later loads voided (the last session changed steps before it).
+        assert reads is stored and together > 0 and session_fits > 0 and echoed > 0
+        assert (voided > 0) is stored
+        session = spark.newSession()
+        step = Stepwise(session, path)
+        assert contexts.readable(session) is stored
+        for name in ("series_context", "series_steps", "trends"):
+            assert assert_same_rows(session, duck, step.define(name)) > 0
 
 
 # -- warehouses of other shapes --------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""Stored step contexts (kidata/store/contexts.py, sql/series_context.sql): the series views give
-the same rows whether a step's context is read from ``step_context`` or computed, whatever
-the order of the loads, after an unload and after a protocol document that gives runs a
-family; and the stored rows are what is read."""
+"""Stored steps (kidata/store/contexts.py, sql/stored/series_context.sql): the series views give
+the same rows whether the steps are read from ``step_context`` or computed
+(sql/series_context.sql), whatever the order of the loads, after an unload, after a protocol
+document that gives runs a family and after a load whose steps were not stored; and the
+stored rows are what is read."""
 
 from __future__ import annotations
 
@@ -98,34 +99,49 @@ def write(path: Path, records: list[dict]) -> Path:
 
 def series(path: Path, **window: str) -> list[tuple]:
     """Every row of series_context and series_steps (of the results in ``window``: since,
-    until), sorted, floats to 12 digits (DuckDB's parallel sums may differ in the last bits),
-    context_stored left out."""
+    until), sorted, floats to 12 digits (DuckDB's parallel sums may differ in the last bits)."""
     wh = Warehouse(path, **window)
     out = []
     for view in ("series_context", "series_steps"):
-        rel = wh.sql(f"select * from {view}")
-        keep = [i for i, c in enumerate(rel.columns) if c != "context_stored"]
-        out += sorted((view, *(float(f"{row[i]:.12g}") if isinstance(row[i], float)
-                               else row[i] for i in keep)) for row in rel.fetchall())
+        out += sorted((view, *(float(f"{v:.12g}") if isinstance(v, float) else v
+                               for v in row))
+                      for row in wh.sql(f"select * from {view}").fetchall())
     return out
 
 
 def computed(path: Path, tmp: Path, **window: str) -> list[tuple]:
-    """:func:`series` of a copy of the warehouse without stored contexts."""
+    """:func:`series` of a copy of the warehouse without stored steps."""
     copy = tmp / "computed"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(path, copy)
     shutil.rmtree(copy / "step_context", ignore_errors=True)
+    shutil.rmtree(copy / "step_edits", ignore_errors=True)
+    assert not reads_stored(copy)
     return series(copy, **window)
 
 
-def stored_count(path: Path) -> tuple[int, int]:
-    """Steps whose context was read from step_context, and steps that have one (a previous
-    result: at step 1 there is none, and nothing is stored)."""
-    [(n, steps)] = Warehouse(path).sql(
-        "select count(*) filter (where context_stored), count(previous_run_id) "
-        "from series_context").fetchall()
-    return n, steps
+def reads_stored(path: Path) -> bool:
+    """Whether a session reads series_context from step_context (every load covered)."""
+    [(ok,)] = Warehouse(path).sql(contexts.READABLE_SQL).fetchall()
+    return ok
+
+
+def stored(path: Path) -> dict[str, int]:
+    """step_context's rows ('step'), and step_edits' by kind ('void', 'count', 'covered')."""
+    rows = Warehouse(path).sql("select 'step', count(*) from step_context "
+                               "union all select kind, count(*) from step_edits "
+                               "group by all").fetchall()
+    return dict(rows)
+
+
+def steps(path: Path) -> int:
+    return Warehouse(path).sql("select count(*) from series_context").fetchall()[0][0]
+
+
+def series_count(path: Path) -> int:
+    return Warehouse(path).sql(
+        "select count(*) from (select distinct kernel, pass, implementation, variant, "
+        "workload, gpu, family, metric from series_context)").fetchall()[0][0]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +156,7 @@ def store_contexts(monkeypatch):
 
 
 @pytest.mark.parametrize("chunk", [50_000, 100, 1])
-def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path, monkeypatch, chunk):
+def test_stored_and_computed_steps_agree_in_any_order(records, tmp_path, monkeypatch, chunk):
     # Stored, checked and rebuilt a few kernels, passes and GPUs at a time (contexts.chunks):
     # one pass, two triples of 72 runs per pass, one triple per pass.
     monkeypatch.setattr(contexts, "CHUNK_RUNS", chunk)
@@ -156,50 +172,87 @@ def test_stored_and_computed_contexts_agree_in_any_order(records, tmp_path, monk
              write(tmp_path / "early-1.jsonl", early[: len(early) // 2]),
              write(tmp_path / "early-2.jsonl", early),
              write(tmp_path / "protocol.jsonl", [LATE_PROTOCOL])]
-    reports, steps = [], []
-    for file in files:
+    reports, counts = [], []
+    for n, file in enumerate(files, 1):
         reports.append(wh.load(file))
         assert wh.check().ok
+        # After each load every load is covered, and sessions read the stored steps.
+        assert reads_stored(wh_path)
+        assert stored(wh_path)["covered"] == n
         got = series(wh_path)
         assert got == computed(wh_path, tmp_path)
         # Steps with a previous result, joined with others: the contexts are not all empty.
         assert any(row[0] == "series_context" and row[14] is not None for row in got)
-        # After each load every context is stored.
-        used, with_previous = stored_count(wh_path)
-        assert used == with_previous > 0
-        steps.append(with_previous)
-    # The first load stored every context; the protocol's document (the last load) only those
-    # of the first GPU's steps, whose family it gave.
+        counts.append(steps(wh_path))
+    # The first load stored every step; the earlier sessions, loaded after, voided the steps
+    # they came before (their previous result changed) and stored them anew; the protocol's
+    # document only the first GPU's steps, whose family it gave.
     added = [r.added.get("step_context", 0) for r in reports]
-    assert added[0] == steps[0]
-    assert 0 < added[3] < steps[3]
+    assert added[0] == counts[0]
+    assert stored(wh_path)["void"] > 0
+    assert 0 < added[3] < counts[3]
     # An unload is the one way results leave a group: it empties the table in its commit,
-    # then stores every context again; the same rows as computed.
-    stored = sorted((wh_path / "step_context").glob("*.parquet"))
+    # then stores every step again; the same rows as computed.
+    before = sorted((wh_path / "step_context").glob("*.parquet"))
     wh.unload([reports[1].load_id])
-    assert not any(f.exists() for f in stored)
+    assert not any(f.exists() for f in before)
     assert wh.check().ok
+    assert reads_stored(wh_path)
     assert series(wh_path) == computed(wh_path, tmp_path)
-    used, with_previous = stored_count(wh_path)
-    assert used == with_previous < steps[-1]
-    # kidata compact keeps one file (the unload's empty one and the stored contexts merged).
+    left = steps(wh_path)
+    assert left < counts[-1]
+    # (An unloaded load keeps its row in loads: covered too.)
+    assert stored(wh_path) == {"step": left, "covered": 4, "count": series_count(wh_path)}
+    # A load after it adds its changes; kidata compact keeps the rows in use in one file.
+    wh.load(files[1])
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 2
     wh.compact()
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
-    assert stored_count(wh_path) == (with_previous, with_previous)
-    assert Warehouse(wh_path).sql("select count(*) from step_context").fetchall() == [
-        (with_previous,)]
+    assert stored(wh_path) == {"step": counts[-1], "covered": 5,
+                               "count": series_count(wh_path)}
     assert wh.check().ok
     assert series(wh_path) == computed(wh_path, tmp_path)
-    # A query over a time window counts the window's results: where a stored row's set is
-    # not the window's, the context is computed; the same rows either way.
+    # A query over a time window computes its steps (the stored ones are the whole
+    # warehouse's); the same rows as a copy without stored steps.
     for window in ({"since": "2024-03-01T23:00:00Z"}, {"until": "2024-03-03T09:30:00Z"}):
         assert series(wh_path, **window) == computed(wh_path, tmp_path, **window)
 
 
-def test_a_warehouse_stores_contexts_from_a_size_on(records, tmp_path, monkeypatch):
-    # Below KIDATA_CONTEXTS_AT runs nothing is stored (queries compute the contexts); the
-    # load that reaches it stores every step's context, not only those of its groups.
+def test_a_load_whose_steps_were_not_stored(records, tmp_path, monkeypatch):
+    # A load committed, but storing its steps failed (a crash, a full disk): it has no
+    # 'covered' row, so sessions compute every step (the stored rows of its groups are
+    # stale); the next load stores every step again, in one file.
+    wh_path = tmp_path / "wh"
+    wh = Warehouse(wh_path)
+    late = [r for r in records if r["run"]["spec"]["observedAt"] >= "2024-03-03T09:50"]
+    early = [r for r in records if r not in late]
+    wh.load(write(tmp_path / "late.jsonl", late))
+    assert reads_stored(wh_path)
+
+    def fail(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(contexts, "derive", fail)
+        report = wh.load(write(tmp_path / "early.jsonl", early))
+    assert report.committed
+    assert any("storing its steps failed" in w for w in report.warnings)
+    assert not reads_stored(wh_path)
+    assert wh.check().ok  # the rows are not read: nothing to report
+    assert series(wh_path) == computed(wh_path, tmp_path)
+    # The stored rows alone would be wrong: the early steps are missing.
+    assert stored(wh_path)["step"] < steps(wh_path)
+    wh.load(write(tmp_path / "protocol.jsonl", [LATE_PROTOCOL]))
+    assert reads_stored(wh_path)
+    assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
+    assert stored(wh_path) == {"step": steps(wh_path), "covered": 3,
+                               "count": series_count(wh_path)}
+    assert series(wh_path) == computed(wh_path, tmp_path)
+
+
+def test_a_warehouse_stores_steps_from_a_size_on(records, tmp_path, monkeypatch):
+    # Below KIDATA_CONTEXTS_AT runs nothing is stored (queries compute the steps); the
+    # load that reaches it stores every step, not only those of its groups.
     monkeypatch.setenv("KIDATA_CONTEXTS_AT", "200")
     wh_path = tmp_path / "wh"
     wh = Warehouse(wh_path)
@@ -209,10 +262,10 @@ def test_a_warehouse_stores_contexts_from_a_size_on(records, tmp_path, monkeypat
     report = wh.load(write(tmp_path / "first.jsonl", first))
     assert "step_context" not in report.added
     assert not list((wh_path / "step_context").glob("*.parquet"))
-    assert stored_count(wh_path)[0] == 0 < stored_count(wh_path)[1]
+    assert not reads_stored(wh_path)
     report = wh.load(write(tmp_path / "second.jsonl", second))
-    used, with_previous = stored_count(wh_path)
-    assert report.added["step_context"] == used == with_previous
+    assert report.added["step_context"] == steps(wh_path)
+    assert reads_stored(wh_path)
     assert series(wh_path) == computed(wh_path, tmp_path)
 
 
@@ -221,18 +274,15 @@ def test_the_stored_rows_are_what_is_read(records, tmp_path):
     wh_path = tmp_path / "wh"
     done = kidata("-w", wh_path, "load", write(tmp_path / "all.jsonl", records))
     assert done.returncode == 0, done.stderr
-    _, with_previous = stored_count(wh_path)
-    assert with_previous > 0
-    assert len(pq.read_table(sorted((wh_path / "step_context").glob("*.parquet"))[0])) \
-        == with_previous
+    [file] = sorted((wh_path / "step_context").glob("*.parquet"))
+    assert len(pq.read_table(file)) == steps(wh_path)
     before = series(wh_path)
     assert before == computed(wh_path, tmp_path)
     # Tamper with every stored context: the views now differ (they read the rows)...
-    [file] = sorted((wh_path / "step_context").glob("*.parquet"))
     table = pq.read_table(file)
     changed = table.set_column(table.schema.get_field_index("together_log_change"),
                                "together_log_change",
-                               pq.read_table(file).column("together_log_change").fill_null(0.5))
+                               table.column("together_log_change").fill_null(0.5))
     pq.write_table(changed, file)
     assert series(wh_path) != before
     # ... and kidata check finds the rows that do not hold what is computed.
@@ -245,6 +295,6 @@ def test_the_stored_rows_are_what_is_read(records, tmp_path):
     # kidata check --repair stores them again, computed afresh: clean, the views as before.
     repaired = kidata("-w", wh_path, "check", "--repair")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
-    assert "repaired: stored every series step's context again" in repaired.stdout
+    assert "repaired: stored every series step again" in repaired.stdout
     assert kidata("-w", wh_path, "check").returncode == 0
     assert series(wh_path) == before

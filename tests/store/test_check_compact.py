@@ -66,8 +66,8 @@ def everything(wh_path: Path, views: list[str] | None = None) -> dict[str, list]
     compared to 12 significant digits: DuckDB's parallel sums (the geometric means of
     speedup_summary) can differ in the last bit from one run of a query to the next."""
     wh = Warehouse(wh_path)
-    # step_context is a cache whose rows depend on the history of the loads (which load
-    # stored which context, and those no longer used): the views reading it are compared.
+    # The stored steps depend on the history of the loads (which load stored or voided which
+    # step): the views reading them are compared.
     return {name: sorted((tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
                           for row in wh.sql(f'select * from "{name}"').fetchall()), key=repr)
             for name in [*(t for t in TABLES if t not in AFTER_COMMIT),

@@ -1,10 +1,13 @@
-"""Layout 2 (issue 30, item 3): a run's document lives in ``run_documents``, not in its
-``runs`` row, and a warehouse of layout 1 is read as it is and upgraded by its next writer.
+"""Layouts 2 and 3: a run's document lives in ``run_documents``, not in its ``runs`` row
+(layout 2, issue 30 item 3), ``step_context`` holds whole steps (layout 3, issue 30 item 1);
+a warehouse of an older layout is read as it is and upgraded by its next writer.
 
 The layout-1 warehouse is ``tests/data/layout1/warehouse``, written by kidata 0.3.13 itself
 (see its README): the seeds, then Liger's edge-case CSV, two loads. What it held is read here
 from its Parquet files with pyarrow, not through kidata, and compared with what kidata gives
-before and after the upgrade. The commands run the installed console script.
+before and after the upgrade. The layout-2 warehouse is ``tests/data/layout2/warehouse``,
+written by kidata 0.3.14 with every step's context stored (its README). The commands run the
+installed console script.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kidata.store import commit, upgrade
 
 DATA = Path(__file__).parents[1] / "data"
 LAYOUT1 = DATA / "layout1" / "warehouse"
+LAYOUT2 = DATA / "layout2" / "warehouse"
 SEEDS = DATA / "seeds"
 KIDATA = str(Path(sys.executable).parent / "kidata")
 PACKAGE_ROOT = str(Path(kidata.__file__).resolve().parents[1])
@@ -106,8 +110,10 @@ def test_a_load_upgrades_it_first_and_every_answer_stays(old: Path, tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert (f"warning: upgraded the warehouse from layout 1 to 2: the documents of {RUNS} runs "
             "(2 runs files) moved to run_documents") in done.stderr
+    assert "warning: upgraded the warehouse from layout 2 to 3: step_context emptied" \
+        in done.stderr
     assert "0 runs added" in done.stdout and "26 duplicates skipped" in done.stdout
-    assert layout_number(old) == 2
+    assert layout_number(old) == 3
     # Each runs file is narrow now, and its documents are in run_documents under its name.
     runs_files = sorted(p.name for p in (old / "runs").glob("*.parquet"))
     assert runs_files == sorted(p.name for p in (old / "run_documents").glob("*.parquet"))
@@ -133,7 +139,8 @@ def test_compact_upgrades_it_and_says_so(old: Path):
     done = cli(old, "compact")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("upgraded the warehouse from layout 1 to 2")
-    assert layout_number(old) == 2
+    assert "upgraded the warehouse from layout 2 to 3" in done.stdout
+    assert layout_number(old) == 3
     assert answers(old) == expected
     assert cli(old, "check").returncode == 0
 
@@ -144,14 +151,14 @@ def test_a_layout_1_warehouse_without_its_file_is_upgraded_too(old: Path):
     expected = answers(old)
     assert not (old / "_kidata" / "layout.json").exists()  # reading wrote nothing
     assert cli(old, "compact").returncode == 0
-    assert layout_number(old) == 2
+    assert layout_number(old) == 3
     assert answers(old) == expected
 
 
-def test_a_new_warehouse_is_layout_2_and_documents_are_apart(tmp_path: Path):
+def test_a_new_warehouse_is_layout_3_and_documents_are_apart(tmp_path: Path):
     wh = tmp_path / "wh"
     assert cli(wh, "load", SEEDS).returncode == 0
-    assert layout_number(wh) == commit.CURRENT_LAYOUT == 2
+    assert layout_number(wh) == commit.CURRENT_LAYOUT == 3
     [runs] = (wh / "runs").glob("*.parquet")
     [documents] = (wh / "run_documents").glob("*.parquet")
     assert "document" not in pq.read_schema(runs).names
@@ -175,7 +182,7 @@ def test_an_upgrade_killed_is_all_or_nothing(old: Path, point: str):
     assert answers(old) == expected
     done = cli(old, "check", "--repair")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert layout_number(old) == 2
+    assert layout_number(old) == 3
     assert answers(old) == expected
     assert not list((old / "_kidata" / "journal").glob("*.json"))
 
@@ -203,7 +210,7 @@ def test_an_unreadable_runs_file_stops_the_upgrade_with_an_error_naming_it(old: 
     done = cli(old, "compact")
     assert done.returncode == 0, done.stderr
     assert "the documents of 5 runs (1 runs files)" in done.stdout
-    assert layout_number(old) == 2
+    assert layout_number(old) == 3
 
 
 def test_a_run_stored_without_its_document_is_carried_over_and_still_reported(old: Path):
@@ -225,7 +232,7 @@ def test_a_run_stored_without_its_document_is_carried_over_and_still_reported(ol
     done = cli(old, "compact")
     assert done.returncode == 0, done.stderr
     assert f"the documents of {RUNS - 1} runs (2 runs files)" in done.stdout
-    assert layout_number(old) == 2
+    assert layout_number(old) == 3
     after = cli(old, "check")
     assert after.returncode == 1
     assert ("problem: runs: rows for 1 run_ids that are not in run_documents (every run keeps "
@@ -255,3 +262,78 @@ def test_upgrade_of_a_current_warehouse_does_nothing(tmp_path: Path):
         assert done == []
     assert upgrade.upgrade(wh) == []
     assert sorted(p.stat().st_mtime_ns for p in wh.rglob("*.parquet")) == before
+
+
+# -- layout 2 (kidata 0.3.14): step contexts with fingerprints ------------------------------
+
+@pytest.fixture
+def layout2(tmp_path: Path) -> Path:
+    wh = tmp_path / "wh2"
+    shutil.copytree(LAYOUT2, wh)
+    return wh
+
+
+def series(wh: Path) -> list[tuple]:
+    """Every series step, floats to 12 digits."""
+    rows = Warehouse(wh).sql("select * from series_steps").fetchall()
+    return sorted(tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
+                  for row in rows)
+
+
+def test_the_layout_2_fixture_holds_contexts_with_fingerprints():
+    assert layout_number(LAYOUT2) == 2
+    files = sorted((LAYOUT2 / "step_context").glob("*.parquet"))
+    assert files and all("context_key" in pq.read_schema(f).names for f in files)
+    assert sum(pq.read_metadata(f).num_rows for f in files) > 0
+
+
+def test_a_layout_2_warehouse_is_read_as_it_is_its_contexts_unread(layout2: Path,
+                                                                  tmp_path: Path):
+    """Its stored contexts are in a format this kidata does not read: every step is computed,
+    the same rows as a copy without them; nothing is written."""
+    before = {p: p.read_bytes() for p in layout2.rglob("*") if p.is_file()}
+    bare = tmp_path / "bare"
+    shutil.copytree(layout2, bare)
+    shutil.rmtree(bare / "step_context")
+    got = series(layout2)
+    assert got and got == series(bare)
+    assert Warehouse(layout2).sql("select count(*) from step_context").fetchall() == [(0,)]
+    done = cli(layout2, "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {p: p.read_bytes() for p in layout2.rglob("*") if p.is_file() and p.name != "lock"} \
+        == {p: b for p, b in before.items() if p.name != "lock"}
+    assert layout_number(layout2) == 2
+
+
+def test_compact_upgrades_layout_2_and_stores_every_step(layout2: Path):
+    expected = series(layout2)
+    done = cli(layout2, "compact")
+    assert done.returncode == 0, done.stderr
+    assert ("upgraded the warehouse from layout 2 to 3: step_context emptied (2 files "
+            "of steps' contexts in the format of kidata 0.3.7-0.3.14)") in done.stdout
+    assert "from layout 1" not in done.stdout
+    assert layout_number(layout2) == 3
+    # It stored every step (the warehouse had none in this format); sessions read them.
+    [file] = sorted((layout2 / "step_context").glob("*.parquet"))
+    assert "context_key" not in pq.read_schema(file).names
+    db = Warehouse(layout2)
+    [(covered, steps)] = db.sql(
+        "select (select count(*) from step_edits where kind = 'covered'), "
+        "(select count(*) from step_context)").fetchall()
+    assert covered == 3 and steps == len(expected)
+    assert series(layout2) == expected
+    assert cli(layout2, "check").returncode == 0
+
+
+@pytest.mark.parametrize("point", ["upgrade:before-journal", "upgrade:after-journal"])
+def test_an_upgrade_of_layout_2_killed_is_all_or_nothing(layout2: Path, point: str):
+    expected = series(layout2)
+    killed = cli(layout2, "compact", KIDATA_FAULT=point, KIDATA_FAULT_ACTION="kill")
+    assert killed.returncode == -9, killed.stderr
+    assert layout_number(layout2) == 2
+    assert series(layout2) == expected
+    done = cli(layout2, "check", "--repair")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert layout_number(layout2) == 3
+    assert series(layout2) == expected
+    assert not list((layout2 / "_kidata" / "journal").glob("*.json"))
