@@ -109,8 +109,14 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
         LEFT JOIN (SELECT run_id, metric, of_load FROM {EDITS} WHERE kind = 'void') v
             ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
         WHERE v.run_id IS NULL AND {_in_touched('s')}""")
-    con.execute(f"CREATE VIEW _stored_all AS {stored_view().body}")
-    con.execute(f"CREATE VIEW _stored AS SELECT * FROM _stored_all s WHERE {_in_touched('s')}")
+    # The stored body over the touched steps only (filtered before its joins, within the
+    # connection's memory limit).
+    body = stored_view().body
+    if body.count(f"FROM {TABLE} s\n") != 1:
+        raise AssertionError(f"{stored_view().path} reads {TABLE} other than once as s")
+    con.execute(f"CREATE VIEW _touched_steps AS SELECT * FROM {TABLE} s WHERE {_in_touched('s')}")
+    con.execute("CREATE VIEW _stored AS " + body.replace(f"FROM {TABLE} s\n",
+                                                         "FROM _touched_steps s\n"))
 
 
 def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
@@ -348,11 +354,14 @@ def check(root: Path) -> list[str]:
             f"1e-9 * greatest(abs(c.{col}), abs(f.{col})), FALSE))" if col in FLOATS else
             f"c.{col} IS NOT DISTINCT FROM f.{col}" for col in names)
         for _ in chunks(con):
+            # Computed alone first (its windows and quantiles hold their rows in memory), then
+            # compared: both at once overran the commit's memory limit now and then.
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh_view AS SELECT * FROM {VIEW}")
             wrong += con.execute(f"""
                 SELECT coalesce(f.run_id, c.run_id), coalesce(f.metric, c.metric),
                     CASE WHEN c.run_id IS NULL THEN 'missing'
                          WHEN f.run_id IS NULL THEN 'extra' ELSE 'different' END
-                FROM {VIEW} f FULL JOIN _stored c
+                FROM _fresh_view f FULL JOIN _stored c
                     ON c.run_id = f.run_id AND c.metric = f.metric
                 WHERE c.run_id IS NULL OR f.run_id IS NULL OR NOT ({same})
                 ORDER BY 1, 2
