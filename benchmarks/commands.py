@@ -4,6 +4,11 @@
     .venv/bin/python benchmarks/commands.py --tree old=git:351a7cc --tree new= \\
         --rounds 3 --exit 0 --exit 1 -- -w /tmp/wh1m gate liger,version=0.5.0 liger,version=0.5.2
 
+``--wh LABEL=PATH`` gives a tree a warehouse of its own, put where the command says ``@wh``:
+a warehouse one version upgraded is refused by an older one, so each reads its own copy of the
+same data (Run AQ: ``--tree old=git:3a8adc5 --tree new= --wh old=/tmp/wh1m-old --wh
+new=/tmp/wh1m-new -- -w @wh sql "select count(*) from regressions" -f csv``).
+
 For each round, each tree (``LABEL=PATH``, ``LABEL=git:REV`` or ``LABEL=`` for the installed
 kidata, as ``measure.trees`` takes them) runs ``kidata ARGS...`` once, measured by
 ``measure.py`` (wall and CPU seconds, peak memory of the process tree), from a temporary
@@ -38,18 +43,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exit", type=int, action="append", default=[], metavar="CODE",
                     help="an exit code that is an answer, not a failure (repeatable; default "
                     "0; `gate` and `regressions` exit 1 when they find a regression)")
+    ap.add_argument("--wh", action="append", default=[], metavar="LABEL=PATH",
+                    help="the warehouse a tree's command reads where it says @wh (repeatable)")
     ap.add_argument("args", nargs=argparse.REMAINDER,
                     help="the command's arguments, after --")
     args = ap.parse_args(argv)
     command = args.args[1:] if args.args[:1] == ["--"] else args.args
     if not command:
         ap.error("give the command to run after --, e.g. -- -w WAREHOUSE gate A B")
+    warehouses = dict(w.split("=", 1) for w in args.wh)
     got: dict[str, list[measure.Measured]] = {}
     with measure.trees(args.tree or ["installed="]) as trees, \
             tempfile.TemporaryDirectory() as tmp:
         for round_ in range(1, args.rounds + 1):
             for tree in trees:
-                m = measure.run([str(BIN / "kidata"), *command],
+                wh = warehouses.get(tree.label)
+                if "@wh" in command and wh is None:
+                    raise SystemExit(f"the command says @wh: give --wh {tree.label}=PATH")
+                m = measure.run([str(BIN / "kidata"), *(wh if a == "@wh" else a for a in command)],
                                 env={**os.environ, **tree.env}, cwd=tmp)
                 if m.killed_at_mb is not None or m.returncode not in (args.exit or [0]):
                     raise SystemExit(f"{tree.label}: kidata {' '.join(command)} failed "
