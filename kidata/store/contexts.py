@@ -66,6 +66,22 @@ READABLE_SQL = (f"SELECT EXISTS (SELECT 1 FROM {EDITS} WHERE kind = 'covered') A
                 f"(SELECT load_id FROM {EDITS} WHERE kind = 'covered'))")
 
 
+# The stored steps in use (every column, load_id included), as the stored series_context
+# takes them: those of writers whose steps are all there, that no such writer voided.
+IN_USE_SQL = f"""
+    SELECT s.* FROM {TABLE} s
+    LEFT JOIN (
+        SELECT run_id, metric, of_load FROM {EDITS}
+        WHERE kind = 'void' AND load_id IN (SELECT load_id FROM _writers)
+    ) v ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
+    WHERE v.run_id IS NULL AND s.load_id IN (SELECT load_id FROM _writers)"""
+WRITERS_SQL = f"""
+    SELECT w.load_id FROM {EDITS} w
+    LEFT JOIN (SELECT load_id, COUNT(*) AS n FROM {TABLE} GROUP BY load_id) c
+        ON c.load_id = w.load_id
+    WHERE w.kind = 'wrote' AND w.points = COALESCE(c.n, 0)"""
+
+
 def readable(con: Any) -> bool:
     """Whether ``series_context`` can be read from the stored steps on ``con`` (DuckDB, or a
     Spark session), whose ``loads`` and ``step_edits`` are the snapshot's: every committed
@@ -105,10 +121,9 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     views = viewfiles.load_views()
     for name in viewfiles.with_dependencies([VIEW]):
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
-    con.execute(f"""CREATE VIEW _current AS SELECT s.* FROM {TABLE} s
-        LEFT JOIN (SELECT run_id, metric, of_load FROM {EDITS} WHERE kind = 'void') v
-            ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
-        WHERE v.run_id IS NULL AND {_in_touched('s')}""")
+    con.execute(f"CREATE VIEW _writers AS {WRITERS_SQL}")
+    con.execute(f"CREATE VIEW _in_use AS {IN_USE_SQL}")
+    con.execute(f"CREATE VIEW _current AS SELECT s.* FROM _in_use s WHERE {_in_touched('s')}")
     # The stored body over the touched steps only (filtered before its joins, within the
     # connection's memory limit).
     body = stored_view().body
@@ -202,6 +217,16 @@ def _covered_sql(loads: str) -> str:
             f"FROM ({loads}) c")
 
 
+def _wrote_sql(counts: str) -> str:
+    """step_edits' 'wrote' rows: per writer (``counts``: load_id, n), how many steps it wrote
+    to step_context. A reader applies a writer's steps, voids and counts only while it sees
+    that many of its steps (a query listing the two tables' files while a load stores them
+    sees the steps as they were before that load, never half of its changes)."""
+    nulls = _nulls(EDITS, ("kind", "points", "load_id"))
+    return (f"SELECT 'wrote' AS kind, {nulls}, CAST(n AS BIGINT) AS points, load_id "
+            f"FROM ({counts}) w")
+
+
 def _counts_sql(rows: str, sign: str = "") -> str:
     """'count' rows of step_edits: per series, how many rows the query ``rows`` has (times
     ``sign``), tagged $id."""
@@ -286,7 +311,9 @@ def derive(root: Path, writer_id: str, only_load: bool = False,
         # The steps first: until the edits' file (and its 'covered' row) is in place, the load
         # is not covered and nothing stored is read.
         rows = _write_file(layout, TABLE, writer_id, batches())
-        covered = con.sql(_covered_sql("SELECT $id AS load_id"), params=params).to_arrow_table()
+        covered = con.sql(f"{_covered_sql('SELECT $id AS load_id')} UNION ALL "
+                          f"{_wrote_sql(f'SELECT $id AS load_id, {rows} AS n')}",
+                          params=params).to_arrow_table()
         _write_file(layout, EDITS, writer_id,
                     (b for t in [*edits, covered] for b in t.to_batches()))
         return rows
@@ -314,11 +341,17 @@ def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> in
             yield from con.sql(f"SELECT {cols}, $id AS load_id FROM _fresh "
                                "ORDER BY run_id, metric", params=params).to_arrow_reader(65536)
 
+    written: list[int] = []
+
     def write_steps(path: Path) -> int:
-        return write_reader(path, schema.arrow_tables()[TABLE], batches(), create_empty=True)
+        written.append(write_reader(path, schema.arrow_tables()[TABLE], batches(),
+                                    create_empty=True))
+        return written[0]
 
     def write_edits(path: Path) -> int:  # after write_steps, which filled counts
-        covered = con.sql(_covered_sql("SELECT load_id FROM loads")).to_arrow_table()
+        covered = con.sql(f"{_covered_sql('SELECT load_id FROM loads')} UNION ALL "
+                          f"{_wrote_sql(f'SELECT $id AS load_id, {written[0]} AS n')}",
+                          params=params).to_arrow_table()
         return write_reader(path, schema.arrow_tables()[EDITS],
                             (b for t in [*counts, covered] for b in t.to_batches()),
                             create_empty=True)
@@ -407,10 +440,6 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
         if afresh or not readable(con):
             return len(files), _write_all(con, root, writer_id)
         keys = ", ".join(SERIES)
-        con.execute(f"""CREATE TEMP VIEW _in_use AS SELECT s.* FROM {TABLE} s
-            LEFT JOIN (SELECT run_id, metric, of_load FROM {EDITS} WHERE kind = 'void') v
-                ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
-            WHERE v.run_id IS NULL""")
         steps = "SELECT * FROM _in_use"
         params = {"id": writer_id}
 
@@ -421,7 +450,9 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
         def write_edits(path: Path) -> int:
             return write_reader(path, schema.arrow_tables()[EDITS], con.sql(
                 f"{_counts_sql(f'SELECT {keys} FROM _in_use')} UNION ALL "
-                f"{_covered_sql('SELECT load_id FROM loads')}", params=params
+                f"{_covered_sql('SELECT load_id FROM loads')} UNION ALL "
+                f"{_wrote_sql('SELECT load_id, count(*) AS n FROM _in_use GROUP BY load_id')}"
+                f" UNION ALL {_wrote_sql('SELECT $id AS load_id, 0 AS n')}", params=params
             ).to_arrow_reader(65536), create_empty=True)
 
         rows = commit.replace_tables(

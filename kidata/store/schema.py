@@ -380,7 +380,9 @@ STEP_EDITS = (
     _f("kind", STRING, "'void': the `step_context` row of `run_id`, `metric` and `of_load` "
        "no longer holds (its step changed or is no more); 'count': `points` results added to "
        "(or, below 0, taken from) the series named by the key columns; 'covered': the steps "
-       "of the load `load_id` are stored (every other column null).", False),
+       "of the load `load_id` are stored (every other column null); 'wrote': the writer "
+       "`load_id` wrote `points` steps to `step_context` (its rows count only while all are "
+       "there).", False),
     _f("kernel", STRING, "The series' kernel (`series_context.kernel`)."),
     _f("pass", STRING, "Its pass."),
     _f("implementation", STRING, "Its implementation."),
@@ -391,8 +393,8 @@ STEP_EDITS = (
     _f("metric", STRING, "Its metric."),
     _f("run_id", STRING, "'void': the step's run; null in a 'count' row."),
     _f("of_load", STRING, "'void': the `load_id` of the `step_context` row it voids."),
-    _f("points", INT64, "'count': the change of the series' length; the sum over its rows is "
-       "`series_context.points`."),
+    _f("points", INT64, "'count': the change of the series' length (the sum over its rows is "
+       "`series_context.points`); 'wrote': the steps written."),
     _f("load_id", STRING, "The load (or command) that wrote the row; a 'covered' row: the "
        "load whose steps are stored.", False),
 )

@@ -11,7 +11,18 @@
 --   holds steps only, so that no filter shrinks an engine's estimate of their number). A
 --   session defines this body only when every load in loads has a step_edits 'covered' row
 --   and it reads the warehouse as it is now (no --as-of window); kidata check compares the
---   rows with series_context computed afresh.
+--   rows with series_context computed afresh. Each writer's rows count only while all the
+--   steps it wrote are there (its 'wrote' row): a query that lists the two tables' files
+--   while a load stores its steps sees them as they were before that load, not half of its
+--   changes.
+WITH writers AS (
+    -- The writers whose steps are all there: their steps, voids and counts apply.
+    SELECT w.load_id
+    FROM step_edits w
+    LEFT JOIN (SELECT load_id, COUNT(*) AS n FROM step_context GROUP BY load_id) c
+        ON c.load_id = w.load_id
+    WHERE w.kind = 'wrote' AND w.points = COALESCE(c.n, 0)
+)
 SELECT
     s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu, s.family, s.metric,
     s.unit, COALESCE(g.family, s.gpu) AS gpu_family, s.step, c.points,
@@ -26,17 +37,20 @@ SELECT
     s.same_center, s.same_version, s.together_implementations, s.together_log_change,
     s.session_workloads, s.session_log_median, s.echo_up, s.echo_down
 FROM step_context s
-LEFT JOIN (SELECT run_id, metric, of_load FROM step_edits WHERE kind = 'void') v
+LEFT JOIN (
+    SELECT run_id, metric, of_load FROM step_edits
+    WHERE kind = 'void' AND load_id IN (SELECT load_id FROM writers)
+) v
     ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
 LEFT JOIN (
     SELECT kernel, pass, implementation, variant, workload, gpu, family, metric,
         CAST(SUM(points) AS BIGINT) AS points
     FROM step_edits
-    WHERE kind = 'count'
+    WHERE kind = 'count' AND load_id IN (SELECT load_id FROM writers)
     GROUP BY kernel, pass, implementation, variant, workload, gpu, family, metric
 ) c
     ON c.kernel = s.kernel AND c.pass = s.pass AND c.implementation = s.implementation
     AND c.variant IS NOT DISTINCT FROM s.variant AND c.workload = s.workload
     AND c.gpu = s.gpu AND c.family IS NOT DISTINCT FROM s.family AND c.metric = s.metric
 LEFT JOIN gpus g ON g.gpu = s.gpu
-WHERE v.run_id IS NULL
+WHERE v.run_id IS NULL AND s.load_id IN (SELECT load_id FROM writers)

@@ -138,6 +138,10 @@ def steps(path: Path) -> int:
     return Warehouse(path).sql("select count(*) from series_context").fetchall()[0][0]
 
 
+def writers(path: Path) -> int:
+    return Warehouse(path).sql("select count(distinct load_id) from step_context").fetchall()[0][0]
+
+
 def series_count(path: Path) -> int:
     return Warehouse(path).sql(
         "select count(*) from (select distinct kernel, pass, implementation, variant, "
@@ -202,14 +206,15 @@ def test_stored_and_computed_steps_agree_in_any_order(records, tmp_path, monkeyp
     left = steps(wh_path)
     assert left < counts[-1]
     # (An unloaded load keeps its row in loads: covered too.)
-    assert stored(wh_path) == {"step": left, "covered": 4, "count": series_count(wh_path)}
+    assert stored(wh_path) == {"step": left, "covered": 4, "count": series_count(wh_path),
+                               "wrote": 1}
     # A load after it adds its changes; kidata compact keeps the rows in use in one file.
     wh.load(files[1])
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 2
     wh.compact()
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
     assert stored(wh_path) == {"step": counts[-1], "covered": 5,
-                               "count": series_count(wh_path)}
+                               "count": series_count(wh_path), "wrote": writers(wh_path) + 1}
     assert wh.check().ok
     assert series(wh_path) == computed(wh_path, tmp_path)
     # A query over a time window computes its steps (the stored ones are the whole
@@ -246,8 +251,31 @@ def test_a_load_whose_steps_were_not_stored(records, tmp_path, monkeypatch):
     assert reads_stored(wh_path)
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
     assert stored(wh_path) == {"step": steps(wh_path), "covered": 3,
-                               "count": series_count(wh_path)}
+                               "count": series_count(wh_path), "wrote": 1}
     assert series(wh_path) == computed(wh_path, tmp_path)
+
+
+def test_a_query_racing_a_load_that_stores_its_steps_sees_them_before_it(records, tmp_path):
+    # A load writes its steps' file, then its edits' file; a query listing the two tables'
+    # files between the two renames may see its edits (its voids and counts, its 'covered'
+    # row) without its steps. Each writer's rows count only while all the steps it wrote are
+    # there: such a query reads the steps as they were before the load, not half of them.
+    wh_path = tmp_path / "wh"
+    wh = Warehouse(wh_path)
+    late = [r for r in records if r["run"]["spec"]["observedAt"] >= "2024-03-03T09:50"]
+    early = [r for r in records if r not in late]
+    wh.load(write(tmp_path / "late.jsonl", late))
+    before = series(wh_path)
+    report = wh.load(write(tmp_path / "early.jsonl", early))
+    assert stored(wh_path)["void"] > 0  # the load changed steps stored before it
+    racing = tmp_path / "racing"
+    shutil.copytree(wh_path, racing)
+    (racing / "step_context" / f"part-{report.load_id}.parquet").unlink()
+    assert reads_stored(racing)
+    got = [row for row in series(racing) if row[0] == "series_context"]
+    assert got == [row for row in before if row[0] == "series_context"]
+    # With all of them there, the load's changes apply.
+    assert series(wh_path) == computed(wh_path, tmp_path) != before
 
 
 def test_a_warehouse_stores_steps_from_a_size_on(records, tmp_path, monkeypatch):
