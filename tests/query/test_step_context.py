@@ -98,11 +98,11 @@ def write(path: Path, records: list[dict]) -> Path:
 
 
 def series(path: Path, **window: str) -> list[tuple]:
-    """Every row of series_context and series_steps (of the results in ``window``: since,
+    """Every row of series_context, series_steps and rerun_changes (of the results in ``window``: since,
     until), sorted, floats to 12 digits (DuckDB's parallel sums may differ in the last bits)."""
     wh = Warehouse(path, **window)
     out = []
-    for view in ("series_context", "series_steps"):
+    for view in ("series_context", "series_steps", "rerun_changes"):
         out += sorted((view, *(float(f"{v:.12g}") if isinstance(v, float) else v
                                for v in row))
                       for row in wh.sql(f"select * from {view}").fetchall())
