@@ -15,9 +15,10 @@ ones: in ``step_context``, one file tagged with its id, its new and changed step
 ``step_edits``, a ``'void'`` row for each stored step it changed or that is no more, a
 ``'count'`` row per series whose length changed, a ``'covered'`` row saying the load's
 steps are stored and a ``'wrote'`` row saying how many steps it wrote (its rows count only
-while a reader sees them all). Rows are never rewritten in place, ``step_context`` holds steps only and
-``step_edits`` as many rows as there are changes, so that readers join them cheaply (DuckDB
-builds a join's hash table from the side it estimates smaller: docs/architecture.md). A
+while a reader sees them all). Rows are never rewritten in place, ``step_context`` holds
+steps only and ``step_edits`` as many rows as there are changes, so that readers join them
+cheaply (DuckDB builds a join's hash table from the side it estimates smaller:
+docs/architecture.md). A
 session reads ``series_context`` (and ``rerun_changes``) from these rows
 (``sql/stored/``) only when every committed load has its ``'covered'`` row
 (:func:`readable`): a load of an older

@@ -98,8 +98,9 @@ def write(path: Path, records: list[dict]) -> Path:
 
 
 def series(path: Path, **window: str) -> list[tuple]:
-    """Every row of series_context, series_steps and rerun_changes (of the results in ``window``: since,
-    until), sorted, floats to 12 digits (DuckDB's parallel sums may differ in the last bits)."""
+    """Every row of series_context, series_steps and rerun_changes (of the results in
+    ``window``: since, until), sorted, floats to 12 digits (DuckDB's parallel sums may differ
+    in the last bits)."""
     wh = Warehouse(path, **window)
     out = []
     for view in ("series_context", "series_steps", "rerun_changes"):
