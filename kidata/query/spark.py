@@ -168,9 +168,8 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
     # read from them: each after the views it then reads.
     stored: dict[str, View] = {}
     if any(v.name in viewfiles.stored_views() for v in wanted) and contexts.readable(spark):
-        stored = {n: v for n, v in viewfiles.stored_views().items()
-                  if n in {w.name for w in wanted}}
-        wanted = _ordered(wanted, stored)
+        stored = dict(viewfiles.stored_views())
+        wanted = _ordered([w.name for w in wanted] if views is None else list(views), stored)
     for view in wanted:
         broken = [d for d in view.depends if d in failures]
         if broken:
@@ -218,9 +217,9 @@ def _wanted(views: Iterable[str] | None) -> list[View]:
     return [known[name] for name in with_dependencies(views)]
 
 
-def _ordered(wanted: list[View], stored: dict[str, View]) -> list[View]:
-    """``wanted`` with the views ``stored`` bodies read added and each view after the views
-    it reads (by the stored body's sources for those in ``stored``)."""
+def _ordered(names: list[str], stored: dict[str, View]) -> list[View]:
+    """The views ``names`` and those they read, each after the views it reads: by the bodies
+    in ``stored`` where they have one (a stored body reads other views than its file's)."""
     known = load_views()
     out: dict[str, View] = {}
 
@@ -231,8 +230,8 @@ def _ordered(wanted: list[View], stored: dict[str, View]) -> list[View]:
             visit(dep)
         out[name] = known[name]
 
-    for view in wanted:
-        visit(view.name)
+    for name in names:
+        visit(name)
     return list(out.values())
 
 

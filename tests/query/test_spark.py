@@ -243,6 +243,14 @@ def test_spark_matches_duckdb_on_stored_and_computed_steps(spark, tmp_path, monk
         assert contexts.readable(session) is stored
         for name in ("series_context", "series_steps", "trends"):
             assert assert_same_rows(session, duck, step.define(name)) > 0
+        if stored:
+            # register as users call it: the stored bodies, each after what it reads.
+            own = spark.newSession()
+            names = register(own, path, views=["rerun_changes"])
+            assert names.index("series_context") < names.index("rerun_changes")
+            assert "latencies" not in names  # the computing rerun_changes reads it
+            for name in ("series_context", "rerun_changes"):
+                assert assert_same_rows(own, duck, name) > 0
 
 
 # -- warehouses of other shapes --------------------------------------------------------------------
