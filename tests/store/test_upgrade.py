@@ -42,11 +42,15 @@ def cli(wh: Path, *args: object, **env: str) -> subprocess.CompletedProcess:
                           text=True, timeout=180, env=env)
 
 
+def copy_of(fixture: Path, wh: Path) -> Path:
+    """A copy of a fixture warehouse at ``wh``, for a test to upgrade."""
+    shutil.copytree(fixture, wh)
+    return wh
+
+
 @pytest.fixture
 def old(tmp_path: Path) -> Path:
-    wh = tmp_path / "wh"
-    shutil.copytree(LAYOUT1, wh)
-    return wh
+    return copy_of(LAYOUT1, tmp_path / "wh")
 
 
 def stored_documents(wh: Path) -> set[tuple]:
@@ -268,9 +272,7 @@ def test_upgrade_of_a_current_warehouse_does_nothing(tmp_path: Path):
 
 @pytest.fixture
 def layout2(tmp_path: Path) -> Path:
-    wh = tmp_path / "wh2"
-    shutil.copytree(LAYOUT2, wh)
-    return wh
+    return copy_of(LAYOUT2, tmp_path / "wh2")
 
 
 def series(wh: Path) -> list[tuple]:
