@@ -101,8 +101,7 @@ def load_views() -> dict[str, View]:
     """All views, in an order where each comes after the views it reads."""
     found = {p.stem: parse(p) for p in sorted(sql_dir().glob("*.sql"))}
     for view in found.values():
-        words = set(re.findall(r"\w+", strip_comments(view.body)))  # a name is a whole word
-        view.depends = [n for n in found if n != view.name and n in words]
+        view.depends = _reads(view, found)
     ordered: dict[str, View] = {}
 
     def visit(name: str, stack: tuple[str, ...] = ()) -> None:
@@ -144,8 +143,12 @@ def stored_views() -> dict[str, View]:
     (``sql/stored/<view>.sql``): the same name, rows and columns as the view's own file, a
     body over stored rows (see :mod:`kidata.store.contexts`)."""
     found = {p.stem: parse(p) for p in sorted((sql_dir() / "stored").glob("*.sql"))}
-    names = load_views()
     for view in found.values():
-        words = set(re.findall(r"\w+", strip_comments(view.body)))
-        view.depends = [n for n in names if n != view.name and n in words]
+        view.depends = _reads(view, load_views())
     return found
+
+
+def _reads(view: View, names: Iterable[str]) -> list[str]:
+    """The views of ``names`` that ``view``'s body reads (a name is a whole word)."""
+    words = set(re.findall(r"\w+", strip_comments(view.body)))
+    return [n for n in names if n != view.name and n in words]

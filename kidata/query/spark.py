@@ -171,13 +171,12 @@ def register(spark: SparkSession, warehouse_path: str | os.PathLike[str],
         stored = dict(viewfiles.stored_views())
         wanted = _ordered([w.name for w in wanted] if views is None else list(views), stored)
     for view in wanted:
-        broken = [d for d in view.depends if d in failures]
+        read = stored.get(view.name, view)  # every load stored its steps, as in DuckDB
+        broken = [d for d in read.depends if d in failures]
         if broken:
             failures[view.name] = f"reads view(s) that failed: {', '.join(broken)}"
             continue
-        body = view.body
-        if view.name in stored:  # every load stored its steps, as in DuckDB
-            body = stored[view.name].body
+        body = read.body
         if view.name == "verdict_settings" and min_effect is not None:
             body = f"SELECT CAST({float(min_effect)!r} AS DOUBLE) AS min_effect"
         try:

@@ -108,18 +108,22 @@ def check_layout(root: Path) -> int:
     return number
 
 
+def layout_bytes(number: int) -> bytes:
+    """The text of a ``layout.json`` saying layout ``number``, written by this kidata."""
+    from kidata import __version__
+
+    return json.dumps({"layout": number, "written_by": f"kidata {__version__}"}).encode() + b"\n"
+
+
 def _write_layout(layout: Layout, number: int) -> None:
     """Give the warehouse its layout file, complete and durable, unless one is there by now:
     the file is written under a name of this writer's own and linked into place, which never
     replaces a file another writer put there meanwhile (a concurrent first load, or a newer
     kidata's layout, which must never be overwritten by an older number)."""
-    from kidata import __version__
-
     tmp = layout.layout_temp(secrets.token_hex(4))
     try:
         with open(tmp, "xb") as fh:
-            fh.write(json.dumps({"layout": number,
-                                 "written_by": f"kidata {__version__}"}).encode() + b"\n")
+            fh.write(layout_bytes(number))
             fh.flush()
             os.fsync(fh.fileno())
         try:

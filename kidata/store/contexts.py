@@ -56,7 +56,7 @@ REFERENCE_READ = ("gpus",)
 # the memory of storing, rebuilding and checking steps (one pass over 1M runs: 4.2 GB).
 CHUNK_RUNS = 50_000
 
-# The stored columns a step has (every one but kind and load_id), and a series' key.
+# The stored columns a step has (every one but load_id), and a series' key.
 STEP_COLUMNS = tuple(c.name for c in COLUMNS[TABLE] if c.name != "load_id")
 SERIES = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family", "metric")
 # series_context's columns, as check() compares them (floats within 1e-9).
@@ -229,12 +229,12 @@ def _wrote_sql(counts: str) -> str:
             f"FROM ({counts}) w")
 
 
-def _counts_sql(rows: str, sign: str = "") -> str:
-    """'count' rows of step_edits: per series, how many rows the query ``rows`` has (times
-    ``sign``), tagged $id."""
+def _counts_sql(rows: str) -> str:
+    """'count' rows of step_edits: per series, how many rows the query ``rows`` has, tagged
+    $id."""
     keys = ", ".join(SERIES)
     return (f"SELECT 'count' AS kind, {keys}, CAST(NULL AS VARCHAR) AS run_id, "
-            f"CAST(NULL AS VARCHAR) AS of_load, CAST({sign}count(*) AS BIGINT) AS points, "
+            f"CAST(NULL AS VARCHAR) AS of_load, CAST(count(*) AS BIGINT) AS points, "
             f"$id AS load_id FROM ({rows}) GROUP BY {keys}")
 
 
@@ -442,12 +442,12 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
         if afresh or not readable(con):
             return len(files), _write_all(con, root, writer_id)
         keys = ", ".join(SERIES)
-        steps = "SELECT * FROM _in_use"
         params = {"id": writer_id}
 
         def write_steps(path: Path) -> int:
             return write_reader(path, schema.arrow_tables()[TABLE],
-                                con.sql(steps).to_arrow_reader(65536), create_empty=True)
+                                con.sql("SELECT * FROM _in_use").to_arrow_reader(65536),
+                                create_empty=True)
 
         def write_edits(path: Path) -> int:
             return write_reader(path, schema.arrow_tables()[EDITS], con.sql(

@@ -23,6 +23,13 @@ def documents_in_runs(warehouse: Path) -> bool:
     return check_layout(warehouse) == 1
 
 
+def steps_unread(warehouse: Path) -> bool:
+    """Whether the warehouse's ``step_context`` files are in the format of kidata 0.3.7-0.3.14
+    (fingerprinted contexts, layouts 1-2, until a writer upgrades it), which this kidata reads
+    as an empty table: here and in ``kidata check``."""
+    return check_layout(warehouse) < 3
+
+
 def table_sql(warehouse: Path, table: str) -> str:
     """The ``SELECT`` that reads one table: its Parquet files, or an empty typed relation."""
     from kidata.store.schema import COLUMNS, DUCKDB_TYPES
@@ -32,8 +39,7 @@ def table_sql(warehouse: Path, table: str) -> str:
     in_runs = table in ("runs", "run_documents") and documents_in_runs(warehouse)
     if in_runs and table == "run_documents":
         folder = layout.table("runs")
-    # Layouts 1 and 2 (kidata 0.3.7-0.3.14) stored fingerprinted contexts there, not steps.
-    old_steps = table == "step_context" and check_layout(warehouse) < 3
+    old_steps = table == "step_context" and steps_unread(warehouse)
     if any(folder.glob(PARQUET_GLOB)) and not old_steps:
         if not in_runs:
             return f"SELECT * FROM {parquet_source(folder)}"

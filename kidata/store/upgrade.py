@@ -25,12 +25,11 @@ column (it read layout 1 and then a narrow file); run it again. It never sees a 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from kidata.errors import WarehouseError
 from kidata.store import durable
-from kidata.store.commit import Transaction, check_layout
+from kidata.store.commit import Transaction, check_layout, layout_bytes
 from kidata.store.layout import Layout, prepared_layout, witness_name
 
 # Rows read at a time from a layout-1 runs file (each holds its document: ~1-2 KB a row).
@@ -54,7 +53,6 @@ def _documents_apart(root: Path) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kidata import __version__
 
     layout = Layout(root)
     if layout.table_files("run_documents"):  # layout 1 has none: whose are they?
@@ -83,13 +81,8 @@ def _documents_apart(root: Path) -> str:
             runs += rows
             tx.add(documents, layout.table("run_documents") / stored.name)
             narrow.append((tx.work / f"runs-{n}.parquet", stored))
-        new_layout = prepared_layout(tx.work)
-        with open(new_layout, "wb") as fh:
-            fh.write(json.dumps({"layout": 2,
-                                 "written_by": f"kidata {__version__}"}).encode() + b"\n")
-        durable.fsync_file(new_layout)
         layout.table("run_documents").mkdir(exist_ok=True)
-        tx.replace(new_layout, layout.layout_file)
+        _replace_layout(tx, layout, 2)
         for prepared, stored in narrow:
             tx.replace(prepared, stored)
         warning = tx.commit()
@@ -106,7 +99,6 @@ def _steps_afresh(root: Path) -> str:
     now hold each whole step (:mod:`kidata.store.contexts`), and the next writer that stores
     steps computes them all. One :class:`~kidata.store.commit.Transaction`: the table's folder
     exchanged with one holding the empty file, and ``layout.json`` (layout 3)."""
-    from kidata import __version__
     from kidata.store import contexts
 
     layout = Layout(root)
@@ -119,13 +111,8 @@ def _steps_afresh(root: Path) -> str:
         nxt.mkdir(parents=True)
         contexts.write_empty(nxt / witness)
         durable.fsync_dir(nxt)
-        new_layout = prepared_layout(tx.work)
-        with open(new_layout, "wb") as fh:
-            fh.write(json.dumps({"layout": 3,
-                                 "written_by": f"kidata {__version__}"}).encode() + b"\n")
-        durable.fsync_file(new_layout)
         layout.table(contexts.TABLE).mkdir(exist_ok=True)
-        tx.replace(new_layout, layout.layout_file)
+        _replace_layout(tx, layout, 3)
         tx.exchange(nxt, layout.table(contexts.TABLE), witness)
         warning = tx.commit()
     finally:
@@ -134,6 +121,14 @@ def _steps_afresh(root: Path) -> str:
             "of steps' contexts in the format of kidata 0.3.7-0.3.14); the next load from "
             "KIDATA_CONTEXTS_AT runs, or kidata compact, stores every step"
             + (f" ({warning})" if warning else ""))
+
+
+def _replace_layout(tx: Transaction, layout: Layout, number: int) -> None:
+    """Have ``tx`` replace ``layout.json`` by one saying layout ``number``."""
+    new_layout = prepared_layout(tx.work)
+    new_layout.write_bytes(layout_bytes(number))
+    durable.fsync_file(new_layout)
+    tx.replace(new_layout, layout.layout_file)
 
 
 def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:

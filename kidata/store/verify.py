@@ -28,7 +28,7 @@ from kidata.store import commit, derived, durable, snapshot
 from kidata.store.layout import LOCK_TIMEOUT, NEW_STAGING_PREFIX, PRIVATE, Layout
 from kidata.store.schema import DOCUMENT_KEYS, KEYS, SPEC_DIGESTS, TABLES
 from kidata.store.snapshot import filtered_tables, id_table
-from kidata.store.tablesql import documents_in_runs, table_sql
+from kidata.store.tablesql import documents_in_runs, steps_unread, table_sql
 from kidata.store.unload import NO_MEDIAN, damaged_loads
 
 SHOWN = 5  # examples shown per problem
@@ -249,7 +249,7 @@ def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
     # Layout 1 (kidata.store.upgrade): each runs file holds its runs' documents, which are
     # the run_documents table until a writer upgrades the warehouse.
     in_runs = documents_in_runs(layout.root)
-    old_steps = commit.check_layout(layout.root) < 3
+    old_steps = steps_unread(layout.root)
     for table, schema in TABLES.items():
         folder = layout.table(table)
         readable[table] = []
@@ -258,8 +258,7 @@ def _check_files(layout: Layout, report: CheckReport) -> dict[str, list[Path]]:
         if not folder.is_dir():
             continue
         if table == "step_context" and old_steps:
-            # Layouts 1-2 (kidata 0.3.7-0.3.14) stored fingerprinted contexts there: not read
-            # (tablesql), emptied by the next writer's upgrade.
+            # Not read (tablesql.steps_unread); emptied by the next writer's upgrade.
             report.notes.append(f"step_context/ holds {len(list(folder.glob('*.parquet')))} "
                                 "files of kidata 0.3.7-0.3.14's step contexts, which this "
                                 "kidata does not read; the next writer empties it")
