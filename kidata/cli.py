@@ -471,14 +471,10 @@ def regressions(
     by the shifts view); exit 1 if there are any."""
     check_format(format)
     wh = _wh(warehouse, since, until, threshold)
-    wh.keep("trends")  # counted, printed and checked for acknowledgements: computed once
-    rows = wh.regressions()
-    threshold = wh.verdict_min_effect()
-    found = rows.count("*").fetchall()[0][0]
+    scan = wh.regression_scan()  # the rows and both counts from one pass over trends
+    found, acked, shifted, threshold = scan.found, scan.acknowledged, scan.shifted, scan.threshold
     if found:
-        out.rows(rows, format, max_rows=1_000_000)
-    acked = wh.acknowledged_regressions()
-    shifted = wh.sql("SELECT count(*) FROM shifts WHERE verdict = 'slower'").fetchall()[0][0]
+        out.rows(scan.rows, format, max_rows=1_000_000)
     out.note(f"{found:,} regressions slower beyond noise and by more than {threshold:.1%}"
              + (f" ({acked:,} acknowledged left out: kidata sql 'select * from "
                 "acknowledgements')" if acked else "")

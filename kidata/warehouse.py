@@ -548,6 +548,14 @@ class Warehouse:
 
         return analysis.regressions(self.session, threshold)
 
+    def regression_scan(self, threshold: float | None = None):
+        """:meth:`regressions` with :meth:`acknowledged_regressions` and the slower steps the
+        ``shifts`` view lists, from one query: a
+        :class:`~kidata.query.analysis.RegressionScan` (what ``kidata regressions`` prints)."""
+        from kidata.query import analysis
+
+        return analysis.regression_scan(self.session, threshold)
+
     def changes(self, min_effect: float | None = None, min_points: int = 6):
         """Change points over the whole history of every latency series with at least
         ``min_points`` timed results, beyond ``min_effect`` (None: this warehouse's minimum

@@ -85,8 +85,7 @@ def regressions(db: Queryable, threshold: float | None = None,
     # The rule of sql/regressions.sql with another threshold.
     return db.sql(f"SELECT {_columns(names)} FROM trends WHERE {_SLOWER} "
                   "AND run_id NOT IN (SELECT run_id FROM acknowledgements) "
-                  "ORDER BY kernel, pass, implementation, variant, workload, gpu, family, "
-                  "observed_at, run_id", params={"threshold": float(threshold)})
+                  f"ORDER BY {_REGRESSION_ORDER}", params={"threshold": float(threshold)})
 
 
 # A step of trends that regressions lists, but for acknowledgements (sql/regressions.sql),
@@ -96,6 +95,51 @@ def regressions(db: Queryable, threshold: float | None = None,
 _SLOWER = ("change_low > 0 AND change > $threshold AND cause = 'code' "
            "AND (relative_change IS NULL OR relative_change > $threshold) "
            "AND (code_change IS NULL OR code_change > $threshold)")
+
+
+# A slower step that the shifts view lists (sql/shifts.sql: a firm step of the session, the
+# environment or a re-run, not of the code): counted beside the regressions.
+_SHIFTED_SLOWER = "verdict = 'slower' AND cause <> 'code'"
+_REGRESSION_ORDER = ("kernel, pass, implementation, variant, workload, gpu, family, observed_at, "
+                     "run_id")
+
+
+@dataclass
+class RegressionScan:
+    """What ``kidata regressions`` prints, from one pass over ``trends``
+    (:func:`regression_scan`): the regressions (``rows``, as :func:`regressions` gives them),
+    how many, how many were left out as acknowledged, and how many slower steps ``shifts``
+    lists instead."""
+
+    rows: duckdb.DuckDBPyRelation
+    found: int
+    acknowledged: int
+    shifted: int
+    threshold: float
+
+
+def regression_scan(db: Queryable, threshold: float | None = None,
+                    columns: tuple[str, ...] | None = REGRESSION_COLUMNS) -> RegressionScan:
+    """:func:`regressions`, :func:`acknowledged_regressions` and the slower steps of the
+    ``shifts`` view, answered by one query of ``trends``: each of those reads every step of
+    every series (at 1M runs ~0.8 s each; keeping all of ``trends`` instead held ~600 MB).
+    The steps it returns are few (those slower beyond noise); they are split here."""
+    threshold = min_effect(db, threshold)
+    names = columns if columns is not None else tuple(load_views()["regressions"].columns)
+    table = db.sql(f"SELECT {_columns(names)}, "
+                   "run_id IN (SELECT run_id FROM acknowledgements) AS _acknowledged, "
+                   f"COALESCE({_SLOWER}, FALSE) AS _regressed "
+                   f"FROM trends WHERE ({_SLOWER}) OR ({_SHIFTED_SLOWER}) "
+                   f"ORDER BY {_REGRESSION_ORDER}", params={"threshold": float(threshold)}
+                   ).to_arrow_table()
+    con = engine.connect()
+    steps = con.from_arrow(table)
+    counts = steps.aggregate(
+        "count(*) FILTER (WHERE _regressed AND NOT _acknowledged), "
+        "count(*) FILTER (WHERE _regressed AND _acknowledged), "
+        "count(*) FILTER (WHERE NOT _regressed)").fetchall()[0]
+    rows = steps.filter("_regressed AND NOT _acknowledged").project(_columns(names))
+    return RegressionScan(rows, counts[0], counts[1], counts[2], threshold)
 
 
 def acknowledged_regressions(db: Queryable, threshold: float | None = None) -> int:

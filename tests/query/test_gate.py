@@ -176,6 +176,9 @@ def test_an_acknowledged_slowdown_is_left_out_and_counted(two_runs: Warehouse):
     # default 10% only the +20%.
     assert len(two_runs.regressions(0.05).fetchall()) == 2
     assert len(two_runs.regressions().fetchall()) == 1
+    before = two_runs.regression_scan(0.05)
+    assert (before.found, before.acknowledged, before.shifted) == (2, 0, 0)
+    assert before.rows.fetchall() == two_runs.regressions(0.05).fetchall()
     added = two_runs.ack("the new tiling trades small sizes for large", author="alice",
                          baseline=MAIN, candidate=PR, threshold=0.05)
     assert sorted((r["kernel"], r["change"]) for r in added) == [
@@ -185,6 +188,15 @@ def test_an_acknowledged_slowdown_is_left_out_and_counted(two_runs: Warehouse):
     assert "(2 acknowledged slower left out)" in result.markdown()
     assert two_runs.regressions(0.05).fetchall() == []
     assert two_runs.acknowledged_regressions(0.05) == 2
+    # kidata regressions' one pass over trends counts them as the two queries do.
+    after = two_runs.regression_scan(0.05)
+    assert (after.found, after.acknowledged, after.rows.fetchall()) == (0, 2, [])
+    done = subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w",
+                           str(two_runs.path), "regressions", "-t", "0.05"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ("0 regressions slower beyond noise and by more than 5.0% (2 acknowledged left out"
+            in done.stderr)
     assert two_runs.sql("select author, reason from acknowledgements").fetchall() == [
         ("alice", "the new tiling trades small sizes for large")] * 2
     assert two_runs.check().problems == []
