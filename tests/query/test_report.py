@@ -431,11 +431,11 @@ def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
 
     from kidata.query.present import data
 
+    regressed = set(data.regressions(liger, data.Filters())["run_id"].to_list())
     every, total = data.trends(liger, data.Filters())
-    chosen, counted = data.trends(liger, data.Filters(), 12)
+    chosen, counted = data.trends(liger, data.Filters(), 12, sorted(regressed))
     assert total == counted == every.select(list(data.SERIES_KEY)).unique().height > 12
     key = list(data.SERIES_KEY)
-    regressed = set(data.regressions(liger, data.Filters())["run_id"].to_list())
 
     def ranked(frame: pl.DataFrame) -> list[tuple[int, int]]:
         return sorted(((len(g), sum(r in regressed for r in g["run_id"]))
@@ -482,3 +482,41 @@ def test_the_history_shows_the_codes_regressions_apart_from_the_sessions_shifts(
                       ("torch", "w2"): ("session", "0.12", "0"),
                       ("torch", "w3"): ("shared", "0.12", "0"),
                       ("liger", "w3"): ("shared", "", "")}
+
+
+def test_a_kernel_keeps_as_many_latency_panels_as_the_budget_shares_out():
+    """Figures of 1, 2, 3 and 12 panels under a budget of 10: a share of 4 fits (1+2+3+4 =
+    10), 5 would not (11); 24 figures of 12 under 120: 5 each; a budget too small for one
+    panel each still gives each figure one; a budget that fits all keeps the 12 cap."""
+    from kidata.query.present.charts import panel_share
+
+    assert panel_share([1, 2, 3, 12], 12, 10) == 4
+    assert panel_share([12] * 24, 12, 120) == 5
+    assert panel_share([12] * 200, 12, 120) == 1
+    assert panel_share([5, 5, 5], 12, 120) == 12
+
+
+@pytest.mark.shared
+def test_latency_panels_are_shared_out_under_the_reports_budget(liger, tmp_path, monkeypatch):
+    """With 80 latency panels for the whole page, every kernel keeps min(its panels, share)
+    panels (share: the largest whose panels fit in 80) and each cut kernel is named with what
+    it lost."""
+    from kidata.query.present import charts, data, page
+
+    points = data.latency_points(liger.session, data.Filters())
+    panels = {k: g.select("pass", "gpu", "parameter").unique().height
+              for (k,), g in points.group_by(["kernel"])}
+    share = max(s for s in range(1, 13) if sum(min(c, s) for c in panels.values()) <= 80)
+    assert 1 < share < max(panels.values())  # the budget cuts some kernels, not all to one
+    monkeypatch.setattr(charts, "MAX_LATENCY_PANELS", 80)
+    result = page.write_report(liger.session, tmp_path / "r.html")
+    text = (tmp_path / "r.html").read_text("utf-8")
+    drawn = {}
+    for kernel in panels:
+        name = re.escape(charts.slug("latency", kernel))
+        figure = re.search(rf'<figure class="chart" id="{name}".*?</figure>', text, re.S)
+        drawn[kernel] = len(re.findall(r'<g id="axes_\d+"', figure.group(0)))
+    assert drawn == {k: min(c, share) for k, c in panels.items()}
+    cut = sorted(o for o in result.omitted if " panels (restrict with --kernel" in o)
+    assert cut == sorted(f"{k}: {c - share} of {c} panels (restrict with --kernel, --gpu or "
+                         "--implementation)" for k, c in panels.items() if c > share)

@@ -24,6 +24,10 @@ REFERENCES = ("torch", "pytorch", "eager", "huggingface", "inductor", "torch_com
 # Limits that keep a report readable (and fast) on large warehouses; the page says what it left
 # out.
 MAX_PANELS = 12        # panels per latency figure (one figure per kernel)
+# Latency panels in all (each costs ~70 ms to draw and write: 288 took 20 s of a 34 s report at
+# 1M generated runs, Run AR); shared out so every kernel keeps as many as it can. Liger's
+# benchmark CSV (35 kernels) has 115.
+MAX_LATENCY_PANELS = 120
 MAX_PAIRS = 4          # speedup heatmaps
 MAX_SERIES = 12        # history panels
 MAX_SETTINGS = 4       # lines per implementation in a latency panel (settings of the other
@@ -267,12 +271,14 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
 
     charts: list[Chart] = []
     omitted: list[str] = []
-    for (kernel,), rows in points.group_by(["kernel"], maintain_order=True):
-        panels = list(rows.group_by(["pass", "gpu", "parameter"], maintain_order=True))
-        if len(panels) > MAX_PANELS:
-            omitted.append(f"{kernel}: {len(panels) - MAX_PANELS} of {len(panels)} panels "
-                           f"(restrict with --gpu or --implementation)")
-            panels = panels[:MAX_PANELS]
+    kernels = [(kernel, list(rows.group_by(["pass", "gpu", "parameter"], maintain_order=True)))
+               for (kernel,), rows in points.group_by(["kernel"], maintain_order=True)]
+    share = panel_share([len(panels) for _, panels in kernels], MAX_PANELS, MAX_LATENCY_PANELS)
+    for kernel, panels in kernels:
+        if len(panels) > share:
+            omitted.append(f"{kernel}: {len(panels) - share} of {len(panels)} panels "
+                           f"(restrict with --kernel, --gpu or --implementation)")
+            panels = panels[:share]
         drawn = pl.concat([panel for _, panel in panels])
         # Per swept parameter (rope sweeps H at one setting of T and T at one of H), the
         # settings with the most results, a dash style each.
@@ -311,6 +317,16 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
         charts.append(Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION,
                             grid.fig))
     return charts, omitted
+
+
+def panel_share(counts: list[int], most: int, total: int) -> int:
+    """The panels each figure may draw when figures of ``counts`` panels share ``total``, none
+    more than ``most``: the largest share whose panels fit (at least 1 each), so a figure with
+    few panels keeps them all and the rest are cut alike."""
+    share = most
+    while share > 1 and sum(min(c, share) for c in counts) > total:
+        share -= 1
+    return share
 
 
 def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette,

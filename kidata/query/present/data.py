@@ -175,41 +175,44 @@ def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
 SERIES_KEY = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family")
 
 
-def trends(db: Queryable, filters: Filters, limit: int | None = None
-           ) -> tuple[pl.DataFrame, int]:
+def trends(db: Queryable, filters: Filters, limit: int | None = None,
+           regressed: list[str] | None = None) -> tuple[pl.DataFrame, int]:
     """Steps of series with at least two results (``trends``, with medians): of the ``limit``
-    series with the most results (regressed ones first among equals; all when None), and how
-    many such series there are. The ranking and the choice are made in DuckDB, so only the
-    steps drawn reach Python."""
+    series with the most results (those with more of the runs ``regressed`` first among
+    equals; all when None), and how many such series there are. The ranking and the choice are
+    made in DuckDB in one query, so only the steps drawn reach Python and ``trends`` is worked
+    out once (its steps at 1M runs are too many to keep: Run AR)."""
     import polars as pl
 
     where, params = filters.condition("t")
+    params = {**params, "regressed": list(regressed or [])}
     key = ", ".join(SERIES_KEY)
-    ranked = f"""
-        WITH steps AS (
+    chosen = (f"SELECT {key}, total FROM ranked ORDER BY drawn DESC, regressed DESC, kernel, "
+              "pass, workload, implementation, gpu, variant NULLS FIRST, family"
+              + (f" LIMIT {int(limit)}" if limit is not None else ""))
+    frame = _frame(db, f"""
+        WITH steps AS MATERIALIZED (
             SELECT t.* FROM trends t
             WHERE t.median_us IS NOT NULL AND t.points > 1 AND {where}
         ),
         ranked AS (
             SELECT {key}, COUNT(*) AS drawn,
-                   SUM(CASE WHEN run_id IN (SELECT run_id FROM regressions) THEN 1 ELSE 0
-                       END) AS regressed
+                   COUNT(*) FILTER (WHERE list_contains($regressed, run_id)) AS regressed,
+                   COUNT(*) OVER () AS total
             FROM steps GROUP BY {key}
-        )"""
-    total = db.sql(f"{ranked} SELECT COUNT(*) FROM ranked", params or None).fetchall()[0][0]
-    chosen = (f"SELECT {key} FROM ranked ORDER BY drawn DESC, regressed DESC, kernel, pass, "
-              "workload, implementation, gpu, variant NULLS FIRST, family"
-              + (f" LIMIT {int(limit)}" if limit is not None else ""))
-    frame = _frame(db, f"""{ranked}, chosen AS ({chosen})
+        ),
+        chosen AS ({chosen})
         SELECT s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu, s.family,
                s.step, s.points, s.run_id, s.observed_at, s.version, s.median_us, s.p20_us,
-               s.p80_us, r.labels
+               s.p80_us, r.labels, c.total
         FROM steps s
-        SEMI JOIN chosen c ON {" AND ".join(f"s.{k} IS NOT DISTINCT FROM c.{k}"
-                                            for k in SERIES_KEY)}
+        JOIN chosen c ON {" AND ".join(f"s.{k} IS NOT DISTINCT FROM c.{k}"
+                                       for k in SERIES_KEY)}
         LEFT JOIN runs r ON r.run_id = s.run_id""", params)
+    total = int(frame["total"][0]) if frame.height else 0
     frame = frame.with_columns(release=pl.struct("version", "labels").map_elements(
-        lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)).drop("labels")
+        lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)
+    ).drop("labels", "total")
     return frame, total
 
 

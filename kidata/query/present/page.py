@@ -78,12 +78,11 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
 
 def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
            svg_dir: Path | None, start: float) -> ReportResult:
-    # The history and the regressions table ask trends several questions: computed once.
-    db.keep("trends")
     points = data.latency_points(db, filters)
     speedups = data.speedups(db, filters)
-    trends, series = data.trends(db, filters, charts_mod.MAX_SERIES)
     regressions = data.regressions(db, filters)
+    trends, series = data.trends(db, filters, charts_mod.MAX_SERIES,
+                                 regressions["run_id"].to_list())
     shifts = data.shifts(db, filters)
     efficiency = data.efficiency(db, filters)
     compute = data.roofline(db, filters)
