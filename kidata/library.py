@@ -81,12 +81,14 @@ def engine_message(exc: BaseException) -> str | None:
     if duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException):
         # DuckDB's advice (SET memory_limit, threads, ...) names settings a command's user
         # cannot reach; the one that bounds a reading session is KIDATA_QUERY_MEMORY.
-        from kidata.core import config
+        from kidata.core import config, engine
 
-        limit = config.current().query_memory
+        limit = engine.query_memory()
         if limit:
-            return (f"{str(exc).split(chr(10), 1)[0].strip()} (KIDATA_QUERY_MEMORY={limit} "
-                    "is too small for this query: raise it)")
+            named = ("KIDATA_QUERY_MEMORY=" + limit if config.current().query_memory
+                     else f"the default KIDATA_QUERY_MEMORY, {limit},")
+            return (f"{str(exc).split(chr(10), 1)[0].strip()} ({named} is too small for this "
+                    "query: raise it, or set it to none for DuckDB's own limit)")
     if duckdb is not None and isinstance(exc, duckdb.Error):
         from kidata.query.session import first_line
 

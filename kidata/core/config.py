@@ -73,6 +73,14 @@ def _size(name: str, raw: str) -> str:
     return raw
 
 
+def _size_or_none(name: str, raw: str) -> str:
+    if raw.strip().lower() == "none":
+        return "none"
+    if not _SIZE.fullmatch(raw):
+        raise ConfigError(name, "a size DuckDB reads, such as 300MB or 1GiB, or none", raw)
+    return raw
+
+
 def _fraction(name: str, raw: str) -> float:
     try:
         number = float(raw)
@@ -135,15 +143,17 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KIDATA_COMMIT_WRITE_MEMORY", "commit_write_memory", "size", "128MB", "128MB",
              "DuckDB's memory limit while a load's commit writes its tables and derives "
              "`latest_runs`.", _size),
-    Variable("KIDATA_QUERY_MEMORY", "query_memory", "size", None,
-             "DuckDB's own (80% of RAM)",
+    Variable("KIDATA_QUERY_MEMORY", "query_memory", "size or `none`", None,
+             "300MB, or 75MB per core when that is more",
              "DuckDB's memory limit for reading: every query, view, report, export and "
              "`kidata check` session; beyond it DuckDB spills to a temporary folder (under "
              "the system's temporary directory, removed when the session closes), slower but "
-             "bounded. "
-             "At 1M runs `kidata regressions` peaks at 0.6 GB instead of 3.5 GB with `500MB`, "
-             "taking ~2.2x as long (docs/benchmarks.md, Run AM). A query that cannot spill "
-             "what it needs fails with DuckDB's out-of-memory error: raise it.", _size),
+             "bounded. `none`: DuckDB's own limit (80% of RAM). Since the series steps are "
+             "stored, the default costs the reading commands no time at 1M runs and keeps "
+             "each under 500 MB but the report (docs/benchmarks.md, Run AR); a `--since` "
+             "window at 1M runs takes ~1.5x as long as with `none`. A query that cannot "
+             "spill what it needs fails with DuckDB's out-of-memory error: raise it.",
+             _size_or_none),
     Variable("KIDATA_ROLES", "roles", "path", None, "none",
              "A TOML file of implementation roles whose entries replace the packaged "
              "`roles.toml`'s of the same kernel and role.", _path),

@@ -31,19 +31,39 @@ def connect(config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def reading_settings() -> dict[str, Any]:
-    """The settings of a connection that reads the warehouse (queries, views, exports):
-    ``KIDATA_QUERY_MEMORY``'s memory limit when set, with a temporary folder of the
-    connection's own to spill to (DuckDB makes it when it first spills and removes it when the
-    connection closes; its default, ``.tmp`` in the working directory, would write beside the
-    user's files). Empty when unset: DuckDB's own limit."""
+# The reading sessions' memory limit when KIDATA_QUERY_MEMORY is unset, in MB: enough for the
+# stored series steps' queries at 1M runs with no spilling (Run AR), more on a machine whose
+# DuckDB runs more threads (each needs room for its own buffers).
+DEFAULT_QUERY_MB = 300
+DEFAULT_QUERY_MB_PER_CORE = 75
+
+
+def query_memory() -> str | None:
+    """The memory limit of a session that reads the warehouse: ``KIDATA_QUERY_MEMORY``, by
+    default the larger of :data:`DEFAULT_QUERY_MB` and :data:`DEFAULT_QUERY_MB_PER_CORE` per
+    core; None for ``none`` (DuckDB's own, 80% of RAM)."""
     import os
-    import tempfile
-    import uuid
 
     from kidata.core import config
 
     limit = config.current().query_memory
+    if limit is None:
+        cores = os.cpu_count() or 1
+        return f"{max(DEFAULT_QUERY_MB, DEFAULT_QUERY_MB_PER_CORE * cores)}MB"
+    return None if limit == "none" else limit
+
+
+def reading_settings() -> dict[str, Any]:
+    """The settings of a connection that reads the warehouse (queries, views, exports):
+    :func:`query_memory`'s memory limit, with a temporary folder of the connection's own to
+    spill to (DuckDB makes it when it first spills and removes it when the connection closes;
+    its default, ``.tmp`` in the working directory, would write beside the user's files).
+    Empty for ``KIDATA_QUERY_MEMORY=none``: DuckDB's own limit."""
+    import os
+    import tempfile
+    import uuid
+
+    limit = query_memory()
     if limit is None:
         return {}
     folder = os.path.join(tempfile.gettempdir(), f"kidata-spill-{os.getpid()}-{uuid.uuid4().hex}")

@@ -31,6 +31,7 @@ def test_values_are_parsed_to_their_types():
     assert got.max_rejects == 1 and got.compact_at == 0  # at least 1; 0 or more
     assert got.commit_memory == "1GiB" and got.commit_write_memory == "128MB"
     assert got.query_memory == "500MB" and Config().query_memory is None
+    assert Config.from_environ({"KIDATA_QUERY_MEMORY": "None"}).query_memory == "none"
     assert got.roles == Path("roles.toml") and got.debug
     assert (got.fault, got.fault_action, got.arrow_memory_pool) == (
         "after-journal", "kill", "jemalloc")

@@ -1,7 +1,7 @@
 """KIDATA_QUERY_MEMORY (kidata/core/engine.py ``reading_settings``): every session that reads the
-warehouse runs within DuckDB's memory limit it sets and spills beyond it to a temporary folder
-of its own, outside the user's working folder; unset, DuckDB's own limit; the answers are the
-same either way."""
+warehouse runs within DuckDB's memory limit it sets (unset, kidata's default; ``none``, DuckDB's
+own) and spills beyond it to a temporary folder of its own, outside the user's working folder;
+the answers are the same either way."""
 
 from __future__ import annotations
 
@@ -54,9 +54,16 @@ def test_a_reading_command_runs_within_the_limit_and_spills_outside_the_working_
     assert folder.name.startswith("kidata-spill-")
     assert row["grouped"] == "3000000"
     assert list(tmp_path.iterdir()) == [] and not folder.exists()  # removed when it closed
-    # Unset: DuckDB's own limit (a share of the machine's memory), and its answers the same.
-    [free] = _sql(seeded, SPILLS, tmp_path)
-    assert free["memory_limit"] != "95.3 MiB" and free["grouped"] == "3000000"
+    # Unset: kidata's default, 300 MB (75 MB per core on more than four cores); `none`:
+    # DuckDB's own (a share of the machine's memory). The answers are the same.
+    import os
+
+    default = max(300, 75 * (os.cpu_count() or 1)) * 10**6 / 2**20
+    [bounded] = _sql(seeded, SPILLS, tmp_path)
+    assert bounded["memory_limit"] == f"{default:.1f} MiB" and bounded["grouped"] == "3000000"
+    [free] = _sql(seeded, SPILLS, tmp_path, KIDATA_QUERY_MEMORY="none")
+    assert free["memory_limit"] not in ("95.3 MiB", bounded["memory_limit"])
+    assert free["grouped"] == "3000000" and free["temp_directory"] != bounded["temp_directory"]
 
 
 def test_a_limit_too_small_for_a_query_is_an_error_that_names_it(seeded, tmp_path):
@@ -129,3 +136,23 @@ def test_check_reads_within_the_limit(seeded, monkeypatch):
     report = Warehouse(seeded.path).check()
     assert report.ok, report.problems
     assert limits and set(limits) == {"61.0 MiB"}  # 64 MB as DuckDB shows it
+
+
+def test_out_of_memory_under_the_default_limit_names_the_default(monkeypatch):
+    """Unset, the limit is kidata's default: DuckDB's out-of-memory error says so and how to
+    lift it, never DuckDB's own advice (SET memory_limit)."""
+    import os
+
+    import duckdb
+
+    from kidata.library import engine_message
+
+    monkeypatch.delenv("KIDATA_QUERY_MEMORY", raising=False)
+    default = f"{max(300, 75 * (os.cpu_count() or 1))}MB"
+    error = duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block\n\n"
+                                        "Possible solutions:\n* SET memory_limit")
+    assert engine_message(error) == (
+        f"Out of Memory Error: failed to pin block (the default KIDATA_QUERY_MEMORY, {default}, "
+        "is too small for this query: raise it, or set it to none for DuckDB's own limit)")
+    monkeypatch.setenv("KIDATA_QUERY_MEMORY", "none")
+    assert "KIDATA_QUERY_MEMORY" not in engine_message(error)
