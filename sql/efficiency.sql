@@ -58,23 +58,21 @@
 --   bandwidth-bound.
 WITH terms AS (
     SELECT
-        l.run_id,
+        r.run_id,
         m.term,
         m.coefficient
             * d.bytes
             * CASE WHEN m.factor_1 IS NULL THEN 1 ELSE f1.value END
             * CASE WHEN m.factor_2 IS NULL THEN 1 ELSE f2.value END
             * CASE WHEN m.factor_3 IS NULL THEN 1 ELSE f3.value END AS term_bytes
-    FROM latencies l
-    JOIN runs r ON r.run_id = l.run_id
-    JOIN byte_models m ON m.kernel = l.kernel AND m.pass = l.pass
+    FROM runs r
+    JOIN byte_models m ON m.kernel = r.kernel AND m.pass = r.pass
     LEFT JOIN workload_parameters dp
         ON dp.workload_id = r.workload_id AND dp.name = m.dtype_parameter
     LEFT JOIN dtypes d ON d.name = COALESCE(m.dtype, dp.text)
     LEFT JOIN workload_parameters f1 ON f1.workload_id = r.workload_id AND f1.name = m.factor_1
     LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
     LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
-    WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 ),
 sized AS (
     SELECT run_id, SUM(term_bytes) AS bytes
@@ -111,6 +109,7 @@ measured AS (
     FROM sized s
     JOIN latencies l ON l.run_id = s.run_id
     LEFT JOIN gpus g ON g.gpu = l.gpu
+    WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 ),
 growth AS (
     -- Per point, how much longer the sweep's points with at least twice its bytes take.

@@ -42,21 +42,19 @@
 --   Only runs with a median count (as in efficiency).
 WITH terms AS (
     SELECT
-        l.run_id,
+        r.run_id,
         m.term,
         m.coefficient
             * CASE WHEN m.factor_1 IS NULL THEN 1 ELSE f1.value END
             * CASE WHEN m.factor_2 IS NULL THEN 1 ELSE f2.value END
             * CASE WHEN m.factor_3 IS NULL THEN 1 ELSE f3.value END
             * CASE WHEN m.factor_4 IS NULL THEN 1 ELSE f4.value END AS term_flops
-    FROM latencies l
-    JOIN runs r ON r.run_id = l.run_id
-    JOIN flop_models m ON m.kernel = l.kernel AND m.pass = l.pass
+    FROM runs r
+    JOIN flop_models m ON m.kernel = r.kernel AND m.pass = r.pass
     LEFT JOIN workload_parameters f1 ON f1.workload_id = r.workload_id AND f1.name = m.factor_1
     LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
     LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
     LEFT JOIN workload_parameters f4 ON f4.workload_id = r.workload_id AND f4.name = m.factor_4
-    WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 ),
 counted AS (
     SELECT run_id, SUM(term_flops) AS flops
@@ -89,6 +87,7 @@ measured AS (
     FROM peaks p
     JOIN latencies l ON l.run_id = p.run_id
     LEFT JOIN efficiency e ON e.run_id = p.run_id
+    WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 )
 SELECT
     run_id,

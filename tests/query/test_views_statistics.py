@@ -517,6 +517,44 @@ def test_efficiency_calls_a_flat_sweep_a_fixed_cost_unless_near_the_launch_floor
     }
 
 
+def test_only_passed_runs_with_a_median_are_in_efficiency_and_roofline(tmp_path):
+    """Beside a passed run with a median, a failed run and a mean-only run of the same workload
+    (every parameter the models need given) are in neither view: the byte and FLOP terms are
+    worked out for every run, the views keep the passed runs with a median. rms_norm forward,
+    M 2048, H 4096, bf16: 2 x (2 x 2048 x 4096 + 4096) = 33,562,624 bytes; swiglu forward, B 4,
+    T 1024, hidden 4096, intermediate 11008: 6 x 4 x 1024 x 4096 x 11008 FLOPs."""
+    import json
+
+    from make_view_fixtures import A100, bundle, workload
+
+    rms = workload("rms-M2048-H4096", "rms_norm", {"M": 2048, "H": 4096,
+                                                   "dtype": "torch.bfloat16"})
+    swiglu = workload("sw-B4-T1024", "swiglu", {"B": 4, "T": 1024, "hidden_size": 4096,
+                                                "intermediate_size": 11008,
+                                                "dtype": "torch.bfloat16"})
+    rows = []
+    for name, benchmark, work in (("rms", "rms_norm/forward", rms),
+                                  ("sw", "swiglu/forward", swiglu)):
+        rows.append(bundle(f"{name}-passed", benchmark, "liger", A100, 31_072, work, "v"))
+        rows.append(bundle(f"{name}-failed", benchmark, "torch", A100, 31_072, work, "v",
+                           status="failed"))
+        # A mean-only run, as KernelBench's reader writes it (make_view_fixtures' cases).
+        mean_only = bundle(f"{name}-mean", benchmark, "eager", A100, 31_072, work, "mean",
+                           extra={"mean": 31_072})
+        mean_only["run"]["spec"]["timing"] = {"primaryStatistic": "mean"}
+        mean_only["protocol"]["spec"]["measurement"] = {"primaryStatistic": "mean"}
+        rows.append(mean_only)
+    path = tmp_path / "statuses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    assert wh.sql("SELECT count(*) FROM runs").fetchall() == [(6,)]
+    assert wh.sql("SELECT run_id, bytes FROM efficiency").fetchall() == [
+        ("rms-passed", 33_562_624)]
+    assert wh.sql("SELECT run_id, flops FROM roofline").fetchall() == [
+        ("sw-passed", 6 * 4 * 1024 * 4096 * 11008)]
+
+
 @pytest.mark.shared
 def test_roofline_of_liger_swiglu_by_hand(liger: Warehouse):
     # all_benchmark_data.csv: swiglu,liger,forward,... T = 1024, B 4, hidden_size 4096,
