@@ -69,3 +69,27 @@ def test_a_commit_starts_a_new_snapshot_without_the_table(tmp_path):
     assert len(wh.sql(EVERY_ROW).fetchall()) > len(before)  # its second read: a new table
     assert SUMMARY in tables(wh)
     assert same_rows(wh.sql(EVERY_ROW).fetchall(), Warehouse(path).sql(EVERY_ROW).fetchall())
+
+
+def test_the_second_query_of_the_series_keeps_trends(tmp_path):
+    """trends (read by regressions, shifts and the report's history) is kept from its second
+    read on, as the summary is: the first query makes no table, the second one does, and
+    regressions, shifts and trends answer the same rows from it as from the view."""
+    from make_view_fixtures import jsd_sessions
+
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.01, 1.40)])
+    fresh = Warehouse(wh.path)
+    want = {q: fresh.sql(q).fetchall() for q in (
+        "SELECT * FROM regressions ORDER BY ALL", "SELECT * FROM shifts ORDER BY ALL",
+        "SELECT * FROM trends ORDER BY ALL")}
+    # As in test_views_verdicts: torch w4 the code's regression; w1-w3 shifts of both.
+    assert len(want["SELECT * FROM regressions ORDER BY ALL"]) == 1
+    assert len(want["SELECT * FROM shifts ORDER BY ALL"]) == 4
+    reader = Warehouse(wh.path)
+    assert same_rows(reader.sql("SELECT * FROM regressions ORDER BY ALL").fetchall(),
+                     want["SELECT * FROM regressions ORDER BY ALL"])
+    assert views.cached_name("trends") not in tables(reader)  # one read: no table
+    for query, rows in want.items():
+        assert same_rows(reader.sql(query).fetchall(), rows), query
+        assert views.cached_name("trends") in tables(reader)

@@ -192,7 +192,9 @@ def trends(db: Queryable, filters: Filters, limit: int | None = None,
               + (f" LIMIT {int(limit)}" if limit is not None else ""))
     frame = _frame(db, f"""
         WITH steps AS MATERIALIZED (
-            SELECT t.* FROM trends t
+            SELECT {", ".join(f"t.{k}" for k in SERIES_KEY)}, t.step, t.points, t.run_id,
+                   t.observed_at, t.version, t.median_us, t.p20_us, t.p80_us
+            FROM trends t
             WHERE t.median_us IS NOT NULL AND t.points > 1 AND {where}
         ),
         ranked AS (
