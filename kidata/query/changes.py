@@ -221,7 +221,10 @@ def changes(db: Queryable, min_effect: float | None = None,
 # solved in chunks of about this many (a series is never split). At 1M runs under
 # KIDATA_QUERY_MEMORY=500MB the command peaks at 725 MB with 25,000, 799 MB with 100,000.
 CHUNK_POINTS = 25_000
-READ_BATCH_ROWS = 65_536  # rows per Arrow batch read from DuckDB (a series may span batches)
+# Rows per Arrow batch read from DuckDB (a series may span batches); each becomes Python
+# objects: at 1M runs under the default 300MB, 65,536 peaked at 608-636 MB, 16,384 at 519-544
+# (Run AR).
+READ_BATCH_ROWS = 16_384
 # The key of a fetched row: the series and its center statistic (a series holding two center
 # statistics is searched once per statistic); then run_id, observed_at, version, center_us.
 _KEY = len(SERIES) + 1
