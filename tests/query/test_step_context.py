@@ -160,6 +160,8 @@ def store_contexts(monkeypatch):
     monkeypatch.setenv("KIDATA_CONTEXTS_AT", "0")
 
 
+# The slow lane (~45 s: hundreds of loads at the smallest chunk); CI runs both lanes.
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [50_000, 100, 1])
 def test_stored_and_computed_steps_agree_in_any_order(records, tmp_path, monkeypatch, chunk):
     # Stored, checked and rebuilt a few kernels, passes and GPUs at a time (contexts.chunks):

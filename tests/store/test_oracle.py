@@ -286,6 +286,8 @@ MIXED = Split(load_of=(0, 1, 2) * 4, order=(2, 0, 1), rank=tuple(range(MAX_FILES
               compact=(False, True, True))
 
 
+# The slow lane: its loads start worker processes, and it takes ~60 s (CI runs both lanes).
+@pytest.mark.slow
 @pytest.mark.parametrize("conflicts", [
     pytest.param(False, id="no-conflicts"),
     # (This case found that a load compared the later records of a stored run with the
