@@ -71,9 +71,9 @@ def main() -> None:
             wall, used = time.perf_counter() - wall, cpu() - used
             print(json.dumps({
                 "round": n + 1, "runs_added": report.runs_added,
-                "duplicates": report.duplicates, "load_wall_s": round(wall, 2),
-                "load_cpu_s": round(used, 2), "check_wall_s": round(spent["wall"], 3),
-                "check_cpu_s": round(spent["cpu"], 3),
+                "duplicates": report.duplicates, "load_wall_s": round(wall, 4),
+                "load_cpu_s": round(used, 4), "check_wall_s": round(spent["wall"], 4),
+                "check_cpu_s": round(spent["cpu"], 4),
                 "check_share_of_wall": round(spent["wall"] / wall, 4),
                 "check_share_of_cpu": round(spent["cpu"] / used, 4)}), flush=True)
 
