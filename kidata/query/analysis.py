@@ -132,8 +132,8 @@ def regression_scan(db: Queryable, threshold: float | None = None,
                    f"FROM trends WHERE ({_SLOWER}) OR ({_SHIFTED_SLOWER}) "
                    f"ORDER BY {_REGRESSION_ORDER}", params={"threshold": float(threshold)}
                    ).to_arrow_table()
-    con = engine.connect()
-    steps = con.from_arrow(table)
+    local = engine.connect()  # over the rows in memory, as compare and the gate hold theirs
+    steps = local.from_arrow(table)
     counts = steps.aggregate(
         "count(*) FILTER (WHERE _regressed AND NOT _acknowledged), "
         "count(*) FILTER (WHERE _regressed AND _acknowledged), "
@@ -144,10 +144,7 @@ def regression_scan(db: Queryable, threshold: float | None = None,
 
 def acknowledged_regressions(db: Queryable, threshold: float | None = None) -> int:
     """The steps :func:`regressions` leaves out because their run was acknowledged."""
-    threshold = min_effect(db, threshold)
-    return db.sql(f"SELECT count(*) FROM trends WHERE {_SLOWER} "
-                  "AND run_id IN (SELECT run_id FROM acknowledgements)",
-                  params={"threshold": float(threshold)}).fetchall()[0][0]
+    return regression_scan(db, threshold).acknowledged
 
 
 # -- compare -----------------------------------------------------------------------------------

@@ -520,3 +520,24 @@ def test_latency_panels_are_shared_out_under_the_reports_budget(liger, monkeypat
                          "--implementation)" for k, c in panels.items() if c > share)
     for chart in drawn:
         chart.figure.clear()
+
+
+def test_among_series_of_equal_length_the_history_takes_the_regressed_first(tmp_path):
+    """The sessions of test_views_verdicts' partial shift: eight series of two results each
+    (torch and liger at w1-w4); the code's one regression is torch w4. With one series to
+    draw, the regressed one is chosen; told of no regression, the first by name (liger w1);
+    and the count of series is eight either way."""
+    from make_view_fixtures import jsd_sessions
+
+    from kidata.query.present import data
+
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.01, 1.40)])
+    regressed = data.regressions(wh.session, data.Filters())["run_id"].to_list()
+    assert len(regressed) == 1
+    chosen, total = data.trends(wh.session, data.Filters(), 1, regressed)
+    assert (set(chosen["implementation"]), set(chosen["workload"]), total) == (
+        {"torch"}, {"w4"}, 8)
+    plain, total = data.trends(wh.session, data.Filters(), 1)
+    assert (set(plain["implementation"]), set(plain["workload"]), total) == (
+        {"liger"}, {"w1"}, 8)

@@ -187,15 +187,18 @@ def trends(db: Queryable, filters: Filters, limit: int | None = None,
               "pass, workload, implementation, gpu, variant NULLS FIRST, family"
               + (f" LIMIT {int(limit)}" if limit is not None else ""))
     frame = _frame(db, f"""
-        WITH steps AS MATERIALIZED (
+        WITH flagged AS (
+            SELECT DISTINCT UNNEST(CAST($regressed AS VARCHAR[])) AS run_id
+        ),
+        steps AS MATERIALIZED (
             SELECT {", ".join(f"t.{k}" for k in SERIES_KEY)}, t.step, t.points, t.run_id,
-                   t.observed_at, t.version, t.median_us, t.p20_us, t.p80_us
+                   t.observed_at, t.version, t.median_us, t.p20_us, t.p80_us,
+                   t.run_id IN (SELECT run_id FROM flagged) AS flagged
             FROM trends t
             WHERE t.median_us IS NOT NULL AND t.points > 1 AND {where}
         ),
         ranked AS (
-            SELECT {key}, COUNT(*) AS drawn,
-                   COUNT(*) FILTER (WHERE list_contains($regressed, run_id)) AS regressed,
+            SELECT {key}, COUNT(*) AS drawn, COUNT(*) FILTER (WHERE flagged) AS regressed,
                    COUNT(*) OVER () AS total
             FROM steps GROUP BY {key}
         ),
