@@ -1,7 +1,7 @@
 -- view: efficiency
 -- purpose: How close does each run of a memory-bound kernel come to the GPU's published peak memory bandwidth?
 -- grain: one row per passed latency run whose kernel and pass have a byte model and whose workload gives every parameter the model needs.
--- sources: latencies, runs, byte_models, workload_parameters, dtypes, gpus
+-- sources: run_bytes, latencies, gpus
 -- columns:
 --   run_id: the run.
 --   kernel: kernel benchmarked.
@@ -12,7 +12,8 @@
 --   gpu: canonical GPU key.
 --   family: protocol comparability family.
 --   bytes: minimum bytes the pass moves = SUM over the model's terms of coefficient x
---     element bytes x factor_1 x factor_2 x factor_3 (byte_models; see docs/efficiency.md).
+--     element bytes x factor_1 x factor_2 x factor_3 (run_bytes, rounded to whole bytes; see
+--     docs/efficiency.md).
 --   median_us: median latency (µs).
 --   achieved_gbps: bytes / median time, in GB/s (10^9 bytes/s) = bytes / (median_us x 1000).
 --   achieved_gbps_low: bytes / (p80_us x 1000), the rate at the slower end of the p20-p80
@@ -56,31 +57,7 @@
 --   never called flat (their latency may be flat beyond the sizes measured), and a point whose
 --   larger neighbours are slowed by something else than bytes (a cache threshold) may pass as
 --   bandwidth-bound.
-WITH terms AS (
-    SELECT
-        r.run_id,
-        m.term,
-        m.coefficient
-            * d.bytes
-            * CASE WHEN m.factor_1 IS NULL THEN 1 ELSE f1.value END
-            * CASE WHEN m.factor_2 IS NULL THEN 1 ELSE f2.value END
-            * CASE WHEN m.factor_3 IS NULL THEN 1 ELSE f3.value END AS term_bytes
-    FROM runs r
-    JOIN byte_models m ON m.kernel = r.kernel AND m.pass = r.pass
-    LEFT JOIN workload_parameters dp
-        ON dp.workload_id = r.workload_id AND dp.name = m.dtype_parameter
-    LEFT JOIN dtypes d ON d.name = COALESCE(m.dtype, dp.text)
-    LEFT JOIN workload_parameters f1 ON f1.workload_id = r.workload_id AND f1.name = m.factor_1
-    LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
-    LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
-),
-sized AS (
-    SELECT run_id, SUM(term_bytes) AS bytes
-    FROM terms
-    GROUP BY run_id
-    HAVING COUNT(term_bytes) = COUNT(*)
-),
-measured AS (
+WITH measured AS (
     -- Every column but the sweep rule's, with the point's bound by its bytes alone.
     SELECT
         l.run_id,
@@ -106,7 +83,7 @@ measured AS (
              WHEN s.bytes / (g.memory_bandwidth_gbps * 1000) < 5 THEN 'overhead'
              ELSE 'bandwidth' END AS peak_bound,
         s.bytes AS exact_bytes
-    FROM sized s
+    FROM run_bytes s
     JOIN latencies l ON l.run_id = s.run_id
     LEFT JOIN gpus g ON g.gpu = l.gpu
     WHERE l.status = 'passed' AND l.median_us IS NOT NULL

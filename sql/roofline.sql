@@ -1,7 +1,7 @@
 -- view: roofline
 -- purpose: How close does each run of a compute-class kernel (matrix multiplies) come to the GPU's published dense 16-bit tensor peak, and what bounds it?
 -- grain: one row per passed latency run whose kernel and pass have a FLOP model and whose workload gives every parameter the model needs.
--- sources: latencies, runs, flop_models, workload_parameters, dtypes, gpus, efficiency
+-- sources: run_flops, run_bytes, latencies, runs, workload_parameters, dtypes, gpus
 -- columns:
 --   run_id: the run.
 --   kernel: kernel benchmarked.
@@ -22,8 +22,8 @@
 --     GPU without a peak.
 --   compute_fraction: achieved_tflops / peak_tflops; null when the peak is null.
 --   compute_us: the time the flops would take at peak_tflops: flops / (peak_tflops x 10^6) µs.
---   bytes: the run's minimum bytes when its kernel and pass also have a byte model (efficiency),
---     else null.
+--   bytes: the run's minimum bytes when its kernel and pass also have a byte model (run_bytes,
+--     rounded to whole bytes as in efficiency), else null.
 --   arithmetic_intensity: flops / bytes (FLOP per byte), null without bytes.
 --   ridge_intensity: the GPU's ridge point, peak_tflops x 10^12 / (memory_bandwidth_gbps x
 --     10^9) FLOP per byte; null when either peak is unknown.
@@ -40,35 +40,13 @@
 --   achieved_tflops and compute_fraction are lower bounds. A run is left out when its kernel and
 --   pass have no model or its workload lacks a parameter the model names: nothing is guessed.
 --   Only runs with a median count (as in efficiency).
-WITH terms AS (
-    SELECT
-        r.run_id,
-        m.term,
-        m.coefficient
-            * CASE WHEN m.factor_1 IS NULL THEN 1 ELSE f1.value END
-            * CASE WHEN m.factor_2 IS NULL THEN 1 ELSE f2.value END
-            * CASE WHEN m.factor_3 IS NULL THEN 1 ELSE f3.value END
-            * CASE WHEN m.factor_4 IS NULL THEN 1 ELSE f4.value END AS term_flops
-    FROM runs r
-    JOIN flop_models m ON m.kernel = r.kernel AND m.pass = r.pass
-    LEFT JOIN workload_parameters f1 ON f1.workload_id = r.workload_id AND f1.name = m.factor_1
-    LEFT JOIN workload_parameters f2 ON f2.workload_id = r.workload_id AND f2.name = m.factor_2
-    LEFT JOIN workload_parameters f3 ON f3.workload_id = r.workload_id AND f3.name = m.factor_3
-    LEFT JOIN workload_parameters f4 ON f4.workload_id = r.workload_id AND f4.name = m.factor_4
-),
-counted AS (
-    SELECT run_id, SUM(term_flops) AS flops
-    FROM terms
-    GROUP BY run_id
-    HAVING COUNT(term_flops) = COUNT(*)
-),
-peaks AS (
+WITH peaks AS (
     SELECT
         c.run_id,
         c.flops,
         CASE WHEN d.bytes = 2 THEN g.bf16_dense_tflops END AS peak_tflops,
         g.memory_bandwidth_gbps
-    FROM counted c
+    FROM run_flops c
     JOIN runs r ON r.run_id = c.run_id
     LEFT JOIN workload_parameters dp ON dp.workload_id = r.workload_id AND dp.name = 'dtype'
     LEFT JOIN dtypes d ON d.name = dp.text
@@ -79,14 +57,14 @@ measured AS (
         l.run_id, l.kernel, l.pass, l.implementation, l.variant, l.workload, l.gpu,
         l.gpu_family, l.family, l.median_us, l.version,
         p.flops, p.peak_tflops, p.memory_bandwidth_gbps,
-        e.bytes,
+        CAST(ROUND(e.bytes) AS BIGINT) AS bytes,
         p.flops / (p.peak_tflops * 1000000) AS compute_us,
-        e.bytes / (p.memory_bandwidth_gbps * 1000) AS byte_us,
-        CAST(p.flops AS DOUBLE) / e.bytes AS arithmetic_intensity,
+        ROUND(e.bytes) / (p.memory_bandwidth_gbps * 1000) AS byte_us,
+        CAST(p.flops AS DOUBLE) / ROUND(e.bytes) AS arithmetic_intensity,
         p.peak_tflops * 1000 / p.memory_bandwidth_gbps AS ridge_intensity
     FROM peaks p
     JOIN latencies l ON l.run_id = p.run_id
-    LEFT JOIN efficiency e ON e.run_id = p.run_id
+    LEFT JOIN run_bytes e ON e.run_id = p.run_id
     WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 )
 SELECT

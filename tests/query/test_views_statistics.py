@@ -553,6 +553,12 @@ def test_only_passed_runs_with_a_median_are_in_efficiency_and_roofline(tmp_path)
         ("rms-passed", 33_562_624)]
     assert wh.sql("SELECT run_id, flops FROM roofline").fetchall() == [
         ("sw-passed", 6 * 4 * 1024 * 4096 * 11008)]
+    # The terms themselves (run_bytes, run_flops) are every run's, whatever its status or
+    # statistic: the views above keep the passed runs with a median of them.
+    assert wh.sql("SELECT run_id, bytes FROM run_bytes ORDER BY run_id").fetchall() == [
+        ("rms-failed", 33_562_624), ("rms-mean", 33_562_624), ("rms-passed", 33_562_624)]
+    assert wh.sql("SELECT run_id, flops FROM run_flops ORDER BY run_id").fetchall() == [
+        (f"sw-{s}", 6 * 4 * 1024 * 4096 * 11008) for s in ("failed", "mean", "passed")]
 
 
 @pytest.mark.shared
