@@ -514,16 +514,20 @@ class Warehouse:
         from kidata.query.present import Filters, write_report
 
         # The window is the session's, as for every reading command (this warehouse's own,
-        # unless the call gives one).
+        # unless the call gives one). The report reads through a session of its own, closed
+        # once its frames are read: DuckDB's memory goes back before the figures are drawn,
+        # and this warehouse's session keeps what it held.
         window = Window.of(since, until) if since or until else self.window
-        session = self.session if window == self.window else \
-            Session(self.path, self.require, window, self.min_effect)
+        session = Session(self.path, self.require, window, self.min_effect)
         filters = Filters(list(kernels), list(gpus), list(implementations),
                           window.since if window else None, window.until if window else None)
-        return write_report(session, Path(path), filters,
-                            png_dir=Path(png_dir) if png_dir is not None else None,
-                            svg_dir=Path(svg_dir) if svg_dir is not None else None,
-                            parents=parents, names=self.session)
+        try:
+            return write_report(session, Path(path), filters,
+                                png_dir=Path(png_dir) if png_dir is not None else None,
+                                svg_dir=Path(svg_dir) if svg_dir is not None else None,
+                                parents=parents, names=self.session, read=session.close)
+        finally:
+            session.close()
 
     def audit(self, everything: bool = False):
         """Published derived numbers (trainkernel's ratio, say) recomputed from their inputs:

@@ -66,6 +66,16 @@ class Session:
         way the cached one would not notice (a load, compaction, repair)."""
         self._con_state = None
 
+    def close(self) -> None:
+        """Close the cached connection, so that DuckDB's memory goes back to the system (after
+        the report's queries at 1M runs, ~250 MB that its figures would otherwise be drawn
+        beside); the next query opens a new one. What the connection held goes with it: the
+        views kept (:meth:`keep`) and any temporary table made through :meth:`sql`."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        self._con_state = None
+
     def table_files(self, table: str) -> list[Path]:
         return Layout(self.path).table_files(table)
 

@@ -541,3 +541,91 @@ def test_among_series_of_equal_length_the_history_takes_the_regressed_first(tmp_
     plain, total = data.trends(wh.session, data.Filters(), 1)
     assert (set(plain["implementation"]), set(plain["workload"]), total) == (
         {"liger"}, {"w1"}, 8)
+
+
+def test_efficiency_and_roofline_points_without_a_modelled_run_have_the_same_columns(
+        seeded: Path, liger: Warehouse):
+    # The seeds' workloads have no parameters, so no run has bytes or FLOPs (run_bytes,
+    # run_flops): the report does not work out the views (every run's latency) for nothing,
+    # and draws no panel from the empty frames, whose columns are those of Liger's points.
+    from kidata.query.present import data
+
+    seeds = Warehouse(seeded)
+    assert seeds.sql("SELECT (SELECT count(*) FROM run_bytes), "
+                     "(SELECT count(*) FROM run_flops)").fetchall() == [(0, 0)]
+    for points in (data.efficiency, data.roofline):
+        empty, full = points(seeds, data.Filters()), points(liger, data.Filters())
+        assert empty.is_empty() and full.height > 0
+        assert empty.schema == full.schema
+
+
+def test_figures_are_drawn_and_freed_one_at_a_time_after_every_query(liger: Warehouse,
+                                                                      tmp_path: Path,
+                                                                      monkeypatch):
+    """The page holds one figure at a time (each drawn, written as SVG and cleared before the
+    next is drawn: all of Liger's 60 at once were what the report's drawing added to its
+    peak), and every query is made before the first figure is drawn, when ``read`` lets the
+    caller close its session (DuckDB's memory given back)."""
+    from matplotlib.figure import Figure
+
+    from kidata.query.present import charts, data, write_report
+
+    live: list[Figure] = []
+    most = [0]
+    made = Figure.__init__
+    cleared = Figure.clear
+    svg = charts.Chart.svg
+
+    def init(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        live.append(self)
+
+    def clear(self, *args, **kwargs):
+        if self in live:
+            live.remove(self)
+        return cleared(self, *args, **kwargs)
+
+    def to_svg(self):
+        most[0] = max(most[0], len(live))
+        return svg(self)
+
+    monkeypatch.setattr(Figure, "__init__", init)
+    monkeypatch.setattr(Figure, "clear", clear)
+    monkeypatch.setattr(charts.Chart, "svg", to_svg)
+
+    class Guarded:
+        """The warehouse, refusing every query once ``read`` was called."""
+
+        done = False
+
+        def sql(self, *args, **kwargs):
+            assert not self.done, "a query after the report's frames were read"
+            return liger.sql(*args, **kwargs)
+
+        def info(self):
+            assert not self.done, "a query after the report's frames were read"
+            return liger.info()
+
+        def keep(self, view: str) -> None:
+            raise AssertionError("the report keeps nothing")
+
+    guarded = Guarded()
+
+    def read() -> None:
+        assert not live, "a figure drawn before every frame was read"
+        guarded.done = True
+
+    result = write_report(guarded, tmp_path / "r.html", data.Filters(), read=read)
+    assert guarded.done and len(result.charts) == 60
+    # The history, efficiency and roofline figures (one each) are drawn with the frames'
+    # first use; the 57 heatmaps, forests and latency figures one by one.
+    assert most[0] <= 4
+
+
+def test_a_report_leaves_the_warehouses_own_session_as_it_was(liger: Warehouse,
+                                                              tmp_path: Path):
+    # The report reads through a session of its own and closes it: a table the caller made
+    # on the warehouse's session is still there.
+    liger.sql("CREATE TEMP TABLE mine AS SELECT 42 AS answer")
+    liger.report(tmp_path / "r.html", kernels=["rms_norm"])
+    assert liger.sql("SELECT answer FROM mine").fetchall() == [(42,)]

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import polars as pl
     from matplotlib.figure import Figure
 
@@ -267,10 +269,17 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
     colour per implementation, a dash style per setting of the other parameters (at most
     ``MAX_SETTINGS`` per swept parameter, those with the most results). Returns the charts
     and what was left out."""
+    omitted: list[str] = []
+    return list(iter_latency_charts(points, palette, omitted)), omitted
+
+
+def iter_latency_charts(points: pl.DataFrame, palette: Palette, omitted: list[str]
+                        ) -> Iterator[Chart]:
+    """:func:`latency_charts` one figure at a time, what was left out added to ``omitted`` as
+    it is drawn: a page that writes each figure's SVG before the next is drawn holds one
+    figure at a time (all of them at once were ~110 MB at 1M generated runs)."""
     import polars as pl
 
-    charts: list[Chart] = []
-    omitted: list[str] = []
     kernels = [(kernel, list(rows.group_by(["pass", "gpu", "parameter"], maintain_order=True)))
                for (kernel,), rows in points.group_by(["kernel"], maintain_order=True)]
     share = panel_share([len(panels) for _, panels in kernels], MAX_PANELS, MAX_LATENCY_PANELS)
@@ -314,9 +323,7 @@ def latency_charts(points: pl.DataFrame, palette: Palette) -> tuple[list[Chart],
             labels += [_shorten(named[o]) for o in kept]
         grid.finish(f"{kernel}: latency against workload size (median, p20–p80 band)",
                     handles, labels)
-        charts.append(Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION,
-                            grid.fig))
-    return charts, omitted
+        yield Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION, grid.fig)
 
 
 def panel_share(counts: list[int], most: int, total: int) -> int:
@@ -475,13 +482,20 @@ def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], li
     on a log scale centred on 1 (one scale for all passes of a pair), each cell naming its
     noise-aware verdicts. Passes are never pooled: 'full' times forward and backward again.
     Returns the charts and the pairs left out."""
+    omitted: list[str] = []
+    return list(iter_heatmaps(speedups, chosen, omitted)), omitted
+
+
+def iter_heatmaps(speedups: pl.DataFrame, chosen: list[str], omitted: list[str]
+                  ) -> Iterator[Chart]:
+    """:func:`heatmaps` one figure at a time, the pairs left out added to ``omitted`` first."""
     import polars as pl
 
     frame = against(speedups, chosen).filter(pl.col("speedup") > 0)
-    chosen_pairs, omitted = pairs(frame, chosen)
+    chosen_pairs, left = pairs(frame, chosen)
+    omitted += left
     counts = {k: (pl.col("verdict") == v).sum()
               for k, v in (("faster", "faster"), ("slower", "slower"), ("noise", "within noise"))}
-    charts = []
     for candidate, versus in chosen_pairs:
         rows = frame.filter((pl.col("candidate") == candidate) & (pl.col("against") == versus))
         if rows.is_empty():
@@ -506,11 +520,9 @@ def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], li
         passes = [p for p in PASS_ORDER if p in present] + sorted(
             p for p in present if p not in PASS_ORDER)
         for pass_ in passes:
-            charts.append(_heatmap(candidate, versus, pass_,
-                                   cells.filter(pl.col("pass") == pass_),
-                                   overall.filter(pl.col("pass") == pass_), extreme,
-                                   role=versus == ROLE))
-    return charts, omitted
+            yield _heatmap(candidate, versus, pass_, cells.filter(pl.col("pass") == pass_),
+                           overall.filter(pl.col("pass") == pass_), extreme,
+                           role=versus == ROLE)
 
 
 HEATMAP_CAPTION = (
@@ -654,9 +666,15 @@ def forest_charts(kernels: pl.DataFrame, chosen_pairs: list[tuple[str, str]]
     GPU, its geometric-mean speedup over the kernel's workloads (a point), the 95% interval
     over them as a bar (from 3 workloads), else the range of its workloads' speedups dotted;
     the line at 1 is "as fast". Returns the charts and what was left out."""
+    omitted: list[str] = []
+    return list(iter_forest_charts(kernels, chosen_pairs, omitted)), omitted
+
+
+def iter_forest_charts(kernels: pl.DataFrame, chosen_pairs: list[tuple[str, str]],
+                       omitted: list[str]) -> Iterator[Chart]:
+    """:func:`forest_charts` one figure at a time, what was left out added to ``omitted``."""
     import polars as pl
 
-    charts, omitted = [], []
     for candidate, versus in chosen_pairs:
         baseline = f"role:{ROLE}" if versus == ROLE else versus
         rows = kernels.filter((pl.col("candidate") == candidate)
@@ -673,8 +691,7 @@ def forest_charts(kernels: pl.DataFrame, chosen_pairs: list[tuple[str, str]]
                                "'select * from kernel_speedups' lists them all)")
                 half = MAX_FOREST_ROWS // 2
                 panel = pl.concat([panel.head(half), panel.tail(half)])
-            charts.append(_forest(candidate, versus, pass_, panel))
-    return charts, omitted
+            yield _forest(candidate, versus, pass_, panel)
 
 
 FOREST_CAPTION = (

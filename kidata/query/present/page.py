@@ -19,6 +19,8 @@ from kidata.query.present import data
 from kidata.query.present.data import Filters
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     import polars as pl
 
     from kidata.query.session import Queryable
@@ -57,11 +59,14 @@ class ReportResult:
 
 def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
                  png_dir: Path | None = None, svg_dir: Path | None = None,
-                 parents: bool = False, names: Queryable | None = None) -> ReportResult:
+                 parents: bool = False, names: Queryable | None = None,
+                 read: Callable[[], None] | None = None) -> ReportResult:
     """Write the report page to ``path`` (and each chart to ``png_dir``/``svg_dir``); into a
     missing folder only with ``parents``. The kernels, GPUs and implementations asked for are
     checked against ``names`` (default ``db``: a windowed session would not know a kernel
-    measured only outside its window)."""
+    measured only outside its window). ``read`` is called once every frame is read from
+    ``db``, before the first figure is drawn (``Warehouse.report`` closes its own session
+    there)."""
     outfile.check(path, parents)  # before the charts are drawn
     try:
         import matplotlib  # noqa: F401
@@ -73,11 +78,12 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
     if unknown:  # a typo would give a report of nothing, or of less than asked
         raise UsageError("; ".join(unknown))
     with charts_mod.style():
-        return _write(db, path, filters, png_dir, svg_dir, start)
+        return _write(db, path, filters, png_dir, svg_dir, start, read)
 
 
 def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
-           svg_dir: Path | None, start: float) -> ReportResult:
+           svg_dir: Path | None, start: float, read: Callable[[], None] | None
+           ) -> ReportResult:
     points = data.latency_points(db, filters)
     speedups = data.speedups(db, filters)
     regressions = data.regressions(db, filters)
@@ -94,44 +100,57 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     # figures take theirs (at 1M runs the kernel_speedups query, run beside the drawn
     # figures, set the report's peak: 1.04 GB under a 500MB KIDATA_QUERY_MEMORY; Run AM).
     kernels = data.kernel_speedups(db, filters)
+    if read is not None:
+        read()
 
     palette = charts_mod.Palette(charts_mod.series_names(points)
                                  + charts_mod.series_names(efficiency)
                                  + charts_mod.series_names(compute)
                                  + charts_mod.series_names(trends))
-    latency, omitted = charts_mod.latency_charts(points, palette)
-    heat, left = charts_mod.heatmaps(speedups, filters.implementations)
-    omitted += left
+    # What each kind of chart left out, listed in this order at the end of the page.
+    left_latency: list[str] = []
+    left_heat: list[str] = []
+    left_forest: list[str] = []
+    latency: Iterable[charts_mod.Chart] = charts_mod.iter_latency_charts(
+        points, palette, left_latency)
+    heat: Iterable[charts_mod.Chart] = charts_mod.iter_heatmaps(
+        speedups, filters.implementations, left_heat)
     chosen, _ = charts_mod.pairs(charts_mod.against(speedups, filters.implementations),
                                  filters.implementations)
-    forest, left = charts_mod.forest_charts(kernels, chosen)
-    omitted += left
-    history, left = charts_mod.history_chart(trends, regressions, palette, series)
-    omitted += left
+    forest: Iterable[charts_mod.Chart] = charts_mod.iter_forest_charts(kernels, chosen,
+                                                                       left_forest)
+    history, left_history = charts_mod.history_chart(trends, regressions, palette, series)
     eff = charts_mod.efficiency_chart(efficiency, palette)
     roof = charts_mod.roofline_chart(compute, palette)
-    # Without image files to save, each figure is freed once its SVG is on the page.
+    # Without image files to save, each figure is drawn, written to the page and freed before
+    # the next is drawn (all of them held at once were ~170 MB of the report's peak at 1M
+    # generated runs); with files to save, every figure is kept until they are written.
     release = png_dir is None and svg_dir is None
+    if not release:
+        latency, heat, forest = list(latency), list(heat), list(forest)
+    every: list[charts_mod.Chart] = []  # in the page's order
 
     sections = [
         ("summary", "What is loaded", _summary_html(summary, filters)),
         ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
-                                              "same kernel, pass, workload and GPU.", release)
-         + (_charts_html(forest, "", release) if forest else "")),
+                                              "same kernel, pass, workload and GPU.", every,
+                                              release)
+         + _charts_html(forest, "", every, release)),
         ("latency", "Latency against workload size",
-         _charts_html(latency, "No passed latency results.", release)),
+         _charts_html(latency, "No passed latency results.", every, release)),
         ("history", "History and regressions",
          _charts_html([history] if history else [], "No series with two or more timed results.",
-                      release)
+                      every, release)
          + _regressions_html(regressions, effect) + _shifts_html(shifts)),
         ("noise", "Run-to-run noise", _noise_html(envelopes, effect)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
                                                   "with a byte model (docs/efficiency.md).",
-                                                  release)
+                                                  every, release)
          + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
-                        "(kidata/data/flop_models.toml).", release)),
+                        "(kidata/data/flop_models.toml).", every, release)),
         ("audit", "Audit of published numbers", _audit_html(audit)),
     ]
+    omitted = left_latency + left_heat + left_forest + left_history
     if omitted:
         sections.append(("omitted", "Left out", "<ul>" + "".join(
             f"<li>{html.escape(o)}</li>" for o in omitted) + "</ul>"))
@@ -140,8 +159,6 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     with outfile.writing(path, parents=True) as tmp:
         tmp.write_text(page, "utf-8")
 
-    every = [*heat, *forest, *latency, *([history] if history else []), *([eff] if eff else []),
-             *([roof] if roof else [])]
     result = ReportResult(path, [c.name for c in every], omitted=omitted)
     for folder, fmt in ((png_dir, "png"), (svg_dir, "svg")):
         if folder is None:
@@ -198,14 +215,16 @@ def _page(sections: list[tuple[str, str, str]], filters: Filters) -> str:
             f"<nav>{nav}</nav>{body}</body></html>\n")
 
 
-def _charts_html(charts: list[charts_mod.Chart], empty: str, release: bool = False) -> str:
+def _charts_html(charts: Iterable[charts_mod.Chart], empty: str,
+                 drawn: list[charts_mod.Chart], release: bool = False) -> str:
     """The charts, each kind's caption once, before the first chart of its kind (16 heatmaps
-    share one: the same paragraph under each read as noise)."""
-    if not charts:
-        return f'<p class="empty">{html.escape(empty)}</p>'
+    share one: the same paragraph under each read as noise); ``empty`` (when not blank) if
+    there are none. Each chart is added to ``drawn``; with ``release``, its figure is cleared
+    once its SVG is on the page."""
     out = []
     said: set[str] = set()
     for chart in charts:
+        drawn.append(chart)
         if chart.caption not in said:
             said.add(chart.caption)
             out.append(f'<p class="caption">{html.escape(chart.caption)}</p>')
@@ -213,6 +232,8 @@ def _charts_html(charts: list[charts_mod.Chart], empty: str, release: bool = Fal
                    f'data-chart="{html.escape(chart.name)}">{chart.svg()}</figure>')
         if release:
             chart.figure.clear()  # its artists and data, no longer needed
+    if not out:
+        return f'<p class="empty">{html.escape(empty)}</p>' if empty else ""
     return "".join(out)
 
 
