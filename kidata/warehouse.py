@@ -515,8 +515,8 @@ class Warehouse:
 
         # The window is the session's, as for every reading command (this warehouse's own,
         # unless the call gives one). The report reads through a session of its own, closed
-        # once its frames are read: DuckDB's memory goes back before the figures are drawn,
-        # and this warehouse's session keeps what it held.
+        # after each of its queries: DuckDB's memory goes back between queries and before the
+        # figures are drawn, and this warehouse's session keeps what it held.
         window = Window.of(since, until) if since or until else self.window
         session = Session(self.path, self.require, window, self.min_effect)
         filters = Filters(list(kernels), list(gpus), list(implementations),
@@ -525,7 +525,8 @@ class Warehouse:
             return write_report(session, Path(path), filters,
                                 png_dir=Path(png_dir) if png_dir is not None else None,
                                 svg_dir=Path(svg_dir) if svg_dir is not None else None,
-                                parents=parents, names=self.session, read=session.close)
+                                parents=parents, names=self.session,
+                                release=session.close)
         finally:
             session.close()
 

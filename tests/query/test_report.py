@@ -564,8 +564,8 @@ def test_figures_are_drawn_and_freed_one_at_a_time_after_every_query(liger: Ware
                                                                       monkeypatch):
     """The page holds one figure at a time (each drawn, written as SVG and cleared before the
     next is drawn: all of Liger's 60 at once were what the report's drawing added to its
-    peak), and every query is made before the first figure is drawn, when ``read`` lets the
-    caller close its session (DuckDB's memory given back)."""
+    peak), and every query is made before the first figure is drawn, ``release`` called after
+    each (where ``Warehouse.report`` closes its session: DuckDB's memory given back)."""
     from matplotlib.figure import Figure
 
     from kidata.query.present import charts, data, write_report
@@ -594,31 +594,28 @@ def test_figures_are_drawn_and_freed_one_at_a_time_after_every_query(liger: Ware
     monkeypatch.setattr(charts.Chart, "svg", to_svg)
 
     class Guarded:
-        """The warehouse, refusing every query once ``read`` was called."""
-
-        done = False
+        """The warehouse, refusing every query once a figure is drawn."""
 
         def sql(self, *args, **kwargs):
-            assert not self.done, "a query after the report's frames were read"
+            assert not live, "a query after the first figure was drawn"
             return liger.sql(*args, **kwargs)
 
         def info(self):
-            assert not self.done, "a query after the report's frames were read"
+            assert not live, "a query after the first figure was drawn"
             return liger.info()
 
         def keep(self, view: str) -> None:
             raise AssertionError("the report keeps nothing")
 
-    guarded = Guarded()
+    released: list[int] = []
 
-    def read() -> None:
-        assert not live, "a figure drawn before every frame was read"
-        guarded.done = True
+    def release() -> None:
+        released.append(len(live))  # the figures drawn when a frame was read
 
-    result = write_report(guarded, tmp_path / "r.html", data.Filters(), read=read)
-    assert guarded.done and len(result.charts) == 60
-    # The history, efficiency and roofline figures (one each) are drawn with the frames'
-    # first use; the 57 heatmaps, forests and latency figures one by one.
+    result = write_report(Guarded(), tmp_path / "r.html", data.Filters(), release=release)
+    assert len(result.charts) == 60
+    # After each query but min_effect's (the one number), the last before any figure.
+    assert released == [0] * 11
     assert most[0] <= 4
 
 

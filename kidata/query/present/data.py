@@ -176,8 +176,10 @@ def trends(db: Queryable, filters: Filters, limit: int | None = None,
     """Steps of series with at least two results (``trends``, with medians): of the ``limit``
     series with the most results (those with more of the runs ``regressed`` first among
     equals; all when None), and how many such series there are. The ranking and the choice are
-    made in DuckDB in one query, so only the steps drawn reach Python and ``trends`` is worked
-    out once (its steps at 1M runs are too many to keep: Run AR)."""
+    made in DuckDB in one query, so only the steps drawn reach Python. ``trends`` is read
+    twice in it (``NOT MATERIALIZED``), once for the ranking and once for the chosen series'
+    steps: holding every step for both (its steps at 1M runs: Run AR) took ~140 MB more for
+    0.2 s less (1.2 s against 1.4 at 1M runs)."""
     import polars as pl
 
     where, params = filters.condition("t")
@@ -190,7 +192,7 @@ def trends(db: Queryable, filters: Filters, limit: int | None = None,
         WITH flagged AS (
             SELECT DISTINCT UNNEST(CAST($regressed AS VARCHAR[])) AS run_id
         ),
-        steps AS MATERIALIZED (
+        steps AS NOT MATERIALIZED (
             SELECT {", ".join(f"t.{k}" for k in SERIES_KEY)}, t.step, t.points, t.run_id,
                    t.observed_at, t.version, t.median_us, t.p20_us, t.p80_us,
                    t.run_id IN (SELECT run_id FROM flagged) AS flagged
