@@ -219,12 +219,14 @@ def changes(db: Queryable, min_effect: float | None = None,
 
 # Results (timed, of series long enough to search) held in Python at once: the series are
 # solved in chunks of about this many (a series is never split). At 1M runs under
-# KIDATA_QUERY_MEMORY=500MB the command peaks at 725 MB with 25,000, 799 MB with 100,000.
-CHUNK_POINTS = 25_000
+# KIDATA_QUERY_MEMORY=500MB the command peaked at 725 MB with 25,000, 799 MB with 100,000;
+# under the default 300MB, with 4,096-row batches, 519 MB with 25,000 and 486 with 5,000, in
+# the same time (Run AS).
+CHUNK_POINTS = 5_000
 # Rows per Arrow batch read from DuckDB (a series may span batches); each becomes Python
 # objects: at 1M runs under the default 300MB, 65,536 peaked at 608-636 MB, 16,384 at 519-544
-# (Run AR).
-READ_BATCH_ROWS = 16_384
+# (Run AR), 4,096 at 486-519 (Run AS), in the same time.
+READ_BATCH_ROWS = 4_096
 # The key of a fetched row: the series and its center statistic (a series holding two center
 # statistics is searched once per statistic); then run_id, observed_at, version, center_us.
 _KEY = len(SERIES) + 1
@@ -234,23 +236,23 @@ def _series(db: Queryable, min_points: int):
     """Each searched series, in key order, as (key, its results in time order), streamed from
     DuckDB in Arrow batches."""
     keys = ", ".join(SERIES)
+    # One sort, no window: a series' length is counted here as it streams by (a window
+    # counting it in DuckDB sorted every result once more: 495 MB against ~400 at 1M runs).
     reader = db.sql(f"""
         SELECT {keys}, center_statistic, run_id, observed_at, version, center_us
-        FROM (
-            SELECT l.*, COUNT(*) OVER (PARTITION BY {keys}, center_statistic) AS n
-            FROM latencies l
-            WHERE status = 'passed' AND observed_at IS NOT NULL AND center_us > 0
-        )
-        WHERE n >= $n
-        ORDER BY {keys}, center_statistic, observed_at, run_id""",
-                    params={"n": min_points}).to_arrow_reader(READ_BATCH_ROWS)
+        FROM latencies
+        WHERE status = 'passed' AND observed_at IS NOT NULL AND center_us > 0
+        ORDER BY {keys}, center_statistic, observed_at, run_id""").to_arrow_reader(
+        READ_BATCH_ROWS)
 
     def results():
         for batch in reader:
             yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
     for key, group in itertools.groupby(results(), key=lambda r: r[:_KEY]):
-        yield key, list(group)
+        found = list(group)
+        if len(found) >= min_points:
+            yield key, found
 
 
 def _change_points(groups: list[tuple[tuple, list[tuple]]], effect: float

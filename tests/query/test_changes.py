@@ -224,6 +224,11 @@ def test_streamed_in_small_batches_and_chunks_the_answers_are_the_same(wh, monke
     # Batches of 5 rows and groupby across them: no series is cut (a cut would add a series
     # and lose or move change points).
     assert wh.changes(min_effect=0.03).series == 5
+    # A series is searched when it has min_points results, counted as it streams by across
+    # the batches: a has 16, b 12, c 10, d 12, e 18.
+    assert [wh.changes(min_points=n).series for n in (10, 11, 13, 17, 18, 19)] == \
+        [5, 4, 2, 1, 1, 0]
+    assert {r[4] for r in wh.changes(min_effect=0.03, min_points=17).rows.fetchall()} == {"e"}
 
 
 def test_the_reports_regressions_table_comes_in_the_order_kidata_regressions_prints(wh):
