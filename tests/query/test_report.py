@@ -615,7 +615,7 @@ def test_figures_are_drawn_and_freed_one_at_a_time_after_every_query(liger: Ware
     result = write_report(Guarded(), tmp_path / "r.html", data.Filters(), release=release)
     assert len(result.charts) == 60
     # After each query but min_effect's (the one number), the last before any figure.
-    assert released == [0] * 11
+    assert released == [0] * 12
     assert most[0] <= 4
 
 

@@ -171,52 +171,78 @@ def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
 SERIES_KEY = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family")
 
 
+# The steps the history draws: timed, of series with two or more results.
+_DRAWN = "t.median_us IS NOT NULL AND t.points > 1"
+
+
 def trends(db: Queryable, filters: Filters, limit: int | None = None,
            regressed: list[str] | None = None) -> tuple[pl.DataFrame, int]:
     """Steps of series with at least two results (``trends``, with medians): of the ``limit``
     series with the most results (those with more of the runs ``regressed`` first among
-    equals; all when None), and how many such series there are. The ranking and the choice are
-    made in DuckDB in one query, so only the steps drawn reach Python. ``trends`` is read
-    twice in it (``NOT MATERIALIZED``), once for the ranking and once for the chosen series'
-    steps: holding every step for both (its steps at 1M runs: Run AR) took ~140 MB more for
-    0.2 s less (1.2 s against 1.4 at 1M runs)."""
-    import polars as pl
+    equals; all when None), and how many such series there are: :func:`trend_series`, then
+    :func:`trend_steps`."""
+    chosen, total = trend_series(db, filters, limit, regressed)
+    return trend_steps(db, filters, chosen), total
 
+
+def trend_series(db: Queryable, filters: Filters, limit: int | None = None,
+                 regressed: list[str] | None = None) -> tuple[list[tuple], int]:
+    """The keys (:data:`SERIES_KEY`) of the ``limit`` series of ``trends`` with the most steps
+    drawn (two or more results, with medians), those with more of the runs ``regressed``
+    first among equals (all when None), ranked and chosen in DuckDB; and how many such series
+    there are. The report reads the chosen series' steps (:func:`trend_steps`) in a second
+    query, on a fresh connection: one query that held every step for both uses took ~140 MB
+    more at 1M runs (Run AR), one that read ``trends`` twice ran out of the default 300MB at
+    5M, and a second query on the same connection keeps ``trends`` as a table (a session's
+    second read: ~300 MB at 1M; Run AS)."""
     where, params = filters.condition("t")
-    params = {**params, "regressed": list(regressed or [])}
     key = ", ".join(SERIES_KEY)
-    chosen = (f"SELECT {key}, total FROM ranked ORDER BY drawn DESC, regressed DESC, kernel, "
-              "pass, workload, implementation, gpu, variant NULLS FIRST, family"
-              + (f" LIMIT {int(limit)}" if limit is not None else ""))
-    frame = _frame(db, f"""
+    rows = db.sql(f"""
         WITH flagged AS (
             SELECT DISTINCT UNNEST(CAST($regressed AS VARCHAR[])) AS run_id
         ),
-        steps AS NOT MATERIALIZED (
-            SELECT {", ".join(f"t.{k}" for k in SERIES_KEY)}, t.step, t.points, t.run_id,
-                   t.observed_at, t.version, t.median_us, t.p20_us, t.p80_us,
-                   t.run_id IN (SELECT run_id FROM flagged) AS flagged
-            FROM trends t
-            WHERE t.median_us IS NOT NULL AND t.points > 1 AND {where}
-        ),
         ranked AS (
-            SELECT {key}, COUNT(*) AS drawn, COUNT(*) FILTER (WHERE flagged) AS regressed,
+            SELECT {", ".join(f"t.{k}" for k in SERIES_KEY)}, COUNT(*) AS drawn,
+                   COUNT(*) FILTER (WHERE t.run_id IN (SELECT run_id FROM flagged))
+                       AS regressed,
                    COUNT(*) OVER () AS total
-            FROM steps GROUP BY {key}
-        ),
-        chosen AS ({chosen})
-        SELECT s.kernel, s.pass, s.implementation, s.variant, s.workload, s.gpu, s.family,
-               s.step, s.points, s.run_id, s.observed_at, s.version, s.median_us, s.p20_us,
-               s.p80_us, r.labels, c.total
-        FROM steps s
-        JOIN chosen c ON {" AND ".join(f"s.{k} IS NOT DISTINCT FROM c.{k}"
+            FROM trends t
+            WHERE {_DRAWN} AND {where}
+            GROUP BY ALL
+        )
+        SELECT {key}, total FROM ranked
+        ORDER BY drawn DESC, regressed DESC, kernel, pass, workload, implementation, gpu,
+                 variant NULLS FIRST, family""" + (f" LIMIT {int(limit)}" if limit is not None
+                                                   else ""),
+        {**params, "regressed": list(regressed or [])}).fetchall()
+    return [row[:-1] for row in rows], (int(rows[0][-1]) if rows else 0)
+
+
+def trend_steps(db: Queryable, filters: Filters, chosen: list[tuple]) -> pl.DataFrame:
+    """The steps drawn (:data:`_DRAWN`) of the ``chosen`` series (:func:`trend_series`' keys),
+    with each run's ``release`` (:func:`release`)."""
+    import polars as pl
+
+    where, params = filters.condition("t")
+    # The chosen series as parallel lists, unnested side by side into rows (a null variant
+    # stays null: joined with IS NOT DISTINCT FROM).
+    columns = {f"chosen_{k}": [row[i] for row in chosen] for i, k in enumerate(SERIES_KEY)}
+    frame = _frame(db, f"""
+        WITH chosen AS (
+            SELECT {", ".join(f"UNNEST(CAST($chosen_{k} AS VARCHAR[])) AS {k}"
+                              for k in SERIES_KEY)}
+        )
+        SELECT t.kernel, t.pass, t.implementation, t.variant, t.workload, t.gpu, t.family,
+               t.step, t.points, t.run_id, t.observed_at, t.version, t.median_us, t.p20_us,
+               t.p80_us, r.labels
+        FROM trends t
+        JOIN chosen c ON {" AND ".join(f"t.{k} IS NOT DISTINCT FROM c.{k}"
                                        for k in SERIES_KEY)}
-        LEFT JOIN runs r ON r.run_id = s.run_id""", params)
-    total = int(frame["total"][0]) if frame.height else 0
-    frame = frame.with_columns(release=pl.struct("version", "labels").map_elements(
+        LEFT JOIN runs r ON r.run_id = t.run_id
+        WHERE {_DRAWN} AND {where}""", {**params, **columns})
+    return frame.with_columns(release=pl.struct("version", "labels").map_elements(
         lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)
-    ).drop("labels", "total")
-    return frame, total
+    ).drop("labels")
 
 
 def release(version: str | None, labels: str | None) -> str | None:

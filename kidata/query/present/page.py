@@ -94,8 +94,9 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     points = read(data.latency_points(db, filters))
     speedups = read(data.speedups(db, filters))
     regressions = read(data.regressions(db, filters))
-    trends, series = read(data.trends(db, filters, charts_mod.MAX_SERIES,
-                                      regressions["run_id"].to_list()))
+    chosen, series = read(data.trend_series(db, filters, charts_mod.MAX_SERIES,
+                                            regressions["run_id"].to_list()))
+    trends = read(data.trend_steps(db, filters, chosen))
     shifts = read(data.shifts(db, filters))
     efficiency = read(data.efficiency(db, filters))
     compute = read(data.roofline(db, filters))
