@@ -128,10 +128,12 @@ def _excel(relation, path: Path, sheet: str, described: dict[str, str]) -> int:
 # batches, several in flight, doubled the peak under KIDATA_QUERY_MEMORY: docs/benchmarks.md,
 # Run AM) and writes a Parquet row group once ROW_GROUP_ROWS rows or ROW_GROUP_BYTES bytes are
 # buffered: about 100k rows of a narrow table, large enough for engines to read efficiently,
-# small enough to prune; fewer of a wide one, so that memory holds one row group, not the result.
+# small enough to prune; fewer of a wide one, so that memory holds one row group, not the result
+# (64 MiB took `export speedups` to 523 MB and `sql -o` of trends to 540 MB at 5M runs, under
+# the default KIDATA_QUERY_MEMORY; 32 MiB: 500 and 520 MB. Run AS).
 READ_BATCH_ROWS = 16_384
 ROW_GROUP_ROWS = 8 * READ_BATCH_ROWS  # 131,072
-ROW_GROUP_BYTES = 64 << 20
+ROW_GROUP_BYTES = 32 << 20
 
 
 def _arrow(relation, path: Path, described: dict[str, str], fmt: str) -> int:

@@ -137,9 +137,9 @@ def test_parquet_carries_column_descriptions(seeded: Path, tmp_path: Path):
         b"Kernel benchmarked, e.g. `rms_norm`.")
 
 
-def test_parquet_row_groups_hold_about_100k_rows_or_64_mb(seeded: Path, tmp_path: Path):
+def test_parquet_row_groups_hold_about_100k_rows_or_32_mb(seeded: Path, tmp_path: Path):
     """The export reads DuckDB's result in 16,384-row batches and writes a row group per
-    131,072 rows (8 batches) or 64 MiB buffered (kidata/query/export.py): a narrow result's
+    131,072 rows (8 batches) or 32 MiB buffered (kidata/query/export.py): a narrow result's
     groups are full-sized, not one per batch; a wide one's are cut by bytes; no row is lost."""
     out = tmp_path / "narrow.parquet"
     done = kidata("sql", "select range as i from range(300000)", "-o", out, warehouse=seeded)
@@ -149,14 +149,14 @@ def test_parquet_row_groups_hold_about_100k_rows_or_64_mb(seeded: Path, tmp_path
         131_072, 131_072, 300_000 - 2 * 131_072]
     assert duckdb.sql(f"select sum(i) from '{out}'").fetchall() == [(300_000 * 299_999 // 2,)]
     # 2,000-character rows: a 16,384-row batch is 16,384 x (2,000 + 4 + 8) bytes = 31.4 MiB,
-    # so the third batch passes 64 MiB: groups of 49,152 rows.
+    # so the second batch passes 32 MiB: groups of 32,768 rows (3 x 32,768 = 98,304).
     out = tmp_path / "wide.parquet"
     done = kidata("sql", "select range as i, repeat('x', 2000) as s from range(100000)",
                   "-o", out, warehouse=seeded)
     assert done.returncode == 0, done.stderr
     meta = pq.read_metadata(out)
     groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-    assert sum(groups) == 100_000 and groups == [49_152, 49_152, 1_696]
+    assert sum(groups) == 100_000 and groups == [32_768, 32_768, 32_768, 1_696]
 
 
 @pytest.mark.slow
