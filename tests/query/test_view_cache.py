@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import SEEDS, same_rows
 
 from kidata import Warehouse
@@ -86,3 +87,24 @@ def test_a_kept_view_is_computed_once_and_answers_the_same(tmp_path):
     assert wh.sql("SELECT count(*) FROM trends WHERE step > 1").fetchall()[0][0] > 0
     assert Warehouse(path).load([str(SEEDS)]).ok
     assert wh.sql("SELECT count(*) FROM runs").fetchall() and not kept()
+
+
+def test_a_closed_session_opens_a_new_connection_on_its_next_query(tmp_path):
+    # Session.close gives the connection (and DuckDB's memory) back: the next query opens a
+    # new one, without what the old one held (a kept table, a temporary table), with the
+    # same answers.
+    path = tmp_path / "wh"
+    assert Warehouse(path).load([str(SEEDS)]).ok
+    wh = Warehouse(path)
+    before = wh.sql(QUERIES[0]).fetchall()
+    assert same_rows(wh.sql(QUERIES[0]).fetchall(), before) and cached(wh)
+    wh.sql("CREATE TEMP TABLE mine AS SELECT 1 AS x")
+    old = wh.session.cached
+    wh.session.close()
+    assert wh.session.cached is None
+    assert same_rows(wh.sql(QUERIES[0]).fetchall(), before)
+    assert wh.session.cached is not old and not cached(wh)
+    from kidata.errors import QueryError
+
+    with pytest.raises(QueryError, match="mine"):
+        wh.sql("SELECT x FROM mine")
