@@ -67,8 +67,8 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
     measured only outside its window). ``release`` is called after each frame is read from
     ``db``, the last time before the first figure is drawn: ``Warehouse.report`` closes its
     own session there, so that DuckDB's memory goes back to the system between queries
-    instead of piling up beside the next query's (at 1M runs: 573 MB against 627) and the
-    figures'."""
+    instead of piling up beside the next query's and the figures' (docs/benchmarks.md,
+    Run AS)."""
     outfile.check(path, parents)  # before the charts are drawn
     try:
         import matplotlib  # noqa: F401
@@ -94,9 +94,9 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     points = read(data.latency_points(db, filters))
     speedups = read(data.speedups(db, filters))
     regressions = read(data.regressions(db, filters))
-    chosen, series = read(data.trend_series(db, filters, charts_mod.MAX_SERIES,
-                                            regressions["run_id"].to_list()))
-    trends = read(data.trend_steps(db, filters, chosen))
+    drawn_series, series = read(data.trend_series(db, filters, charts_mod.MAX_SERIES,
+                                                  regressions["run_id"].to_list()))
+    trends = read(data.trend_steps(db, filters, drawn_series))
     shifts = read(data.shifts(db, filters))
     efficiency = read(data.efficiency(db, filters))
     compute = read(data.roofline(db, filters))
@@ -131,8 +131,8 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     # Without image files to save, each figure is drawn, written to the page and freed before
     # the next is drawn (all of them held at once were ~170 MB of the report's peak at 1M
     # generated runs); with files to save, every figure is kept until they are written.
-    release = png_dir is None and svg_dir is None
-    if not release:
+    one_by_one = png_dir is None and svg_dir is None
+    if not one_by_one:
         latency, heat, forest = list(latency), list(heat), list(forest)
     every: list[charts_mod.Chart] = []  # in the page's order
 
@@ -140,20 +140,20 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
         ("summary", "What is loaded", _summary_html(summary, filters)),
         ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
                                               "same kernel, pass, workload and GPU.", every,
-                                              release)
-         + _charts_html(forest, "", every, release)),
+                                              one_by_one)
+         + _charts_html(forest, "", every, one_by_one)),
         ("latency", "Latency against workload size",
-         _charts_html(latency, "No passed latency results.", every, release)),
+         _charts_html(latency, "No passed latency results.", every, one_by_one)),
         ("history", "History and regressions",
          _charts_html([history] if history else [], "No series with two or more timed results.",
-                      every, release)
+                      every, one_by_one)
          + _regressions_html(regressions, effect) + _shifts_html(shifts)),
         ("noise", "Run-to-run noise", _noise_html(envelopes, effect)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
                                                   "with a byte model (docs/efficiency.md).",
-                                                  every, release)
+                                                  every, one_by_one)
          + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
-                        "(kidata/data/flop_models.toml).", every, release)),
+                        "(kidata/data/flop_models.toml).", every, one_by_one)),
         ("audit", "Audit of published numbers", _audit_html(audit)),
     ]
     omitted = left_latency + left_heat + left_forest + left_history
