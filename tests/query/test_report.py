@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -396,8 +397,6 @@ def test_heatmap_grids_of_liger_have_no_empty_row_or_column(liger: Warehouse):
 def test_history_panels_are_the_longest_series():
     """12 panels at most: the series with the most results, not a 2-point series with a
     regression before 3-point ones (among series of one length, regressed ones first)."""
-    from datetime import UTC, datetime, timedelta
-
     import polars as pl
 
     from kidata.query.present import charts as charts_mod
@@ -420,6 +419,31 @@ def test_history_panels_are_the_longest_series():
     assert shown == ["k14", "k05"] + [f"k{i:02d}" for i in range(13) if i != 5][:10]
     assert omitted == ["history: 3 of 15 series, those with 3 results or fewer (restrict "
                        "with --kernel, --gpu or --implementation)"]
+
+
+@pytest.mark.parametrize("step", [timedelta(minutes=5), timedelta(days=4), timedelta(weeks=1),
+                                  timedelta(weeks=2), timedelta(weeks=5)])
+def test_a_history_of_any_span_gets_its_dates_without_a_warning(step):
+    """30 results from minutes to years apart: the date axis has 2 to 6 labelled ticks and
+    matplotlib does not warn (it did, on stderr, for 100 weekly results: the suite's warnings
+    are errors)."""
+    import polars as pl
+
+    from kidata.query.present import charts as charts_mod
+
+    rows = [{"kernel": "k", "pass": "forward", "implementation": "x", "variant": None,
+             "workload": "w", "gpu": "g", "family": "f", "step": i, "points": 100,
+             "run_id": f"r{i}", "observed_at": datetime(2024, 1, 1, tzinfo=UTC) + i * step,
+             "median_us": 10.0, "p20_us": None, "p80_us": None, "release": "1"}
+            for i in range(100)]
+    chart, _ = charts_mod.history_chart(pl.DataFrame(rows), pl.DataFrame({"run_id": []}),
+                                        charts_mod.Palette(["x"]))
+    ax = chart.figure.axes[0]
+    chart.svg()
+    low, high = ax.get_xlim()
+    ticks = [x for x in ax.get_xticks() if low <= x <= high]
+    chart.figure.clear()
+    assert 2 <= len(ticks) <= 6
 
 
 @pytest.mark.shared
