@@ -446,9 +446,18 @@ def test_a_history_of_any_span_gets_its_dates_without_a_warning(step):
     assert 2 <= len(ticks) <= 6
 
 
+def history_steps(db, filters, limit=None, regressed=None):
+    """The history's steps and series count as the report reads them: the series chosen in
+    one query (data.trend_series), their steps in another (data.trend_steps)."""
+    from kidata.query.present import data
+
+    chosen, total = data.trend_series(db, filters, limit, regressed)
+    return data.trend_steps(db, filters, chosen), total
+
+
 @pytest.mark.shared
 def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
-    """data.trends(limit=12) reads only the steps of the 12 series the history chart draws:
+    """The history reads only the steps of the 12 series its chart draws (limit=12):
     the same series (by their number of results, then regressions) as ranking every series'
     steps in Python, and the count of all series for the chart's 'omitted' line."""
     import polars as pl
@@ -456,8 +465,8 @@ def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
     from kidata.query.present import data
 
     regressed = set(data.regressions(liger, data.Filters())["run_id"].to_list())
-    every, total = data.trends(liger, data.Filters())
-    chosen, counted = data.trends(liger, data.Filters(), 12, sorted(regressed))
+    every, total = history_steps(liger, data.Filters())
+    chosen, counted = history_steps(liger, data.Filters(), 12, sorted(regressed))
     assert total == counted == every.select(list(data.SERIES_KEY)).unique().height > 12
     key = list(data.SERIES_KEY)
 
@@ -469,7 +478,7 @@ def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
     assert ranked(chosen) == ranked(every)[:12]
     # Restricted in DuckDB: one kernel's series only.
     names = sorted(set(every["implementation"]))
-    one, n = data.trends(liger, data.Filters(implementations=[names[0]]), 12)
+    one, n = history_steps(liger, data.Filters(implementations=[names[0]]), 12)
     assert len(names) > 1 and set(one["implementation"]) == {names[0]} and 0 < n < total
 
 
@@ -559,10 +568,10 @@ def test_among_series_of_equal_length_the_history_takes_the_regressed_first(tmp_
                                  (400, 1.01, 1.40)])
     regressed = data.regressions(wh.session, data.Filters())["run_id"].to_list()
     assert len(regressed) == 1
-    chosen, total = data.trends(wh.session, data.Filters(), 1, regressed)
+    chosen, total = history_steps(wh.session, data.Filters(), 1, regressed)
     assert (set(chosen["implementation"]), set(chosen["workload"]), total) == (
         {"torch"}, {"w4"}, 8)
-    plain, total = data.trends(wh.session, data.Filters(), 1)
+    plain, total = history_steps(wh.session, data.Filters(), 1)
     assert (set(plain["implementation"]), set(plain["workload"]), total) == (
         {"liger"}, {"w1"}, 8)
 

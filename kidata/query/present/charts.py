@@ -770,8 +770,8 @@ def history_chart(trends: pl.DataFrame, regressions: pl.DataFrame, palette: Pale
                   total: int | None = None) -> tuple[Chart | None, list[str]]:
     """Latency over time for the series with the most results (regressed ones first among
     equals), a panel each, with each release named and regressions marked. ``total``: how many
-    series there are when ``trends`` holds only those chosen (:func:`data.trends` chooses them
-    in DuckDB); default the series in ``trends``."""
+    series there are when ``trends`` holds only those chosen (:func:`data.trend_series`
+    chooses them in DuckDB); default the series in ``trends``."""
     import polars as pl
 
     if trends.is_empty():

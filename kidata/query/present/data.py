@@ -175,16 +175,6 @@ SERIES_KEY = ("kernel", "pass", "implementation", "variant", "workload", "gpu", 
 _DRAWN = "t.median_us IS NOT NULL AND t.points > 1"
 
 
-def trends(db: Queryable, filters: Filters, limit: int | None = None,
-           regressed: list[str] | None = None) -> tuple[pl.DataFrame, int]:
-    """Steps of series with at least two results (``trends``, with medians): of the ``limit``
-    series with the most results (those with more of the runs ``regressed`` first among
-    equals; all when None), and how many such series there are: :func:`trend_series`, then
-    :func:`trend_steps`."""
-    chosen, total = trend_series(db, filters, limit, regressed)
-    return trend_steps(db, filters, chosen), total
-
-
 def trend_series(db: Queryable, filters: Filters, limit: int | None = None,
                  regressed: list[str] | None = None) -> tuple[list[tuple], int]:
     """The keys (:data:`SERIES_KEY`) of the ``limit`` series of ``trends`` with the most steps
