@@ -23,7 +23,7 @@ from kidata.core.catalog import Gpu, gpu_from_hardware, lookup_gpu
 from kidata.core.digest import canonical_json, digest
 from kidata.core.load_report import UnknownGpu
 from kidata.ingest import units, validate
-from kidata.ingest.readers.base import Item
+from kidata.ingest.readers.base import MAX_DEPTH, Item, deep_field, nesting_depth, shown
 from kidata.ingest.validate import (
     COUNT_STATISTICS,
     UNITS,
@@ -102,6 +102,23 @@ class Named(NamedTuple):
 
 
 _NONE = Named(False, None, None)
+
+
+def _dumps(c: Checker, value: Any, field: str) -> bytes:
+    """``value`` (a document ``field`` of the record) as JSON. A document nested deeper than
+    kidata stores (orjson writes :data:`MAX_DEPTH` levels) is a :class:`RecordError` naming
+    the path to its deep part, whichever reader built it: the kernelindex reader refuses such
+    text before parsing, but a reader that copies a value of its input into a document (a
+    link, a native field) could hand one over (fuzzer seed 731099 crashed a load so)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        if nesting_depth(value) <= MAX_DEPTH:
+            raise  # not a depth problem: a reader's bug, not the input's
+        path = deep_field(value, shown=5)
+        where = field if path is None else field + (path if path.startswith("[") else "." + path)
+        raise c.fail(where, f"nested deeper than {MAX_DEPTH} levels; kidata stores documents "
+                            f"up to {MAX_DEPTH} levels deep") from None
 
 
 def _json(value: Any) -> str | None:
@@ -183,11 +200,11 @@ class Flattener:
                 self._digests.clear()
         return found
 
-    def _memo(self, role: str, doc: dict) -> tuple[bytes, Any]:
+    def _memo(self, c: Checker, role: str, doc: dict) -> tuple[bytes, Any]:
         # Records repeat the same few documents: remember what checking and flattening one
         # gave, by its bytes (as parsed: equal bytes are equal documents, and not sorting
         # them is cheaper), so each distinct document is checked and hashed about once.
-        key = orjson.dumps(doc)
+        key = _dumps(c, doc, role)
         return key, self._done.get((role, key))
 
     def _remember(self, role: str, key: bytes, value: Any) -> None:
@@ -198,7 +215,7 @@ class Flattener:
     def environment(self, c: Checker, env_doc: Any) -> Environment:
         """The environment document checked: its digest, GPU, row and the GPU's display name
         for runs without a ``gpu_name`` label. Raises :class:`RecordError`."""
-        key, found = self._memo("environment", env_doc) if isinstance(env_doc, dict) \
+        key, found = self._memo(c, "environment", env_doc) if isinstance(env_doc, dict) \
             else (None, None)
         if found is None:
             c.document(env_doc, "environment", "ExecutionEnvironment")
@@ -234,7 +251,7 @@ class Flattener:
     def protocol(self, c: Checker, protocol_doc: Any) -> tuple[str, dict]:
         """The protocol document checked: its digest and row (shared: copy before changing
         it). Raises :class:`RecordError`."""
-        key, found = self._memo("protocol", protocol_doc) if isinstance(protocol_doc, dict) \
+        key, found = self._memo(c, "protocol", protocol_doc) if isinstance(protocol_doc, dict) \
             else (None, None)
         if found is None:
             c.document(protocol_doc, "protocol", "BenchmarkProtocol")
@@ -260,7 +277,7 @@ class Flattener:
     def workload(self, c: Checker, doc: Any) -> tuple[Named, dict, list[dict]]:
         """The workload document checked: its digest and name, its row and its parameter rows
         (shared: copy before changing them). Raises :class:`RecordError`."""
-        key, found = self._memo("workload", doc) if isinstance(doc, dict) else (None, None)
+        key, found = self._memo(c, "workload", doc) if isinstance(doc, dict) else (None, None)
         if found is None:
             c.document(doc, "workload", "Workload")
             workload_id = self._digest(doc)
@@ -285,7 +302,7 @@ class Flattener:
     def implementation(self, c: Checker, doc: Any) -> tuple[Named, dict]:
         """The implementation document checked: its digest and name, and its row (shared:
         copy before changing it). Raises :class:`RecordError`."""
-        key, found = self._memo("implementation", doc) if isinstance(doc, dict) \
+        key, found = self._memo(c, "implementation", doc) if isinstance(doc, dict) \
             else (None, None)
         if found is None:
             c.document(doc, "implementation", "Implementation")
@@ -373,7 +390,7 @@ class Flattener:
             kernel, pass_, implementation, labels.get("variant"), workload, gpu.key, gpu_name,
             metric, env_id, protocol_id, workload_id, impl_id,
             observed_at, status, version, title, labels_json, content_hash,
-            orjson.dumps(run),  # the document: UTF-8 JSON, staged as a string without a copy
+            _dumps(c, run, "run"),  # the document: UTF-8 JSON, staged as a string, no copy
         ))
         if workload_id is not None and not workload_doc.present:
             # Only the digest is known: keep a row so every run's workload is listed.
@@ -398,7 +415,8 @@ class Flattener:
             kernel, pass_ = labels["kernel"], labels["pass"]
         else:
             raise c.fail("run.spec.sourceNative.benchmark",
-                         f"expected 'kernel/pass' such as 'rms_norm/forward', got {benchmark!r}")
+                         "expected 'kernel/pass' such as 'rms_norm/forward', got "
+                         + shown(benchmark))
         implementation = impl_name or labels.get("implementation") or parts[2]
         if not implementation:
             raise c.fail("run.metadata.labels.implementation",
@@ -528,7 +546,7 @@ def _published(c: Checker, claims: Any, run_id: str) -> list[dict]:
     """The rows of a run's published claims (``sourceNative.published``: a list of objects)."""
     if isinstance(claims, bool | int | float):  # a true or non-zero scalar: not iterable
         raise c.fail("run.spec.sourceNative.published",
-                     f"expected a list of objects, got {claims!r}")
+                     f"expected a list of objects, got {shown(claims)}")
     rows = []
     for i, claim in enumerate(claims):
         prefix = f"run.spec.sourceNative.published[{i}]."
@@ -568,7 +586,7 @@ def _samples(c: Checker, out: Flat, values: list, unit: Any, run_id: str,
     target = UNITS.get(metric_unit[0]) if metric_unit else None
     if metric_unit is None or target is None or metric_unit[1] not in target[1]:
         out.warnings.append(f"{c.file}, {c.position}: {len(values):,} samples of run "
-                            f"{run_id} not kept: sourceNative.unit {unit!r} is not a unit "
+                            f"{run_id} not kept: sourceNative.unit {shown(unit)} is not a unit "
                             f"kidata knows ({', '.join(sorted(units.UNIT_SPELLINGS))})")
         return []
     metric, unit_as_measured = metric_unit

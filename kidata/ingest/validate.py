@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kidata.errors import RecordError
+from kidata.ingest.readers.base import shown
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -221,5 +222,4 @@ class Checker:
 def _show(value: Any) -> str:
     if value is None:
         return "nothing (missing or null)"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shown(value)

@@ -451,3 +451,70 @@ def test_any_nesting_depth_is_a_reject_on_either_path_never_a_lost_load(
         else:
             assert "nested deeper than 254 levels" in reasons[position], depth
     assert wh.check().problems == []
+
+
+# -- deep values in what a reader copies into a document (fuzzer seed 731099) ---------------
+
+TRAINKERNEL = DATA / "seeds" / "003_55f6fcd9cea2f10a.txt"
+
+
+def test_deep_values_in_a_trainkernel_table_are_rejects_never_a_lost_load(tmp_path):
+    """trainkernel's reader copies the table's ``sources`` link of a GPU into each of its runs
+    (``sourceNative.url``) and shows a bad value in its message. A link nested 252 deep (read,
+    but 255 deep once inside the run: orjson cannot write it) and values nested 1,000 deep
+    (a plain repr() of one recursed past Python's limit) each crashed the whole load; now each
+    rejects the rows it is in, naming the field, and the other rows load."""
+    table = json.loads(TRAINKERNEL.read_text("utf-8"))
+    table["held_out"][0]["trainkernel_us"] = "DEEP1000"
+    table["held_out"][1]["shape"] = "DEEP1000"
+    table["held_out"][2]["gpu"] = "DEEP1000"
+    table["sources"] = {"a100": "https://example.org/a100", "h100": "DEEP252"}
+    text = (json.dumps(table).replace('"DEEP1000"', "[" * 1000 + "]" * 1000)
+            .replace('"DEEP252"', "[" * 252 + "]" * 252))
+    source = tmp_path / "trainkernel.json"
+    source.write_text(text, "utf-8")
+    # The seed's rows: 0-3 on the A100, 4-7 on the H100 (two runs each), then 8 calibration
+    # rows on the H100 (their link is sources.h100_calibration, absent here).
+    assert [row["gpu"][:4] for row in table["held_out"][3:]] == ["A100"] + ["H100"] * 4
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load([str(source)], format="trainkernel")
+    assert report.committed
+    fields = {r.position: r.field for r in report.rejects}
+    assert fields == {"held_out[0]": "trainkernel_us", "held_out[1]": "shape",
+                      "held_out[2]": "gpu", **{f"held_out[{i}]": "sources.h100"
+                                               for i in range(4, 8)}}
+    reasons = {r.position: r.reason for r in report.rejects}
+    assert reasons["held_out[0]"] == "expected a number, got [[[[...]]]]"
+    assert reasons["held_out[5]"] == "expected a string (the table's link), got [[[[...]]]]"
+    assert all(r.file == str(source) for r in report.rejects)
+    assert report.runs_added == 2 + 8  # row 3's two runs and the calibration rows
+    urls = wh.sql("SELECT json_extract_string(document, '$.spec.sourceNative.url') AS url, "
+                  "count(*) FROM run_documents GROUP BY url ORDER BY url NULLS LAST").fetchall()
+    assert urls == [("https://example.org/a100", 2), (None, 8)]
+    assert wh.sql("SELECT count(*) FROM rejects").fetchall() == [(7,)]
+    assert wh.check().problems == []
+
+
+def test_a_document_too_deep_to_store_is_a_reject_whichever_reader_built_it():
+    """The flattener (the general path, every reader's records) names a document nested
+    deeper than kidata stores instead of failing in orjson: the kernelindex reader refuses
+    such text before parsing, but a reader building documents from its input's values could
+    hand one over (trainkernel's link did)."""
+    from runs_factory import bundle
+
+    from kidata.errors import RecordError
+    from kidata.ingest.flatten import Flattener
+    from kidata.ingest.readers.base import Item
+
+    record = bundle(0)
+    nest: list = []
+    record["run"]["spec"]["sourceNative"]["deep"] = nest
+    for _ in range(260):  # the run is then 263 deep (run, spec, sourceNative, 260 lists)
+        nest.append([])
+        nest = nest[0]
+    with pytest.raises(RecordError) as caught:
+        Flattener().flatten(Item("made.jsonl", "line 1", dict(record)))
+    assert caught.value.field == "run.spec.sourceNative.deep[0][0]…"
+    assert "nested deeper than 254 levels" in caught.value.reason
+    record["run"]["spec"]["sourceNative"]["deep"] = [[[]]]  # shallow: it flattens
+    assert Flattener().flatten(Item("made.jsonl", "line 1", dict(record))).run_rows

@@ -33,7 +33,7 @@ from kidata.core.digest import canonical_json, digest
 from kidata.errors import RecordError, UsageError
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
-from kidata.ingest.readers.base import Item
+from kidata.ingest.readers.base import Item, shown
 from kidata.ingest.units import UNIT_SPELLINGS, latency_factor, unit_of
 from kidata.ingest.units import plain as _plain
 
@@ -189,18 +189,18 @@ class Measured:
 
 def _number(value: Any, field_name: str, fail) -> Decimal:
     if isinstance(value, bool):
-        raise fail(field_name, f"expected a number, got {value!r}")
+        raise fail(field_name, f"expected a number, got {shown(value)}")
     try:
         number = Decimal(value.strip()) if isinstance(value, str) else Decimal(repr(value)) \
             if isinstance(value, float) else Decimal(value)
     except (InvalidOperation, TypeError, ValueError):
-        raise fail(field_name, f"expected a number, got {value!r}") from None
+        raise fail(field_name, f"expected a number, got {shown(value)}") from None
     if not number.is_finite():
-        raise fail(field_name, f"expected a finite number, got {value!r} (a harness writes "
+        raise fail(field_name, f"expected a finite number, got {shown(value)} (a harness writes "
                                "nan or inf when a case produced no result)")
     # Beyond any measurement (and a 10^999999999 would take ages to turn into an integer).
     if number and not -30 <= number.adjusted() <= 30:
-        raise fail(field_name, f"expected a number between 1e-30 and 1e30, got {value!r}")
+        raise fail(field_name, f"expected a number between 1e-30 and 1e30, got {shown(value)}")
     return number
 
 

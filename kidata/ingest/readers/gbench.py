@@ -26,7 +26,7 @@ from typing import IO, Any
 from kidata.core.catalog import slugify
 from kidata.errors import RecordError
 from kidata.ingest.dtypes import normalise_dtype
-from kidata.ingest.readers.base import Item
+from kidata.ingest.readers.base import Item, shown
 from kidata.ingest.readers.builder import Builder, Harness, Measured, typed
 from kidata.ingest.readers.tabular import raw_json, read_benchmarks_json, read_json
 
@@ -135,7 +135,7 @@ def _measured(run_name: str, rows: list[tuple[int, dict]], context: dict, file: 
                           "a complexity fit (BigO, RMS) or an unnamed aggregate is not a time")
     for v in samples:
         if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-            raise RecordError(file, position, "real_time", f"{v!r} is not a time")
+            raise RecordError(file, position, "real_time", f"{shown(v)} is not a time")
     raw_samples = None
     if stats:
         pass  # the harness's own aggregates win; repetitions stay in sourceNative

@@ -19,6 +19,7 @@ from kidata.ingest.readers.base import (
     Item,
     Lines,
     Overlong,
+    deep_field,
     iter_blocks,
     iter_lines,
     raw_text,
@@ -99,7 +100,7 @@ def json_problem(value: Any, data: bytes) -> tuple[str | None, str] | None:
             orjson.dumps(part)
         except TypeError:  # "Recursion limit reached" (integers were read as int or float)
             # Six steps shown from the record's root, the role being the first.
-            field = _deep_field(part, shown=6 if role is None else 5)
+            field = deep_field(part, shown=6 if role is None else 5)
             if role is not None:
                 field = role + ("" if field is None else
                                 field if field.startswith("[") else "." + field)
@@ -136,45 +137,6 @@ def _wide_integer(value: Any, path: str) -> tuple[str, int] | None:
           and not INT_RANGE[0] <= value <= INT_RANGE[1]):
         return path, value
     return None
-
-
-def _deep_field(value: Any, shown: int = 6) -> str | None:
-    """The path to the first container nested beyond :data:`MAX_DEPTH`: its first ``shown``
-    steps, then ``…`` (a path 255 steps long says nothing more)."""
-    heights = _heights(value)
-    path: list[str] = []
-    depth = 1
-    while depth <= MAX_DEPTH:
-        children = (list(value.items()) if isinstance(value, dict)
-                    else list(enumerate(value)) if isinstance(value, list) else [])
-        deep = next(((k, v) for k, v in children if heights.get(id(v), 0) + depth > MAX_DEPTH),
-                    None)
-        if deep is None:
-            break
-        key, value = deep
-        path.append(f"[{key}]" if isinstance(key, int) else f".{key}")
-        depth += 1
-    text = "".join(path[:shown]).lstrip(".") + ("…" if len(path) > shown else "")
-    return text or None
-
-
-def _heights(value: Any) -> dict[int, int]:
-    """:func:`nesting_depth` of every container in ``value``, by ``id``, in one pass (walking
-    down a 5,000-deep record asking each level's depth anew was quadratic: 0.6 s a record)."""
-    heights: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        item, done = stack.pop()
-        if not isinstance(item, dict | list):
-            continue
-        children = item.values() if isinstance(item, dict) else item
-        if done:
-            heights[id(item)] = 1 + max((heights[id(c)] for c in children
-                                         if isinstance(c, dict | list)), default=0)
-        else:
-            stack.append((item, True))
-            stack.extend((c, False) for c in children if isinstance(c, dict | list))
-    return heights
 
 
 def _looks_like_json_lines(numbered: list[tuple[int, bytes]]) -> bool:

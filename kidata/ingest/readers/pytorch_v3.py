@@ -22,7 +22,7 @@ from typing import IO, Any
 import orjson
 
 from kidata.errors import RecordError
-from kidata.ingest.readers.base import Item
+from kidata.ingest.readers.base import Item, shown
 from kidata.ingest.readers.builder import Builder, Harness, Measured
 from kidata.ingest.readers.tabular import raw_json, read_text
 
@@ -121,7 +121,7 @@ def _values(values: Any, fail) -> list:
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
             raise fail(f"metric.benchmark_values[{i}]",
-                       f"{v!r} is not a measurement (the uploader writes 0.0 for a failed "
+                       f"{shown(v)} is not a measurement (the uploader writes 0.0 for a failed "
                        "benchmark)")
     return values
 

@@ -21,7 +21,7 @@ from kidata.core.digest import canonical_json
 from kidata.core.load_report import UnknownGpu
 from kidata.errors import RecordError
 from kidata.ingest.documents import document, environment_document
-from kidata.ingest.readers.base import Item, raw_text
+from kidata.ingest.readers.base import Item, raw_text, shown
 from kidata.ingest.readers.builder import run_name_of
 
 SOURCE = "trainkernel-results"
@@ -60,9 +60,9 @@ CALIBRATION_PROTOCOL = _protocol(
 def _number(row: dict, key: str, file: str, position: str) -> float:
     value = row.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError(file, position, key, f"expected a number, got {value!r}")
+        raise RecordError(file, position, key, f"expected a number, got {shown(value)}")
     if not math.isfinite(value) or value <= 0:
-        raise RecordError(file, position, key, f"expected a finite number > 0, got {value!r}")
+        raise RecordError(file, position, key, f"expected a finite number > 0, got {shown(value)}")
     return float(value)
 
 
@@ -89,10 +89,22 @@ def _raw(row: Any) -> str | None:
         return None
 
 
+def _url(sources: dict, key: str, file: str, position: str) -> str | None:
+    """The ``sources`` link of ``key`` (a GPU family, or ``h100_calibration``): a string, or
+    None when the table gives none. Anything else rejects the record it would be copied into
+    (the run's ``sourceNative.url``), naming the field: a value nested deep enough could not
+    even be stored (fuzzer seed 731099)."""
+    value = sources.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise RecordError(file, position, f"sources.{key}",
+                      f"expected a string (the table's link), got {shown(value)}")
+
+
 def _text(row: dict, key: str, file: str, position: str) -> str:
     value = row.get(key)
     if not isinstance(value, str) or not value.strip():
-        raise RecordError(file, position, key, f"expected a non-empty string, got {value!r}")
+        raise RecordError(file, position, key, f"expected a non-empty string, got {shown(value)}")
     return value
 
 
@@ -168,7 +180,7 @@ def _table(stream: IO[bytes], file: str) -> dict | RecordError:
     units = table.get("units")
     if not isinstance(units, str) or "microsecond" not in units:
         return RecordError(file, "document", "units",
-                           f"expected microseconds per training step, got {units!r}")
+                           f"expected microseconds per training step, got {shown(units)}")
     return table
 
 
@@ -208,7 +220,8 @@ def _held_out_row(row: Any, file: str, position: str
     name = _text(row, "workload", file, position)
     shape = row.get("shape")
     if shape is not None and not _is_shape(shape):
-        raise RecordError(file, position, "shape", f"expected a list of integers, got {shape!r}")
+        raise RecordError(file, position, "shape",
+                          f"expected a list of integers, got {shown(shape)}")
     times = {impl: _number(row, f"{impl}_us", file, position)
              for impl in ("trainkernel", "inductor")}
     return gpu_name, name, shape, times, _number(row, "ratio", file, position)
@@ -222,14 +235,14 @@ def _held_out(rows: list, docs: _Documents, sources: dict, file: str
         raw = _raw(row)
         try:
             gpu_name, name, shape, times, ratio = _held_out_row(row, file, position)
+            env, gpu = docs.environment(gpu_name)
+            url = _url(sources, gpu.key.split("-")[0], file, position)
         except RecordError as err:
             yield err
             continue
-        env, gpu = docs.environment(gpu_name)
         warnings = [] if gpu.known else [UnknownGpu(f"{file}, {position}, field gpu",
                                                     gpu_name, gpu.key)]
         workload = docs.workload(name, shape)
-        url = sources.get(gpu.key.split("-")[0]) if isinstance(sources, dict) else None
         ids = {impl: _identity(f"trainkernel-held-out-{gpu.key}-{slugify(name)}-{impl}",
                                table="held_out", gpu=gpu.key, workload=name,
                                implementation=impl) for impl in times}
@@ -261,6 +274,7 @@ def _calibration(rows: list, docs: _Documents, sources: dict, file: str
             name = _text(row, "workload", file, position)
             schedule = _text(row, "schedule", file, position)
             us = _number(row, "latency_us", file, position)
+            url = _url(sources, "h100_calibration", file, position)
         except RecordError as err:
             yield err
             continue
@@ -274,6 +288,6 @@ def _calibration(rows: list, docs: _Documents, sources: dict, file: str
                    external_id, "h100_calibration", us,
                    {"implementation": "trainkernel", "variant": schedule, "workload": name,
                     "gpu_name": CALIBRATION_GPU},
-                   CALIBRATION_PROTOCOL, env, workload, sources.get("h100_calibration"))
+                   CALIBRATION_PROTOCOL, env, workload, url)
         yield Item(file, position, {"run": run, "protocol": CALIBRATION_PROTOCOL,
                                     "environment": env, "workload": workload}, raw)
