@@ -113,3 +113,21 @@ def test_latencies_are_stored_in_ns_with_their_published_resolution(loaded: Ware
         params=[run_id]).fetchall() == [(15280.0, "ns", 10.0)]
     assert loaded.sql("select external_id from runs where run_id = ?",
                       params=[run_id]).fetchall() == [(external_id,)]
+
+
+def test_a_one_line_table_of_tens_of_kib_is_told_from_its_first_64_kib(tmp_path):
+    """The format is told from the file's head, which was io's 8 KiB buffer, not the 64 KiB
+    read for it: a trainkernel table written on one line and longer than 8 KiB could not be
+    parsed from it and was read as kernelindex (one reject for the whole file)."""
+    import json
+
+    table = json.loads(SEED.read_text("utf-8"))
+    table["h100_calibration"] = [dict(row, schedule=f"{row['schedule']} #{i}")
+                                 for i in range(25) for row in table["h100_calibration"]]
+    source = tmp_path / "results.json"
+    source.write_text(json.dumps(table), "utf-8")  # one line
+    assert 16_000 < source.stat().st_size < 65_536
+    report = Warehouse(tmp_path / "wh").load([str(source)])
+    assert report.rejects == []
+    assert report.runs_added == 16 + 25 * len(json.loads(SEED.read_text("utf-8"))
+                                              ["h100_calibration"])

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from kidata.errors import RecordError, UnknownFormat
 from kidata.ingest.readers.base import (
+    HEAD_BYTES,
     INT_RANGE,
     MAX_DEPTH,
     MAX_RECORD_BYTES,
@@ -136,7 +137,7 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
         return
     with stream:
         try:
-            head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""
+            head = stream.peek(HEAD_BYTES)[:HEAD_BYTES] if hasattr(stream, "peek") else b""
         except (OSError, EOFError) as exc:
             yield RecordError(name, "file", None, f"cannot read: {exc}")
             return

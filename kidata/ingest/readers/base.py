@@ -36,6 +36,8 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 # The integers kidata keeps exactly (orjson's: it reads wider ones as floats, and cannot write
 # them); records holding others are rejected (docs/guarantees.md).
 INT_RANGE = (-(2**63), 2**64 - 1)
+# The bytes of a file its format is told from (kidata.ingest.readers.detect).
+HEAD_BYTES = 1 << 16
 # orjson writes (and kidata stores) documents nested at most this deep; it reads up to 1,024.
 MAX_DEPTH = 254
 
@@ -392,9 +394,11 @@ def open_binary(path: str) -> IO[bytes]:
             os.close(fd)
             raise
         raw = source  # type: ignore[assignment]
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
+    # A buffer of HEAD_BYTES: the format is told from what one peek gives (io's default
+    # buffer of 8 KiB hid the rest of a one-line trainkernel table of 8-64 KiB from detection).
+    buffered = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        stream = io.BufferedReader(Gunzip(buffered), buffer_size=1 << 16)
+        stream = io.BufferedReader(Gunzip(buffered), buffer_size=HEAD_BYTES)
         stream.kidata_gunzip = stream.raw  # type: ignore[attr-defined]
     else:
         stream = buffered
