@@ -107,14 +107,17 @@ _NONE = Named(False, None, None)
 def _dumps(c: Checker, value: Any, field: str) -> bytes:
     """``value`` (a document ``field`` of the record) as JSON. A document nested deeper than
     kidata stores (orjson writes :data:`MAX_DEPTH` levels) is a :class:`RecordError` naming
-    the path to its deep part, whichever reader built it: the kernelindex reader refuses such
+    the path to its deep part, and one orjson cannot write otherwise (a key that is not text)
+    one with orjson's reason, whichever reader built it: the kernelindex reader refuses such
     text before parsing, but a reader that copies a value of its input into a document (a
     link, a native field) could hand one over (fuzzer seed 731099 crashed a load so)."""
     try:
         return orjson.dumps(value)
-    except TypeError:
+    except TypeError as exc:
         if nesting_depth(value) <= MAX_DEPTH:
-            raise  # not a depth problem: a reader's bug, not the input's
+            # A key that is not text (a reader kept a number or null of its input as a key):
+            # the record cannot be stored as it is; the load goes on without it.
+            raise c.fail(field, f"cannot be stored as JSON: {exc}") from None
         path = deep_field(value, shown=5)
         where = field if path is None else field + (path if path.startswith("[") else "." + path)
         raise c.fail(where, f"nested deeper than {MAX_DEPTH} levels; kidata stores documents "

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kidata.core import config
 from kidata.core.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.errors import RecordError
 from kidata.ingest.fast import FastPath
@@ -28,8 +29,9 @@ from kidata.ingest.flatten import (
     SAMPLE_COLUMNS,
     Flat,
     Flattener,
+    NeedsEnvironment,
 )
-from kidata.ingest.readers.base import Item
+from kidata.ingest.readers.base import Item, internal_error
 from kidata.store import commit, finalize, pqwrite
 from kidata.store.durable import fault
 from kidata.store.layout import staged_name
@@ -349,6 +351,14 @@ def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport
         flat = flattener.flatten(item)
     except RecordError as err:
         _reject(stager, report, tally, err, item.raw, seq)
+        return
+    except NeedsEnvironment:
+        raise
+    except Exception as exc:  # kidata's failure on this record: reject it, load the others
+        if config.current().debug:
+            raise
+        _reject(stager, report, tally,
+                internal_error(item.file, item.position, "this record", exc), item.raw, seq)
         return
     _stage_flat(stager, report, flat, name, seq, item.position, tally)
 

@@ -518,3 +518,126 @@ def test_a_document_too_deep_to_store_is_a_reject_whichever_reader_built_it():
     assert "nested deeper than 254 levels" in caught.value.reason
     record["run"]["spec"]["sourceNative"]["deep"] = [[[]]]  # shallow: it flattens
     assert Flattener().flatten(Item("made.jsonl", "line 1", dict(record))).run_rows
+
+
+# -- the field's formats under hostile values (tests/fuzzing.py, fuzz_field) ----------------
+
+def _gbench_time_unit(doc: dict) -> tuple[str, str]:
+    doc["benchmarks"][0]["time_unit"] = ["ns"]
+    return "benchmarks[0]", "time_unit"
+
+
+def _kernelbench_gpu(doc: dict) -> tuple[str, str]:
+    entry = next(iter(doc["level1"]))
+    doc["level1"][entry]["hardware"] = 1.5
+    return f"level1.{entry}", "gpu"
+
+
+def _nvbench_tag(doc: dict) -> tuple[str, str]:
+    doc["benchmarks"][0]["states"][0]["summaries"][1]["tag"] = 7
+    return "benchmarks[0].states[0]", "summaries[1].tag"
+
+
+def _nvbench_relative(doc: dict) -> tuple[str, str]:
+    summaries = doc["benchmarks"][0]["states"][0]["summaries"]
+    relative = next(s for s in summaries if s["tag"] == "nv/cold/time/gpu/stdev/relative")
+    next(d for d in relative["data"] if d["name"] == "value")["value"] = "about 2%"
+    return "benchmarks[0].states[0]", "summaries.nv/cold/time/gpu/stdev/relative"
+
+
+# Each found by a fuzzed file that crashed the whole load (a TypeError, an AttributeError, a
+# decimal.InvalidOperation, orjson's "Dict key must be str"); each is now its record's reject.
+FIELD_CASES = [
+    ("google-benchmark/gbench_test1_run1.json", _gbench_time_unit),
+    ("kernelbench/B200_together__baseline_time_torch.json", _kernelbench_gpu),
+    ("nvbench/nvbench_test_ref.json", _nvbench_tag),
+    ("nvbench/nvbench_test_ref.json", _nvbench_relative),
+]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("relative, mutate", FIELD_CASES,
+                         ids=[m.__name__.lstrip("_") for _, m in FIELD_CASES])
+def test_a_wrong_type_in_a_harness_file_is_its_records_reject(tmp_path, relative, mutate):
+    from conftest import SHARED
+
+    from kidata.ingest.readers.base import BUG
+
+    source = SHARED / "external" / relative
+    gpu = {"gpu": "NVIDIA H100 80GB HBM3"}  # what google-benchmark's files do not say
+    clean = Warehouse(tmp_path / "clean").load([str(source)], settings=gpu)
+    doc = json.loads(source.read_text("utf-8"))
+    position, field = mutate(doc)
+    bad = tmp_path / source.name
+    bad.write_text(json.dumps(doc), "utf-8")
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load([str(bad)], settings=gpu)
+    assert report.committed
+    assert not [r for r in report.rejects if BUG in r.reason]
+    new = [(r.position, r.field) for r in report.rejects
+           if (r.position, r.field) not in {(c.position, c.field) for c in clean.rejects}]
+    assert new == [(position, field)]
+    assert report.runs_added == clean.runs_added - 1  # that record alone
+    assert wh.check().problems == []
+
+
+@pytest.mark.shared
+def test_mutated_harness_files_never_crash_a_load_or_fail_inside_kidata(tmp_path):
+    from fuzzing import fuzz_field
+
+    # 12 loads of mutated google-benchmark, nvbench, pytorch-v3 and KernelBench files: ~6 s.
+    assert fuzz_field(tmp_path, seed=5, rounds=12) == 12
+
+
+def test_a_reader_failing_inside_kidata_rejects_the_rest_of_its_file_not_the_load(
+        tmp_path, monkeypatch):
+    """kidata's own failure (an exception that is no reject) in a reader ends that file with
+    one reject saying it is a bug to report; the load's other files, and the file's records
+    read before it, load. Under KIDATA_DEBUG it raises, traceback and all."""
+    from kidata.ingest.readers import trainkernel
+    from kidata.ingest.readers.base import BUG
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("made up")
+
+    monkeypatch.setattr(trainkernel, "_calibration", broken)  # after the held_out rows
+    (tmp_path / "in").mkdir()
+    shutil.copy(TRAINKERNEL, tmp_path / "in" / "trainkernel.json")
+    shutil.copy(SEED0, tmp_path / "in" / "seed0.json")
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load([str(tmp_path / "in")])
+    assert report.committed
+    [reject] = report.rejects
+    assert (reject.file, reject.position, reject.field) == (
+        str(tmp_path / "in" / "trainkernel.json"), "file", None)
+    assert reject.reason.startswith("kidata failed to read the rest of this file "
+                                    "(ZeroDivisionError: made up)") and BUG in reject.reason
+    assert report.runs_added == 16 + 1  # the held_out rows' runs, and seed 000's run
+    monkeypatch.setenv("KIDATA_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        Warehouse(tmp_path / "wh2").load([str(tmp_path / "in")])
+
+
+def test_a_record_kidata_fails_on_is_rejected_and_the_others_load(tmp_path, monkeypatch):
+    """The same for one record in the flattener (the general path of every reader): that
+    record is rejected, saying it is a bug to report; the others load."""
+    from runs_factory import write_runs
+
+    from kidata.ingest.flatten import Flattener
+    from kidata.ingest.readers.base import BUG
+
+    real = Flattener.bundle
+
+    def bundle(self, c, out, run, *args, **kwargs):
+        if run["metadata"]["name"].endswith("-2"):
+            raise KeyError("made up")
+        return real(self, c, out, run, *args, **kwargs)
+
+    monkeypatch.setattr(Flattener, "bundle", bundle)
+    monkeypatch.setenv("KIDATA_SLOW_PATH", "1")  # the general path, where the net is
+    source = write_runs(tmp_path / "runs.jsonl", range(5))
+    report = Warehouse(tmp_path / "wh").load([str(source)])
+    assert report.runs_added == 4
+    [reject] = report.rejects
+    assert reject.position == "line 3" and BUG in reject.reason
+    assert "KeyError: 'made up'" in reject.reason

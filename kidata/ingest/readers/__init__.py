@@ -30,6 +30,7 @@ from kidata.ingest.readers.base import (
     Rows,
     expand_paths,
     file_kind,
+    internal_error,
     iter_blocks,
     iter_lines,
     nesting_depth,
@@ -148,6 +149,12 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
             yield from _records(reader, stream, name, settings, batch_lines, batch_rows)
         except (OSError, EOFError) as exc:  # a read error in the middle of the file
             yield RecordError(name, "file", None, f"cannot read the rest of the file: {exc}")
+        except Exception as exc:  # the reader's own failure on this input: the load goes on
+            from kidata.core import config
+
+            if config.current().debug:
+                raise
+            yield internal_error(name, "file", "the rest of this file", exc)
         yield from _gunzip_problem(stream, name)
         if fingerprint is not None:
             _fingerprint(stream, fingerprint)

@@ -56,6 +56,22 @@ def shown(value: Any, width: int = 80) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+# The words that tell a reject made of kidata's own failure (internal_error) from one of the
+# input's: the fuzzers fail on them.
+BUG = "a bug in kidata"
+
+
+def internal_error(file: str, position: str, what: str, exc: BaseException) -> RecordError:
+    """The reject that stands for ``exc``, an exception kidata itself raised on a record or a
+    file (``what``: "this record", "the rest of this file") where a reject naming the field
+    was due: the load goes on without it instead of ending with a traceback, and says it is
+    :data:`BUG` to report. ``KIDATA_DEBUG`` re-raises instead (the caller's ``raise``)."""
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return RecordError(file, position, None,
+                       f"kidata failed to read {what} ({shown(reason, 200)[1:-1]}); this is "
+                       f"{BUG}: please report it with the input")
+
+
 def nesting_depth(value: Any) -> int:
     """Containers nested in ``value``, itself included (iterative: values may be ~1,024 deep)."""
     best, stack = 0, [(value, 1)]

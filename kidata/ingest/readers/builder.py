@@ -187,7 +187,9 @@ class Measured:
     timer: str | None = None        # overrides the harness's timer (one protocol per timer)
 
 
-def _number(value: Any, field_name: str, fail) -> Decimal:
+def decimal_number(value: Any, field_name: str, fail) -> Decimal:
+    """``value`` (a number, or its text) as an exact decimal; ``fail(field_name, message)``
+    for anything else, a non-finite value or one beyond 1e±30."""
     if isinstance(value, bool):
         raise fail(field_name, f"expected a number, got {shown(value)}")
     try:
@@ -381,14 +383,21 @@ class Builder:
         implementation = m.implementation or s.get("implementation")
         gpu_name = m.gpu or s.get("gpu")
         unit_text = m.unit or s.get("unit")
+        # What names the case is text: a number or a list where the file should give a name
+        # crashed the load further on (a GPU name of 1.5: fuzzed KernelBench input).
+        for value, key in ((kernel, "kernel"), (implementation, "implementation"),
+                           (gpu_name, "gpu"), (unit_text, "unit"), (m.pass_, "pass"),
+                           (m.variant, "variant"), (m.version, "version")):
+            if value is not None and not isinstance(value, str):
+                raise fail(key, f"expected a string, got {shown(value)}")
         for value, key in ((kernel, "kernel"), (implementation, "implementation"),
                            (gpu_name, "gpu"), (unit_text, "unit")):
-            if not value or not str(value).strip():
+            if not value or not value.strip():
                 raise fail(key, f"the file does not say the {key}; supply it with "
                                 f"--set {key}=...")
         found_unit = unit_of(unit_text)
         if found_unit is None:
-            raise fail("unit", f"unknown unit {unit_text!r}; expected one of "
+            raise fail("unit", f"unknown unit {shown(unit_text)}; expected one of "
                                f"{', '.join(sorted(UNIT_SPELLINGS))} (--set unit=... "
                                "overrides the file's)")
         observed = m.observed_at or s.get("observed_at")
@@ -485,7 +494,7 @@ def _measurements(m: Measured, case: _Case, settings: Mapping[str, str], fail
     for statistic, value in stats.items():
         if value is None:
             continue
-        number = _number(value, statistic, fail)
+        number = decimal_number(value, statistic, fail)
         if number < 0 or (number == 0 and statistic not in ZERO_ALLOWED):
             raise fail(statistic, f"{value!r} is not a {metric} (the harness writes 0 or "
                                   "a negative number when a case failed or was not "
@@ -518,7 +527,7 @@ def _add_resolution(m: Measured, case: _Case, measurements: list[dict[str, Any]]
         step = steps.get(row["statistic"])
         if step is None or row["statistic"] == "samples":
             continue
-        res = _number(step, "resolution", fail)
+        res = decimal_number(step, "resolution", fail)
         if case.metric == "latency":
             res = res * latency_factor(case.unit_text)
         if res > 0:
@@ -534,7 +543,7 @@ def _add_extra(m: Measured, measurements: list[dict[str, Any]], fail) -> None:
         found = unit_of(extra_unit)
         if found is None:
             raise fail(extra_unit, f"unknown unit {extra_unit!r}")
-        number = _number(value, f"{found[0]}.{statistic}", fail)
+        number = decimal_number(value, f"{found[0]}.{statistic}", fail)
         if number <= 0:
             continue  # e.g. FlashInfer's tflops 0: "not computed", not a throughput
         measurements.append({"metric": found[0], "statistic": statistic,

@@ -84,6 +84,10 @@ def parse_name(name: str) -> tuple[str, str | None, dict[str, Any], list[str]]:
     return family, op, params, modifiers
 
 
+# A row's fields that must be strings when present.
+TEXT_FIELDS = ("run_name", "run_type", "aggregate_name", "time_unit", "label")
+
+
 def read(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
          ) -> Iterator[Item | RecordError]:
     data = read_benchmarks_json(stream, file, "a google-benchmark")
@@ -96,6 +100,14 @@ def read(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
         if not isinstance(row, dict) or not isinstance(row.get("name"), str):
             yield RecordError(file, f"benchmarks[{index}]", "name",
                               "expected an object with a name")
+            continue
+        # The fields that group, name and pick a row's time are strings when given (a list
+        # there could not even be compared: fuzzed input crashed the load so).
+        wrong = next((k for k in TEXT_FIELDS if row.get(k) is not None
+                      and not isinstance(row[k], str)), None)
+        if wrong is not None:
+            yield RecordError(file, f"benchmarks[{index}]", wrong,
+                              f"expected a string, got {shown(row[wrong])}")
             continue
         groups[row.get("run_name") or row["name"]].append((index, row))
     builder = Builder(HARNESS, file, settings)

@@ -21,8 +21,8 @@ from typing import IO, Any
 
 from kidata.errors import RecordError
 from kidata.ingest.dtypes import normalise_dtype
-from kidata.ingest.readers.base import Item
-from kidata.ingest.readers.builder import Builder, Harness, Measured, typed
+from kidata.ingest.readers.base import Item, shown
+from kidata.ingest.readers.builder import Builder, Harness, Measured, decimal_number, typed
 from kidata.ingest.readers.tabular import csv_rows, raw_json, read_benchmarks_json
 
 HARNESS = Harness(
@@ -48,7 +48,10 @@ BANDWIDTH_TAG = "nv/cold/bw/global/bytes_per_second"
 
 
 def _summary_value(summary: dict) -> Any:
-    for datum in summary.get("data") or []:
+    """The summary's ``value`` datum; None when it has none (or its ``data`` is not a list:
+    iterating a number of fuzzed input crashed the load)."""
+    data = summary.get("data")
+    for datum in data if isinstance(data, list) else []:
         if isinstance(datum, dict) and datum.get("name") == "value":
             return datum.get("value")
     return None
@@ -62,6 +65,18 @@ def _axis_value(axis: dict) -> Any:
     if isinstance(value, str):
         return typed(value)
     return value
+
+
+def _named(state: dict, key: str, name: str, file: str, position: str) -> list[dict]:
+    """The objects listed under ``key`` of a state, each with a text ``name`` (it becomes a
+    key: a number or a list there crashed the load when stored, in fuzzed input); a
+    :class:`RecordError` naming the first without one."""
+    listed = [item for item in state.get(key) or [] if isinstance(item, dict)]
+    for i, item in enumerate(listed):
+        if not isinstance(item.get(name), str):
+            raise RecordError(file, position, f"{key}[{i}].{name}",
+                              f"expected a string, got {shown(item.get(name))}")
+    return listed
 
 
 def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
@@ -93,18 +108,25 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
                     reason = state.get("skip_reason") or "no reason given"
                     raise RecordError(file, position, "is_skipped",
                                       f"skipped by nvbench: {reason} (nothing was measured)")
-                summaries = {s.get("tag"): _summary_value(s) for s in state.get("summaries") or []
-                             if isinstance(s, dict)}
+                listed = _named(state, "summaries", "tag", file, position)
+                summaries = {s["tag"]: _summary_value(s) for s in listed}
                 stats = {stat: summaries[tag] for tag, stat in TIME_TAGS.items()
                          if summaries.get(tag) is not None}
                 if "mean" not in stats:
                     raise RecordError(file, position, "summaries",
                                       f"no {list(TIME_TAGS)[0]} summary: not a GPU time")
                 if "stddev" not in stats and summaries.get(RELATIVE_TAG) is not None:
-                    stats["stddev"] = str(Decimal(str(summaries[RELATIVE_TAG]))
-                                          * Decimal(str(stats["mean"])))
-                params = {a.get("name"): _axis_value(a) for a in state.get("axis_values") or []
-                          if isinstance(a, dict) and a.get("name")}
+                    def fail(field: str, message: str, position: str = position) -> RecordError:
+                        return RecordError(file, position, field, message)
+
+                    # Both checked: Decimal(str(...)) of a list or a word raised
+                    # decimal.InvalidOperation past this handler (fuzzed input).
+                    stats["stddev"] = str(
+                        decimal_number(summaries[RELATIVE_TAG], f"summaries.{RELATIVE_TAG}", fail)
+                        * decimal_number(stats["mean"], "summaries.nv/cold/time/gpu/mean", fail))
+                params = {a["name"]: _axis_value(a)
+                          for a in _named(state, "axis_values", "name", file, position)
+                          if a["name"]}
                 samples = summaries.get(SAMPLES_TAG)
                 bandwidth = summaries.get(BANDWIDTH_TAG)
                 yield builder.item(Measured(
