@@ -641,3 +641,27 @@ def test_a_record_kidata_fails_on_is_rejected_and_the_others_load(tmp_path, monk
     [reject] = report.rejects
     assert reject.position == "line 3" and BUG in reject.reason
     assert "KeyError: 'made up'" in reject.reason
+
+
+@pytest.mark.shared
+def test_a_null_time_unit_in_google_benchmark_is_its_default_ns(tmp_path):
+    """``"time_unit": null`` is google-benchmark's default, ns, as an absent one is (it crashed
+    the load sorting the row group's units: fuzzed input, seed 5021)."""
+    from conftest import SHARED
+
+    source = SHARED / "external" / "google-benchmark" / "gbench_test3_run0.json"
+    doc = json.loads(source.read_text("utf-8"))
+    rows = [r for r in doc["benchmarks"] if "real_time" in r and r.get("time_unit") == "ns"]
+    assert rows
+    for row in rows:
+        row["time_unit"] = None
+    bad = tmp_path / source.name
+    bad.write_text(json.dumps(doc), "utf-8")
+    gpu = {"gpu": "NVIDIA H100 80GB HBM3"}
+    clean = Warehouse(tmp_path / "clean").load([str(source)], settings=gpu)
+    wh = Warehouse(tmp_path / "wh")
+    report = wh.load([str(bad)], settings=gpu)
+    assert (report.runs_added, len(report.rejects)) == (clean.runs_added, len(clean.rejects))
+    assert clean.runs_added > 0
+    same = "SELECT run_id, value FROM measurements ORDER BY ALL"
+    assert wh.sql(same).fetchall() == Warehouse(tmp_path / "clean").sql(same).fetchall()

@@ -67,9 +67,11 @@ def internal_error(file: str, position: str, what: str, exc: BaseException) -> R
     was due: the load goes on without it instead of ending with a traceback, and says it is
     :data:`BUG` to report. ``KIDATA_DEBUG`` re-raises instead (the caller's ``raise``)."""
     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if len(reason) > 300:
+        reason = reason[:297] + "..."
     return RecordError(file, position, None,
-                       f"kidata failed to read {what} ({shown(reason, 200)[1:-1]}); this is "
-                       f"{BUG}: please report it with the input")
+                       f"kidata failed to read {what} ({reason}); this is {BUG}: please "
+                       "report it with the input")
 
 
 def nesting_depth(value: Any) -> int:

@@ -123,10 +123,10 @@ def read(stream: IO[bytes], file: str, settings: dict[str, str] | None = None
 
 def _measured(run_name: str, rows: list[tuple[int, dict]], context: dict, file: str,
               position: str, settings: dict[str, str]) -> Measured:
-    units = {r.get("time_unit", "ns") for _, r in rows if "real_time" in r}
+    units = {r.get("time_unit") or "ns" for _, r in rows if "real_time" in r}  # null: ns too
     if len(units) > 1:
         raise RecordError(file, position, "time_unit",
-                          f"the rows of {run_name!r} use several time units {sorted(units)}")
+                          f"the rows of {shown(run_name)} use several time units {sorted(units)}")
     stats: dict[str, Any] = {}
     samples: list[float] = []
     other: dict[str, Any] = {}
