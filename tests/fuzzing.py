@@ -237,38 +237,82 @@ def _value_paths(value: Any, path: tuple = ()) -> list[tuple]:
     return out
 
 
+# Hostile texts put in a cell of a harness's CSV file (a header cell too).
+CSV_HOSTILE: list[str] = [
+    "", " ", "nan", "inf", "-inf", "-1", "0", "-0", "1e999", "1e-400", "x" * 100_000, "[[[[",
+    "\x00", '"', "12345678901234567890123", "NaN ms", "\uff11\uff12\uff13", "1,5", "None",
+    "2024-13-45 99:99:99", "{}", "\u202e", "0x1F",
+]
+
+
+def _mutated_json(doc: Any, rng: random.Random) -> str:
+    doc = copy.deepcopy(doc)
+    for _ in range(rng.randint(1, 3)):
+        paths = [p for p in _value_paths(doc) if p]
+        if not paths:
+            break
+        *parents, last = rng.choice(paths)
+        target = doc
+        for key in parents:
+            target = target[key]
+        target[last] = copy.deepcopy(rng.choice(FIELD_HOSTILE))
+    return (json.dumps(doc).replace('"DEEP1000"', "[" * 1000 + "]" * 1000)
+            .replace('"DEEP300"', "[" * 300 + "]" * 300))
+
+
+def _mutated_csv(text: str, rng: random.Random) -> str:
+    rows = list(csv.reader(io.StringIO(text)))
+    for _ in range(rng.randint(1, 3)):
+        row = rng.randrange(len(rows))
+        if rows[row]:
+            rows[row][rng.randrange(len(rows[row]))] = rng.choice(CSV_HOSTILE)
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+def _field_samples() -> list[tuple[Path, str, Any]]:
+    """The harness files fuzz_field mutates: (path, kind, what is mutated) with kind "json"
+    (one document), "js" (github-action-benchmark's data.js: a prefix, then one document) or
+    "csv"; JSON Lines (pytorch-v3's json-each-row) and FlashInfer's log pairs are left out."""
+    out: list[tuple[Path, str, Any]] = []
+    for path in sorted(p for p in EXTERNAL.rglob("*") if p.is_file()):
+        text = path.read_text("utf-8")
+        if path.suffix == ".csv" and path.parent.name != "flashinfer":
+            out.append((path, "csv", text))
+        elif path.suffix in (".json", ".js"):
+            head, brace, rest = text.partition("{") if path.suffix == ".js" else ("", "", text)
+            try:
+                doc = json.loads(brace + rest)
+            except ValueError:
+                continue
+            out.append((path, "js", (head, doc)) if head else (path, "json", doc))
+    return out
+
+
 def fuzz_field(root: Path, seed: int, rounds: int) -> int:
-    """Rounds of the field's JSON formats (google-benchmark, nvbench, pytorch-v3, KernelBench,
-    github-action-benchmark's data.js is not JSON and is left out): each loads a harness's
-    sample file (``../shared/data/external``) with one to three values replaced by hostile
-    ones. What must hold: the load raises nothing, no reject is kidata's own failure, and
-    ``check`` is clean. Returns the files loaded."""
+    """Rounds of the field's formats: each loads one harness sample file
+    (``../shared/data/external``: google-benchmark, nvbench JSON and CSV, pytorch-v3,
+    KernelBench, github-action-benchmark's data.js, Triton perf reports, the dynamo CSV) with
+    one to three values (or CSV cells) replaced by hostile ones, a GPU supplied by ``--set`` for
+    the files that do not name one. What must hold: the load raises nothing, no reject is
+    kidata's own failure, and ``check`` is clean. Returns the files loaded."""
     rng = random.Random(seed)
-    files = []
-    for path in sorted(EXTERNAL.rglob("*.json")):
-        try:
-            files.append((path, json.loads(path.read_text("utf-8"))))
-        except ValueError:
-            continue  # JSON Lines (pytorch-v3's json-each-row): not one document to mutate
+    samples = _field_samples()
     for i in range(rounds):
-        source, doc = rng.choice(files)
-        doc = copy.deepcopy(doc)
-        for _ in range(rng.randint(1, 3)):
-            paths = [p for p in _value_paths(doc) if p]
-            if not paths:
-                break
-            *parents, last = rng.choice(paths)
-            target = doc
-            for key in parents:
-                target = target[key]
-            target[last] = copy.deepcopy(rng.choice(FIELD_HOSTILE))
-        text = (json.dumps(doc).replace('"DEEP1000"', "[" * 1000 + "]" * 1000)
-                .replace('"DEEP300"', "[" * 300 + "]" * 300))
+        source, kind, original = rng.choice(samples)
+        if kind == "csv":
+            text = _mutated_csv(original, rng)
+        elif kind == "js":
+            text = original[0] + _mutated_json(original[1], rng)
+        else:
+            text = _mutated_json(original, rng)
         folder = root / f"field{i}"
         folder.mkdir(parents=True)
-        (folder / source.name).write_text(text, "utf-8")
+        (folder / source.name).write_text(text, "utf-8", errors="surrogatepass")
         wh = Warehouse(root / f"fieldwh{i}")
-        report = wh.load([str(folder)])  # any exception is a failure of the fuzz run
+        # Any exception is a failure of the fuzz run.
+        report = wh.load([str(folder)], settings={"gpu": "NVIDIA H100 80GB HBM3"})
         where = f"(mutated {source.name} in {folder})"
         _no_bug(report, where)
         problems = wh.check().problems

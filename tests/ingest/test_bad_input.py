@@ -545,6 +545,11 @@ def _nvbench_relative(doc: dict) -> tuple[str, str]:
     return "benchmarks[0].states[0]", "summaries.nv/cold/time/gpu/stdev/relative"
 
 
+def _nvbench_axis_values(doc: dict) -> tuple[str, str]:
+    doc["benchmarks"][0]["states"][0]["axis_values"] = 1.5
+    return "benchmarks[0].states[0]", "axis_values"
+
+
 # Each found by a fuzzed file that crashed the whole load (a TypeError, an AttributeError, a
 # decimal.InvalidOperation, orjson's "Dict key must be str"); each is now its record's reject.
 FIELD_CASES = [
@@ -552,6 +557,7 @@ FIELD_CASES = [
     ("kernelbench/B200_together__baseline_time_torch.json", _kernelbench_gpu),
     ("nvbench/nvbench_test_ref.json", _nvbench_tag),
     ("nvbench/nvbench_test_ref.json", _nvbench_relative),
+    ("nvbench/nvbench_test_ref.json", _nvbench_axis_values),
 ]
 
 
@@ -585,7 +591,7 @@ def test_a_wrong_type_in_a_harness_file_is_its_records_reject(tmp_path, relative
 def test_mutated_harness_files_never_crash_a_load_or_fail_inside_kidata(tmp_path):
     from fuzzing import fuzz_field
 
-    # 12 loads of mutated google-benchmark, nvbench, pytorch-v3 and KernelBench files: ~6 s.
+    # 12 loads of mutated harness files (JSON values, data.js values, CSV cells): ~6 s.
     assert fuzz_field(tmp_path, seed=5, rounds=12) == 12
 
 

@@ -67,11 +67,29 @@ def _axis_value(axis: dict) -> Any:
     return value
 
 
+def _device_name(devices: dict, device: Any) -> Any:
+    return devices.get(device) if isinstance(device, int | str) else None
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    """``value[k1][k2]...``, or None where a step is missing or not an object."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def _named(state: dict, key: str, name: str, file: str, position: str) -> list[dict]:
     """The objects listed under ``key`` of a state, each with a text ``name`` (it becomes a
     key: a number or a list there crashed the load when stored, in fuzzed input); a
     :class:`RecordError` naming the first without one."""
-    listed = [item for item in state.get(key) or [] if isinstance(item, dict)]
+    value = state.get(key)
+    if value is not None and not isinstance(value, list):
+        raise RecordError(file, position, key, f"expected a list, got {shown(value)}")
+    listed = [item for item in value or [] if isinstance(item, dict)]
     for i, item in enumerate(listed):
         if not isinstance(item.get(name), str):
             raise RecordError(file, position, f"{key}[{i}].{name}",
@@ -89,16 +107,22 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
     argv = meta.get("argv") if isinstance(meta.get("argv"), list) else []
     executable = (settings or {}).get("implementation") or (
         PurePath(str(argv[0])).name if argv else None)
-    version = (((meta.get("version") or {}).get("nvbench") or {}).get("string")
-               if isinstance(meta.get("version"), dict) else None)
-    devices = {d.get("id"): d.get("name") for d in data.get("devices") or []
-               if isinstance(d, dict)}
+    version = _dig(meta, "version", "nvbench", "string")
+    # Devices name the GPU of each state by id; one that cannot (an id that is not a number
+    # or text, a list of something else: fuzzed input crashed here) names none.
+    devices = {d["id"]: d.get("name") for d in _list(data.get("devices"))
+               if isinstance(d, dict) and isinstance(d.get("id"), int | str)}
     builder = Builder(HARNESS, file, settings)
     for b_index, bench in enumerate(data["benchmarks"]):
         if not isinstance(bench, dict):
             yield RecordError(file, f"benchmarks[{b_index}]", None, "expected an object")
             continue
-        for s_index, state in enumerate(bench.get("states") or []):
+        states = bench.get("states")
+        if states is not None and not isinstance(states, list):
+            yield RecordError(file, f"benchmarks[{b_index}]", "states",
+                              f"expected a list, got {shown(states)}")
+            continue
+        for s_index, state in enumerate(states or []):
             position = f"benchmarks[{b_index}].states[{s_index}]"
             raw = raw_json(state)
             try:
@@ -131,7 +155,7 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
                 bandwidth = summaries.get(BANDWIDTH_TAG)
                 yield builder.item(Measured(
                     kernel=bench.get("name"), implementation=executable, workload=params,
-                    unit="s", stats=stats, gpu=devices.get(state.get("device")),
+                    unit="s", stats=stats, gpu=_device_name(devices, state.get("device")),
                     samples=int(samples) if samples is not None else None,
                     extra=[("B/s", "mean", bandwidth)] if bandwidth is not None else [],
                     native={"state": state.get("name"), "summaries": summaries,
