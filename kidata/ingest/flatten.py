@@ -118,7 +118,7 @@ def _dumps(c: Checker, value: Any, field: str) -> bytes:
             # A key that is not text (a reader kept a number or null of its input as a key):
             # the record cannot be stored as it is; the load goes on without it.
             raise c.fail(field, f"cannot be stored as JSON: {exc}") from None
-        path = deep_field(value, shown=5)
+        path = deep_field(value, steps=5)
         where = field if path is None else field + (path if path.startswith("[") else "." + path)
         raise c.fail(where, f"nested deeper than {MAX_DEPTH} levels; kidata stores documents "
                             f"up to {MAX_DEPTH} levels deep") from None

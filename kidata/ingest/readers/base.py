@@ -86,9 +86,8 @@ def nesting_depth(value: Any) -> int:
     return best
 
 
-
-def deep_field(value: Any, shown: int = 6) -> str | None:
-    """The path to the first container nested beyond :data:`MAX_DEPTH`: its first ``shown``
+def deep_field(value: Any, steps: int = 6) -> str | None:
+    """The path to the first container nested beyond :data:`MAX_DEPTH`: its first ``steps``
     steps, then ``…`` (a path 255 steps long says nothing more)."""
     heights = _heights(value)
     path: list[str] = []
@@ -103,7 +102,7 @@ def deep_field(value: Any, shown: int = 6) -> str | None:
         key, value = deep
         path.append(f"[{key}]" if isinstance(key, int) else f".{key}")
         depth += 1
-    text = "".join(path[:shown]).lstrip(".") + ("…" if len(path) > shown else "")
+    text = "".join(path[:steps]).lstrip(".") + ("…" if len(path) > steps else "")
     return text or None
 
 
@@ -124,6 +123,7 @@ def _heights(value: Any) -> dict[int, int]:
             stack.append((item, True))
             stack.extend((c, False) for c in children if isinstance(c, dict | list))
     return heights
+
 
 @dataclass(frozen=True)
 class Reader:

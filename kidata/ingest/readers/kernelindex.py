@@ -100,7 +100,7 @@ def json_problem(value: Any, data: bytes) -> tuple[str | None, str] | None:
             orjson.dumps(part)
         except TypeError:  # "Recursion limit reached" (integers were read as int or float)
             # Six steps shown from the record's root, the role being the first.
-            field = deep_field(part, shown=6 if role is None else 5)
+            field = deep_field(part, steps=6 if role is None else 5)
             if role is not None:
                 field = role + ("" if field is None else
                                 field if field.startswith("[") else "." + field)

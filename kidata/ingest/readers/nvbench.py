@@ -130,6 +130,7 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
                     raise RecordError(file, position, None, "expected an object")
                 if state.get("is_skipped"):
                     reason = state.get("skip_reason") or "no reason given"
+                    reason = reason if isinstance(reason, str) else shown(reason)
                     raise RecordError(file, position, "is_skipped",
                                       f"skipped by nvbench: {reason} (nothing was measured)")
                 listed = _named(state, "summaries", "tag", file, position)
