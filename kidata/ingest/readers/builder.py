@@ -486,6 +486,10 @@ def _measurements(m: Measured, case: _Case, settings: Mapping[str, str], fail
     if "statistic" in settings and list(stats) == ["median"]:
         stats = {settings["statistic"]: stats["median"]}
     if m.raw_samples:
+        # Each sample in the range every statistic is held to, before they are summed (two of
+        # 1e308 overflowed the squared deviations: fuzzed google-benchmark input).
+        for i, sample in enumerate(m.raw_samples):
+            decimal_number(sample, f"samples[{i}]", fail)
         for k, v in summarise(m.raw_samples).items():
             stats.setdefault(k, v)
     measurements: list[dict[str, Any]] = []
