@@ -679,3 +679,28 @@ def test_a_null_time_unit_in_google_benchmark_is_its_default_ns(tmp_path):
     assert clean.runs_added > 0
     same = "SELECT run_id, value FROM measurements ORDER BY ALL"
     assert wh.sql(same).fetchall() == Warehouse(tmp_path / "clean").sql(same).fetchall()
+
+
+@pytest.mark.shared
+def test_a_data_js_date_beyond_any_year_rejects_that_commits_benches(tmp_path):
+    """github-action-benchmark's entry date is ms since the epoch; one beyond year 9999
+    overflowed datetime (fuzzed input, seed 20156) and ended the load. Each bench of that
+    entry is now a reject naming the date; the other entries load."""
+    from conftest import SHARED
+
+    source = SHARED / "external" / "github-action-benchmark" / "blade_data.js.033c5dd.js"
+    head, brace, rest = source.read_text("utf-8").partition("{")
+    doc = json.loads(brace + rest)
+    suite = next(iter(doc["entries"]))
+    doc["entries"][suite][1]["date"] = 1.2345678901234568e22
+    benches = len(doc["entries"][suite][1]["benches"])
+    bad = tmp_path / source.name
+    bad.write_text(head + json.dumps(doc), "utf-8")
+    gpu = {"gpu": "NVIDIA H100 80GB HBM3"}
+    clean = Warehouse(tmp_path / "clean").load([str(source)], settings=gpu)
+    report = Warehouse(tmp_path / "wh").load([str(bad)], settings=gpu)
+    dated = [r for r in report.rejects if r.field == "date"]
+    assert [r.position for r in dated] == [f"entries.{suite}[1].benches[{i}]"
+                                            for i in range(benches)]
+    assert dated[0].reason.startswith("1.2345678901234568e+22 ms since the epoch is not a date")
+    assert report.runs_added == clean.runs_added - benches > 0

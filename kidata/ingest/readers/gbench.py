@@ -174,11 +174,17 @@ def _measured(run_name: str, rows: list[tuple[int, dict]], context: dict, file: 
     )
 
 
-def _epoch_ms(value: Any) -> str | None:
+def _epoch_ms(value: Any, file: str, position: str) -> str | None:
+    """``entry.date`` (ms since the epoch) as a UTC time; None when it is not a positive
+    number, a :class:`RecordError` when it is one beyond any date (fuzzed input overflowed)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         from datetime import UTC, datetime
 
-        return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        try:
+            return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        except (OverflowError, OSError, ValueError):
+            raise RecordError(file, position, "date", f"{shown(value)} ms since the epoch is "
+                              "not a date kidata can keep (years 1-9999)") from None
     return None
 
 
@@ -202,7 +208,16 @@ def read_data_js(stream: IO[bytes], file: str, settings: dict[str, str] | None =
                 yield RecordError(file, f"entries.{suite}[{e_index}]", "commit",
                                   "expected an object")
                 continue
-            for b_index, bench in enumerate(entry.get("benches") or []):
+            benches, commit_id = entry.get("benches"), commit.get("id")
+            if benches is not None and not isinstance(benches, list):
+                yield RecordError(file, f"entries.{suite}[{e_index}]", "benches",
+                                  f"expected a list, got {shown(benches)}")
+                continue
+            if commit_id is not None and not isinstance(commit_id, str | int):
+                yield RecordError(file, f"entries.{suite}[{e_index}]", "commit.id",
+                                  f"expected a string, got {shown(commit_id)}")
+                continue
+            for b_index, bench in enumerate(benches or []):
                 position = f"entries.{suite}[{e_index}].benches[{b_index}]"
                 try:
                     if not isinstance(bench, dict) or not isinstance(bench.get("name"), str):
@@ -216,7 +231,8 @@ def read_data_js(stream: IO[bytes], file: str, settings: dict[str, str] | None =
                         unit=bench.get("unit"), stats={"mean": bench.get("value")},
                         # When the benchmark ran (entry.date, ms since the epoch); two
                         # commits can share a commit timestamp (an amend), never a run.
-                        observed_at=_epoch_ms(entry.get("date")) or commit.get("timestamp"),
+                        observed_at=_epoch_ms(entry.get("date"), file, position)
+                        or commit.get("timestamp"),
                         identity=[suite, bench["name"], str(commit.get("id"))],
                         version=str(commit.get("id"))[:12] if commit.get("id") else None,
                         native={"name": bench["name"], "extra": bench.get("extra"),
