@@ -704,3 +704,27 @@ def test_a_data_js_date_beyond_any_year_rejects_that_commits_benches(tmp_path):
                                             for i in range(benches)]
     assert dated[0].reason.startswith("1.2345678901234568e+22 ms since the epoch is not a date")
     assert report.runs_added == clean.runs_added - benches > 0
+
+
+@pytest.mark.shared
+def test_a_time_that_is_not_text_is_a_reject_not_a_run_without_time(tmp_path):
+    """A data.js entry without a date falls back on its commit's timestamp; a number there
+    was dropped without a word (the runs loaded with no time). Now each bench of the entry is a
+    reject naming observed_at."""
+    from conftest import SHARED
+
+    source = SHARED / "external" / "github-action-benchmark" / "blade_data.js.033c5dd.js"
+    head, brace, rest = source.read_text("utf-8").partition("{")
+    doc = json.loads(brace + rest)
+    suite = next(iter(doc["entries"]))
+    entry = doc["entries"][suite][0]
+    entry.pop("date", None)
+    entry["commit"]["timestamp"] = 1703109724
+    bad = tmp_path / source.name
+    bad.write_text(head + json.dumps(doc), "utf-8")
+    report = Warehouse(tmp_path / "wh").load([str(bad)],
+                                             settings={"gpu": "NVIDIA H100 80GB HBM3"})
+    timed = {(r.position, r.field) for r in report.rejects}
+    assert timed == {(f"entries.{suite}[0].benches[{i}]", "observed_at")
+                     for i in range(len(entry["benches"]))}
+    assert all(r.reason.endswith("got 1703109724") for r in report.rejects)

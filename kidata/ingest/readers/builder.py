@@ -406,6 +406,10 @@ class Builder:
                 observed = parse_time(observed, "observed_at")
             except UsageError as exc:
                 raise fail("observed_at", str(exc)) from None
+        elif observed is not None and not isinstance(observed, datetime):
+            # A number or a list where the file gives a time was dropped without a word.
+            raise fail("observed_at", "expected an ISO 8601 time such as 2025-01-31T12:00:00Z, "
+                                      f"got {shown(observed)}")
         return _Case(kernel, implementation, m.pass_ or s.get("pass") or "forward",
                      m.variant or s.get("variant"), gpu_name, unit_text,
                      m.version or s.get("version"), found_unit[0], found_unit[1], observed)
