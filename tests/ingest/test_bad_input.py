@@ -557,6 +557,13 @@ def _gbench_huge_samples(doc: dict) -> tuple[str, str]:
     return f"benchmarks[{rows[0]}]", "samples[0]"
 
 
+def _nvbench_sample_size(doc: dict) -> tuple[str, str]:
+    summaries = doc["benchmarks"][0]["states"][0]["summaries"]
+    size = next(s for s in summaries if s["tag"] == "nv/cold/sample_size")
+    next(d for d in size["data"] if d["name"] == "value")["value"] = [1, 2, "x"]
+    return "benchmarks[0].states[0]", "summaries.nv/cold/sample_size"
+
+
 # Each found by a fuzzed file that crashed the whole load (a TypeError, an AttributeError, a
 # decimal.InvalidOperation, orjson's "Dict key must be str"); each is now its record's reject.
 FIELD_CASES = [
@@ -566,6 +573,7 @@ FIELD_CASES = [
     ("nvbench/nvbench_test_ref.json", _nvbench_tag),
     ("nvbench/nvbench_test_ref.json", _nvbench_relative),
     ("nvbench/nvbench_test_ref.json", _nvbench_axis_values),
+    ("nvbench/nvbench_test_ref.json", _nvbench_sample_size),
 ]
 
 

@@ -153,11 +153,21 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
                           for a in _named(state, "axis_values", "name", file, position)
                           if a["name"]}
                 samples = summaries.get(SAMPLES_TAG)
+                if samples is not None:  # a count: int() of a list ended the load (fuzzed)
+                    if isinstance(samples, bool) or not isinstance(samples, int | float | str):
+                        raise RecordError(file, position, f"summaries.{SAMPLES_TAG}",
+                                          f"expected a number of samples, got {shown(samples)}")
+                    try:
+                        samples = int(samples)
+                    except (ValueError, OverflowError):
+                        raise RecordError(file, position, f"summaries.{SAMPLES_TAG}",
+                                          "expected a number of samples, got "
+                                          f"{shown(samples)}") from None
                 bandwidth = summaries.get(BANDWIDTH_TAG)
                 yield builder.item(Measured(
                     kernel=bench.get("name"), implementation=executable, workload=params,
                     unit="s", stats=stats, gpu=_device_name(devices, state.get("device")),
-                    samples=int(samples) if samples is not None else None,
+                    samples=samples,
                     extra=[("B/s", "mean", bandwidth)] if bandwidth is not None else [],
                     native={"state": state.get("name"), "summaries": summaries,
                             "nvbenchVersion": version},
