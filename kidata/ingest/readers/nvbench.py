@@ -124,57 +124,72 @@ def read_json_output(stream: IO[bytes], file: str, settings: dict[str, str] | No
             continue
         for s_index, state in enumerate(states or []):
             position = f"benchmarks[{b_index}].states[{s_index}]"
-            raw = raw_json(state)
             try:
-                if not isinstance(state, dict):
-                    raise RecordError(file, position, None, "expected an object")
-                if state.get("is_skipped"):
-                    reason = state.get("skip_reason") or "no reason given"
-                    reason = reason if isinstance(reason, str) else shown(reason)
-                    raise RecordError(file, position, "is_skipped",
-                                      f"skipped by nvbench: {reason} (nothing was measured)")
-                listed = _named(state, "summaries", "tag", file, position)
-                summaries = {s["tag"]: _summary_value(s) for s in listed}
-                stats = {stat: summaries[tag] for tag, stat in TIME_TAGS.items()
-                         if summaries.get(tag) is not None}
-                if "mean" not in stats:
-                    raise RecordError(file, position, "summaries",
-                                      f"no {list(TIME_TAGS)[0]} summary: not a GPU time")
-                if "stddev" not in stats and summaries.get(RELATIVE_TAG) is not None:
-                    def fail(field: str, message: str, position: str = position) -> RecordError:
-                        return RecordError(file, position, field, message)
-
-                    # Both checked: Decimal(str(...)) of a list or a word raised
-                    # decimal.InvalidOperation past this handler (fuzzed input).
-                    stats["stddev"] = str(
-                        decimal_number(summaries[RELATIVE_TAG], f"summaries.{RELATIVE_TAG}", fail)
-                        * decimal_number(stats["mean"], "summaries.nv/cold/time/gpu/mean", fail))
-                params = {a["name"]: _axis_value(a)
-                          for a in _named(state, "axis_values", "name", file, position)
-                          if a["name"]}
-                samples = summaries.get(SAMPLES_TAG)
-                if samples is not None:  # a count: int() of a list ended the load (fuzzed)
-                    if isinstance(samples, bool) or not isinstance(samples, int | float | str):
-                        raise RecordError(file, position, f"summaries.{SAMPLES_TAG}",
-                                          f"expected a number of samples, got {shown(samples)}")
-                    try:
-                        samples = int(samples)
-                    except (ValueError, OverflowError):
-                        raise RecordError(file, position, f"summaries.{SAMPLES_TAG}",
-                                          "expected a number of samples, got "
-                                          f"{shown(samples)}") from None
-                bandwidth = summaries.get(BANDWIDTH_TAG)
-                yield builder.item(Measured(
-                    kernel=bench.get("name"), implementation=executable, workload=params,
-                    unit="s", stats=stats, gpu=_device_name(devices, state.get("device")),
-                    samples=samples,
-                    extra=[("B/s", "mean", bandwidth)] if bandwidth is not None else [],
-                    native={"state": state.get("name"), "summaries": summaries,
-                            "nvbenchVersion": version},
-                ), position, raw)
+                measured = _measured(bench, state, file, position, executable, devices,
+                                     version)
+                yield builder.item(measured, position, raw_json(state))
             except (RecordError, ValueError) as err:
                 yield err if isinstance(err, RecordError) else RecordError(
                     file, position, None, str(err))
+
+
+def _measured(bench: dict, state: Any, file: str, position: str, executable: str | None,
+              devices: dict, version: Any) -> Measured:
+    """What one state of a benchmark measured; a :class:`RecordError` for a state skipped
+    by nvbench or one that cannot be read."""
+    if not isinstance(state, dict):
+        raise RecordError(file, position, None, "expected an object")
+    if state.get("is_skipped"):
+        reason = state.get("skip_reason") or "no reason given"
+        reason = reason if isinstance(reason, str) else shown(reason)
+        raise RecordError(file, position, "is_skipped",
+                          f"skipped by nvbench: {reason} (nothing was measured)")
+    summaries = {s["tag"]: _summary_value(s)
+                 for s in _named(state, "summaries", "tag", file, position)}
+    params = {a["name"]: _axis_value(a)
+              for a in _named(state, "axis_values", "name", file, position) if a["name"]}
+    bandwidth = summaries.get(BANDWIDTH_TAG)
+    return Measured(
+        kernel=bench.get("name"), implementation=executable, workload=params,
+        unit="s", stats=_stats(summaries, file, position),
+        gpu=_device_name(devices, state.get("device")),
+        samples=_sample_count(summaries.get(SAMPLES_TAG), file, position),
+        extra=[("B/s", "mean", bandwidth)] if bandwidth is not None else [],
+        native={"state": state.get("name"), "summaries": summaries, "nvbenchVersion": version},
+    )
+
+
+def _stats(summaries: dict, file: str, position: str) -> dict[str, Any]:
+    """The GPU time statistics of a state's summaries; the standard deviation from the
+    relative one when only that is given."""
+    stats = {stat: summaries[tag] for tag, stat in TIME_TAGS.items()
+             if summaries.get(tag) is not None}
+    if "mean" not in stats:
+        raise RecordError(file, position, "summaries",
+                          f"no {list(TIME_TAGS)[0]} summary: not a GPU time")
+    if "stddev" not in stats and summaries.get(RELATIVE_TAG) is not None:
+        def fail(field: str, message: str) -> RecordError:
+            return RecordError(file, position, field, message)
+
+        # Both checked: Decimal(str(...)) of a list or a word raised decimal.InvalidOperation
+        # past the reader's handler (fuzzed input).
+        stats["stddev"] = str(
+            decimal_number(summaries[RELATIVE_TAG], f"summaries.{RELATIVE_TAG}", fail)
+            * decimal_number(stats["mean"], "summaries.nv/cold/time/gpu/mean", fail))
+    return stats
+
+
+def _sample_count(samples: Any, file: str, position: str) -> int | None:
+    """The state's sample count (int() of a list ended the load: fuzzed input)."""
+    if samples is None:
+        return None
+    try:
+        if isinstance(samples, bool) or not isinstance(samples, int | float | str):
+            raise ValueError
+        return int(samples)
+    except (ValueError, OverflowError):
+        raise RecordError(file, position, f"summaries.{SAMPLES_TAG}",
+                          f"expected a number of samples, got {shown(samples)}") from None
 
 
 # CSV: the column that holds the measurements (its name as nvbench writes it).
