@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,28 +274,31 @@ def _mutated_csv(text: str, rng: random.Random) -> str:
 
 def _field_samples() -> list[tuple[Path, str, Any]]:
     """The harness files fuzz_field mutates: (path, kind, what is mutated) with kind "json"
-    (one document), "js" (github-action-benchmark's data.js: a prefix, then one document) or
-    "csv"; JSON Lines (pytorch-v3's json-each-row) and FlashInfer's log pairs are left out."""
+    (one document), "js" (github-action-benchmark's data.js: a prefix, then one document),
+    "jsonl" (pytorch-v3's json-each-row: its documents) or "csv" (FlashInfer's with the .txt
+    of the same name beside it)."""
     out: list[tuple[Path, str, Any]] = []
     for path in sorted(p for p in EXTERNAL.rglob("*") if p.is_file()):
         text = path.read_text("utf-8")
-        if path.suffix == ".csv" and path.parent.name != "flashinfer":
+        if path.suffix == ".csv":  # FlashInfer's with its stdout .txt beside it (a sidecar)
             out.append((path, "csv", text))
         elif path.suffix in (".json", ".js"):
             head, brace, rest = text.partition("{") if path.suffix == ".js" else ("", "", text)
             try:
-                doc = json.loads(brace + rest)
-            except ValueError:
-                continue
-            out.append((path, "js", (head, doc)) if head else (path, "json", doc))
+                out.append((path, "js", (head, json.loads(brace + rest))) if head else
+                           (path, "json", json.loads(text)))
+            except ValueError:  # JSON Lines (pytorch-v3's json-each-row): one line mutated
+                out.append((path, "jsonl", [json.loads(line) for line in text.splitlines()
+                                            if line.strip()]))
     return out
 
 
 def fuzz_field(root: Path, seed: int, rounds: int) -> int:
     """Rounds of the field's formats: each loads one harness sample file
-    (``../shared/data/external``: google-benchmark, nvbench JSON and CSV, pytorch-v3,
-    KernelBench, github-action-benchmark's data.js, Triton perf reports, the dynamo CSV) with
-    one to three values (or CSV cells) replaced by hostile ones, a GPU supplied by ``--set`` for
+    (``../shared/data/external``: google-benchmark, nvbench JSON and CSV, pytorch-v3 JSON and
+    JSON Lines, KernelBench, github-action-benchmark's data.js, Triton perf reports, the dynamo
+    CSV, FlashInfer's CSV with its stdout) with one to three values (or CSV cells, or values
+    of one JSON line) replaced by hostile ones, a GPU supplied by ``--set`` for
     the files that do not name one. What must hold: the load raises nothing, no reject is
     kidata's own failure, and ``check`` is clean. Returns the files loaded."""
     rng = random.Random(seed)
@@ -305,11 +309,18 @@ def fuzz_field(root: Path, seed: int, rounds: int) -> int:
             text = _mutated_csv(original, rng)
         elif kind == "js":
             text = original[0] + _mutated_json(original[1], rng)
+        elif kind == "jsonl":
+            line = rng.randrange(len(original))
+            text = "\n".join(_mutated_json(doc, rng) if n == line else json.dumps(doc)
+                              for n, doc in enumerate(original)) + "\n"
         else:
             text = _mutated_json(original, rng)
         folder = root / f"field{i}"
         folder.mkdir(parents=True)
         (folder / source.name).write_text(text, "utf-8", errors="surrogatepass")
+        sidecar = source.with_suffix(".txt")
+        if kind == "csv" and sidecar.is_file():  # FlashInfer's stdout, read beside its CSV
+            shutil.copy(sidecar, folder / sidecar.name)
         wh = Warehouse(root / f"fieldwh{i}")
         # Any exception is a failure of the fuzz run.
         report = wh.load([str(folder)], settings={"gpu": "NVIDIA H100 80GB HBM3"})
