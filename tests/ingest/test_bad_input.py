@@ -736,3 +736,30 @@ def test_a_time_that_is_not_text_is_a_reject_not_a_run_without_time(tmp_path):
     assert timed == {(f"entries.{suite}[0].benches[{i}]", "observed_at")
                      for i in range(len(entry["benches"]))}
     assert all(r.reason.endswith("got 1703109724") for r in report.rejects)
+
+
+@pytest.mark.shared
+def test_a_workload_parameter_nested_1000_deep_is_its_records_reject(tmp_path):
+    """pytorch-v3 records' benchmark name becomes a workload parameter; one nested
+    ~1,000 deep made str() recurse past Python's limit while naming the workload (fuzzed
+    input, seed 50067) and, with the safety net, lost the rest of the file. Now that record is
+    rejected naming the parameter; the file's other records load."""
+    from conftest import SHARED
+
+    from kidata.ingest.readers.base import BUG
+
+    source = SHARED / "external" / "pytorch-v3" / "add_loop_inductor_dynamic_gpu.json"
+    records = json.loads(source.read_text("utf-8"))
+    second = json.loads(json.dumps(records[0]))  # a copy: its own benchmark object
+    second["model"]["name"] = "second"
+    records.append(second)
+    records[0]["benchmark"]["name"] = "DEEP"  # the 'benchmark' parameter
+    bad = tmp_path / source.name
+    bad.write_text(json.dumps(records).replace('"DEEP"', "[" * 1000 + "]" * 1000), "utf-8")
+    report = Warehouse(tmp_path / "wh").load([str(bad)],
+                                             settings={"gpu": "NVIDIA H100 80GB HBM3"})
+    [reject] = report.rejects
+    assert (reject.position, reject.field) == ("index 0", "benchmark")
+    assert BUG not in reject.reason
+    assert reject.reason.startswith("nested deeper than 251 levels")
+    assert report.runs_added == len(records) - 1

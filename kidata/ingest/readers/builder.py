@@ -33,7 +33,7 @@ from kidata.core.digest import canonical_json, digest
 from kidata.errors import RecordError, UsageError
 from kidata.ingest.documents import document, environment_document
 from kidata.ingest.dtypes import is_dtype_parameter, normalise_dtype
-from kidata.ingest.readers.base import Item, shown
+from kidata.ingest.readers.base import MAX_DEPTH, Item, nesting_depth, shown
 from kidata.ingest.units import UNIT_SPELLINGS, latency_factor, unit_of
 from kidata.ingest.units import plain as _plain
 
@@ -340,6 +340,13 @@ class Builder:
         _add_resolution(m, case, measurements, values, fail)
         _add_extra(m, measurements, fail)
         params, spelled = self._parameters(m)
+        for name, value in params.items():
+            # Checked before the slug and the document key, whose str()/repr() of a value
+            # nested ~1,000 deep recursed past Python's limit (fuzzed pytorch-v3 input); the
+            # workload document holds it three levels down.
+            if nesting_depth(value) > MAX_DEPTH - 3:
+                raise fail(name, f"nested deeper than {MAX_DEPTH - 3} levels; kidata stores "
+                                 f"documents up to {MAX_DEPTH} levels deep")
         slug = m.slug or workload_slug(params)
         h = self.harness
 
