@@ -1,4 +1,5 @@
-"""A mutation fuzzer for kidata's loads: bundles, trainkernel tables and Liger CSV rows.
+"""A mutation fuzzer for kidata's loads: bundles, trainkernel tables and Liger CSV rows
+(:func:`fuzz`), and the field's harness files (:func:`fuzz_field`, further down).
 
 Each round writes three files into a folder and loads them in one :meth:`Warehouse.load`:
 
@@ -303,6 +304,8 @@ def fuzz_field(root: Path, seed: int, rounds: int) -> int:
     kidata's own failure, and ``check`` is clean. Returns the files loaded."""
     rng = random.Random(seed)
     samples = _field_samples()
+    if not samples:
+        raise FileNotFoundError(f"no harness sample files in {EXTERNAL} (../shared/data)")
     for i in range(rounds):
         source, kind, original = rng.choice(samples)
         if kind == "csv":
