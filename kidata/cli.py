@@ -83,6 +83,8 @@ def _main(
     """Load GPU-kernel benchmark results into a Parquet warehouse and query them with SQL."""
     _state["warehouse"] = warehouse
     _state["debug"] = debug
+    if debug:  # the library's too (a reader's failure raises instead of being a reject)
+        config.turn_on("KIDATA_DEBUG")
 
 
 def _wh(warehouse: Path | None = None, since: str | None = None, until: str | None = None,

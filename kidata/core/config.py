@@ -216,6 +216,15 @@ if sorted(_BY_NAME[n].field for n in _BY_NAME) != sorted(f.name for f in fields(
     raise AssertionError("every Config field is declared once in VARIABLES")
 
 
+def turn_on(name: str) -> None:
+    """Set the declared flag ``name`` in this process's environment, so the library and the
+    processes it starts see it: how ``kidata --debug`` makes a reader's failure raise, as
+    ``KIDATA_DEBUG=1`` does (the CLI's entry point, never a library call)."""
+    if _BY_NAME[name].type != "flag":
+        raise ValueError(f"{name} is not a flag")
+    os.environ[name] = "1"
+
+
 def value(name: str, env: Mapping[str, str] | None = None) -> Any:
     """One declared variable's value in ``env`` (by default ``os.environ``): its default when
     unset or empty. For the places that must not fail on another variable's bad value (the

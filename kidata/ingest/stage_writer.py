@@ -19,7 +19,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kidata.core import config
 from kidata.core.load_report import LoadReport, Reject, max_kept_rejects
 from kidata.errors import RecordError
 from kidata.ingest.fast import FastPath
@@ -355,8 +354,6 @@ def stage_record(stager: StagingWriter, flattener: Flattener, report: LoadReport
     except NeedsEnvironment:
         raise
     except Exception as exc:  # kidata's failure on this record: reject it, load the others
-        if config.current().debug:
-            raise
         _reject(stager, report, tally,
                 internal_error(item.file, item.position, "this record", exc), item.raw, seq)
         return

@@ -612,7 +612,7 @@ def test_mutated_harness_files_never_crash_a_load_or_fail_inside_kidata(tmp_path
 
 
 def test_a_reader_failing_inside_kidata_rejects_the_rest_of_its_file_not_the_load(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, cli):
     """kidata's own failure (an exception that is no reject) in a reader ends that file with
     one reject saying it is a bug to report; the load's other files, and the file's records
     read before it, load. Under KIDATA_DEBUG it raises, traceback and all."""
@@ -638,6 +638,12 @@ def test_a_reader_failing_inside_kidata_rejects_the_rest_of_its_file_not_the_loa
     monkeypatch.setenv("KIDATA_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         Warehouse(tmp_path / "wh2").load([str(tmp_path / "in")])
+    # `kidata --debug` is the same: the traceback, not a reject (the variable is restored).
+    monkeypatch.setenv("KIDATA_DEBUG", "0")
+    result = cli("load", str(tmp_path / "in"))
+    assert result.code == 1 and "a bug in kidata" in result.err
+    with pytest.raises(ZeroDivisionError):  # --debug re-raises what ends a command
+        cli("--debug", "load", str(tmp_path / "in"))
 
 
 def test_a_record_kidata_fails_on_is_rejected_and_the_others_load(tmp_path, monkeypatch):

@@ -150,10 +150,6 @@ def read_file(path: str, fmt: str | None = None, batch_lines: int | None = None,
         except (OSError, EOFError) as exc:  # a read error in the middle of the file
             yield RecordError(name, "file", None, f"cannot read the rest of the file: {exc}")
         except Exception as exc:  # the reader's own failure on this input: the load goes on
-            from kidata.core import config
-
-            if config.current().debug:
-                raise
             yield internal_error(name, "file", "the rest of this file", exc)
         yield from _gunzip_problem(stream, name)
         if fingerprint is not None:

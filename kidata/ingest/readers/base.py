@@ -65,7 +65,11 @@ def internal_error(file: str, position: str, what: str, exc: BaseException) -> R
     """The reject that stands for ``exc``, an exception kidata itself raised on a record or a
     file (``what``: "this record", "the rest of this file") where a reject naming the field
     was due: the load goes on without it instead of ending with a traceback, and says it is
-    :data:`BUG` to report. ``KIDATA_DEBUG`` re-raises instead (the caller's ``raise``)."""
+    :data:`BUG` to report. Under ``KIDATA_DEBUG`` it raises ``exc`` again, traceback and all."""
+    from kidata.core import config
+
+    if config.current().debug:
+        raise exc
     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     if len(reason) > 300:
         reason = reason[:297] + "..."
