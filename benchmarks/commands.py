@@ -15,7 +15,11 @@ kidata, as ``measure.trees`` takes them) runs ``kidata ARGS...`` once, measured 
 folder, so that no tree imports the working tree by accident. The trees alternate, so a busy
 machine weighs on each alike. Prints each run, then per tree the medians and their ratio to the
 first tree's. A run that exits with a code not given by ``--exit`` (default 0) fails the script,
-and so do trees whose standard output differs: the figures would compare different work.
+and so do trees whose standard output differs: the figures would compare different work
+(``--any-output`` for a command that prints its own time, as ``report`` does: compare the
+files it wrote instead). Peak memory is the sampled sum of the process tree's resident sets,
+and with ``--pss`` its proportional set sizes beside it (``measure.py``: a library's pages
+counted once for the tree, not once per process; the sampling slows the command).
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH|git:REV",
                     help="a kidata to measure (repeatable; the first is the baseline)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pss", action="store_true",
+                    help="also sample the tree's proportional set sizes (slows the command: "
+                         "measure.run says why)")
+    ap.add_argument("--any-output", action="store_true",
+                    help="do not require the trees to print the same (a command that prints "
+                         "its own time, as report does: compare its files instead)")
     ap.add_argument("--exit", type=int, action="append", default=[], metavar="CODE",
                     help="an exit code that is an answer, not a failure (repeatable; default "
                     "0; `gate` and `regressions` exit 1 when they find a regression)")
@@ -61,28 +71,31 @@ def main(argv: list[str] | None = None) -> int:
                 if "@wh" in command and wh is None:
                     raise SystemExit(f"the command says @wh: give --wh {tree.label}=PATH")
                 m = measure.run([str(BIN / "kidata"), *(wh if a == "@wh" else a for a in command)],
-                                env={**os.environ, **tree.env}, cwd=tmp)
+                                env={**os.environ, **tree.env}, cwd=tmp, pss=args.pss)
                 if m.killed_at_mb is not None or m.returncode not in (args.exit or [0]):
                     raise SystemExit(f"{tree.label}: kidata {' '.join(command)} failed "
                                      f"(exit {m.returncode}): {m.stderr.strip()[-500:]}")
                 got.setdefault(tree.label, []).append(m)
                 print(f"round {round_} {tree.label}: {m.seconds:.2f} s, {m.cpu_seconds:.2f} "
-                      f"CPU s, {m.peak_mb:,.0f} MB, exit {m.returncode}", flush=True)
+                      f"CPU s, {m.peak_mb:,.0f} MB"
+                      + (f" (PSS {m.pss_mb:,.0f} MB)" if args.pss else "")
+                      + f", exit {m.returncode}", flush=True)
         outputs = {label: {m.stdout for m in runs} for label, runs in got.items()}
         first = trees[0].label
         for label, seen in outputs.items():
-            if seen != outputs[first]:
+            if seen != outputs[first] and not args.any_output:
                 raise SystemExit(f"{label} printed another answer than {first}: the figures "
                                  "would compare different work")
         base = {k: statistics.median(getattr(m, k) for m in got[first])
-                for k in ("seconds", "cpu_seconds", "peak_mb")}
+                for k in ("seconds", "cpu_seconds", "peak_mb", "pss_mb")}
         for label, runs in got.items():
             med = {k: statistics.median(getattr(m, k) for m in runs) for k in base}
             ratio = med["seconds"] / base["seconds"]
             print(f"{label}: median {med['seconds']:.2f} s ({ratio:.2f}x of {first}), "
                   f"{med['cpu_seconds']:.2f} CPU s "
                   f"({med['cpu_seconds'] / base['cpu_seconds']:.2f}x), {med['peak_mb']:,.0f} MB "
-                  f"({med['peak_mb'] / base['peak_mb']:.2f}x)")
+                  f"({med['peak_mb'] / base['peak_mb']:.2f}x)"
+                  + (f", PSS {med['pss_mb']:,.0f} MB" if args.pss else ""))
     return 0
 
 

@@ -6,7 +6,13 @@ missed:
 - the child's own high-water mark (``ru_maxrss`` from ``wait4``, which also covers the
   descendants it waited for), and
 - the sum of the resident sets of the child and all its descendants, sampled every 20 ms
-  (catches worker processes that run side by side).
+  (catches worker processes that run side by side; a process being spawned, which shows its
+  parent's resident set until it runs its program, is not counted).
+
+``pss_mb`` (with ``pss=True``) is the peak of the tree's summed proportional set sizes, sampled
+every ~0.2 s: the
+resident sets' sum counts a page mapped by several processes of the tree (a shared library's
+code) once per process, the proportional sizes once in all.
 
 A ``limit_mb`` kills the whole process tree once the sampled sum passes it, so a baseline that
 would exhaust the machine fails cleanly instead.
@@ -46,6 +52,10 @@ class Measured:
     # CPU seconds (user + system) of the child and every descendant it waited for: less
     # sensitive than wall time to other work on a shared machine.
     cpu_seconds: float = 0.0
+    # The peak of the tree's summed proportional set sizes (run(pss=True), Linux; else 0),
+    # sampled every ~0.2 s: what a tree of processes sharing libraries holds, each page
+    # counted once (see _tree_pss).
+    pss_mb: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -64,39 +74,83 @@ def records(path: Path) -> int:
 
 
 def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+    """The resident sets of ``proc`` and its descendants, summed; a child whose counters equal
+    its parent's is left out: it is being spawned (between ``vfork`` or ``fork`` and ``exec``
+    it shares or copies the parent's memory and shows its resident set, so a process started
+    late by a 400 MB parent read as 800 MB for a sample)."""
     try:
         procs = [proc, *proc.children(recursive=True)]
     except psutil.Error:
         return 0
+    infos = {}
     for p in procs:
         try:
-            total += p.memory_info().rss
+            infos[p.pid] = (p.memory_info(), p.ppid())
         except psutil.Error:
+            pass
+    total = 0
+    for info, parent in infos.values():
+        above = infos.get(parent)
+        if above is not None and (above[0].rss, above[0].vms) == (info.rss, info.vms):
+            continue
+        total += info.rss
+    return total
+
+
+def _tree_pss(proc: psutil.Process) -> int:
+    """The proportional set sizes of ``proc`` and its descendants, summed (Linux): a page that
+    several of them map, a shared library's code for one, is counted once in all, where the
+    sum of resident sets counts it in each. Reading it costs the kernel a walk of each
+    process's page tables (~10 ms for 500 MB), so it is sampled less often than the resident
+    sets."""
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            with open(f"/proc/{p.pid}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
             pass
     return total
 
 
+PSS_EVERY = 10  # samples of the resident sets per sample of the proportional sizes (~0.2 s)
+
+
 def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | Path | None = None,
-        limit_mb: float | None = None, stdout_path: Path | None = None) -> Measured:
-    """Run ``argv``; stdout is captured (or sent to ``stdout_path``), stderr captured."""
+        limit_mb: float | None = None, stdout_path: Path | None = None,
+        pss: bool = False) -> Measured:
+    """Run ``argv``; stdout is captured (or sent to ``stdout_path``), stderr captured. With
+    ``pss`` (Linux), the tree's proportional set sizes are sampled too (``Measured.pss_mb``):
+    each reading walks the page tables under the process's memory lock, which slowed a 1M-run
+    report by ~10%, so time and this peak are best measured in separate runs."""
     out_fh = open(stdout_path, "wb") if stdout_path else subprocess.PIPE  # noqa: SIM115
     start = time.perf_counter()
     child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out_fh, stderr=subprocess.PIPE,
                              start_new_session=True)
-    peak = 0
+    peak = peak_pss = 0
     killed: list[float] = []
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak, peak_pss
         try:
             proc = psutil.Process(child.pid)
         except psutil.Error:
             return
+        n = 0
         while not done.is_set():
             rss = _tree_rss(proc)
             peak = max(peak, rss)
+            if pss and n % PSS_EVERY == 0 and os.path.exists("/proc/self/smaps_rollup"):
+                peak_pss = max(peak_pss, _tree_pss(proc))
+            n += 1
             if limit_mb is not None and rss > limit_mb * 1e6 and not killed:
                 killed.append(rss / 1e6)
                 try:
@@ -133,7 +187,8 @@ def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | Path | No
     return Measured(argv, seconds, peak_mb, child.returncode,
                     b"".join(chunks["out"]).decode("utf-8", "replace"),
                     b"".join(chunks["err"]).decode("utf-8", "replace"),
-                    killed[0] if killed else None, usage.ru_utime + usage.ru_stime)
+                    killed[0] if killed else None, usage.ru_utime + usage.ru_stime,
+                    peak_pss / 1e6)
 
 
 # -- which kidata a measured process imports --------------------------------------------------
