@@ -122,7 +122,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KIDATA_WORKERS", "workers", "whole number", None,
              "one per core, up to 4; none on one core",
              "Worker processes a large load stages with (`0`: none, the loading process "
-             "does everything).", _count),
+             "does everything). `kidata report` draws a large page's latency figures with "
+             "one helper process unless this is `0` or the machine has one core.", _count),
     Variable("KIDATA_SLOW_PATH", "slow_path", "flag", False, "off",
              "Any value but `0` turns the fast path for common JSON Lines bundles off: every "
              "record takes the general path.", _flag),

@@ -88,10 +88,15 @@ class Chart:
     section: str
     title: str
     caption: str
-    figure: Figure
+    figure: Figure | None
+    # The SVG already written (by the process that drew it: kidata.query.present.drawing),
+    # its figure freed.
+    text: str | None = None
 
     def svg(self) -> str:
         """The figure as an ``<svg>`` element to inline in HTML (no XML prolog, no date)."""
+        if self.text is not None:
+            return self.text
         buffer = io.StringIO()
         with style():
             self.figure.savefig(buffer, format="svg", metadata={"Date": None})
@@ -278,52 +283,75 @@ def iter_latency_charts(points: pl.DataFrame, palette: Palette, omitted: list[st
     """:func:`latency_charts` one figure at a time, what was left out added to ``omitted`` as
     it is drawn: a page that writes each figure's SVG before the next is drawn holds one
     figure at a time (all of them at once were ~110 MB at 1M generated runs)."""
+    for kernel, drawn, cut in latency_plan(points):
+        omitted += cut
+        yield latency_chart(kernel, drawn, palette, omitted)
+
+
+def latency_plan(points: pl.DataFrame) -> list[tuple[str, pl.DataFrame, list[str]]]:
+    """What :func:`iter_latency_charts` draws, figure by figure: each kernel, the rows of its
+    panels (at most its share of ``MAX_LATENCY_PANELS``) and what was cut (a line for the
+    page's "left out", or none). Each figure is then :func:`latency_chart` of one of these,
+    whichever process draws it (:mod:`kidata.query.present.drawing`)."""
     import polars as pl
 
     kernels = [(kernel, list(rows.group_by(["pass", "gpu", "parameter"], maintain_order=True)))
                for (kernel,), rows in points.group_by(["kernel"], maintain_order=True)]
     share = panel_share([len(panels) for _, panels in kernels], MAX_PANELS, MAX_LATENCY_PANELS)
+    plan = []
     for kernel, panels in kernels:
+        cut = []
         if len(panels) > share:
-            omitted.append(f"{kernel}: {len(panels) - share} of {len(panels)} panels "
-                           f"(restrict with --kernel, --gpu or --implementation)")
+            cut.append(f"{kernel}: {len(panels) - share} of {len(panels)} panels "
+                       f"(restrict with --kernel, --gpu or --implementation)")
             panels = panels[:share]
-        drawn = pl.concat([panel for _, panel in panels])
-        # Per swept parameter (rope sweeps H at one setting of T and T at one of H), the
-        # settings with the most results, a dash style each.
-        kept: list[str] = []
-        dash: dict[str | None, dict[str, str]] = {}
-        for (parameter,), part in drawn.group_by(["parameter"], maintain_order=True):
-            settings = (part.group_by("others").agg(n=pl.len(), first=pl.col("size").min())
-                        .sort(["n", "first", "others"], descending=[True, False, False],
-                              nulls_last=True)["others"].to_list())[:MAX_SETTINGS]
-            dash[parameter] = {o: LINE_STYLES[i % len(LINE_STYLES)]
-                               for i, o in enumerate(settings)}
-            kept += [o for o in settings if o not in kept]
-        families = drawn["family"].n_unique()
-        grid = _figure(len(panels))
-        legend: dict[str, Any] = {}
-        for ax, ((pass_, gpu, parameter), panel) in zip(grid.axes, panels, strict=True):
-            left = _latency_panel(ax, panel, parameter, palette, dash[parameter], families,
-                                  legend, grid)
-            ax.set_title(f"{pass_} · {gpu}", loc="left")
-            if left:
-                every = _distinct(sorted(set(panel["others"].to_list())))
-                omitted.append(f"{kernel} {pass_} · {gpu}, {parameter} sweep: the lines at "
-                               f"{'; '.join(every[o] for o in left)} (restrict with --gpu or "
-                               "--implementation)")
-        handles, labels = list(legend.values()), list(legend)
-        named = _distinct(kept)
-        if len(kept) > 1 or (kept and kept[0]):
-            from matplotlib.lines import Line2D
+        plan.append((kernel, pl.concat([panel for _, panel in panels]), cut))
+    return plan
 
-            styles = {o: style for sweep in dash.values() for o, style in sweep.items()}
-            handles += [Line2D([], [], color="dimgrey", linestyle=styles[o], linewidth=1.2)
-                        for o in kept]
-            labels += [_shorten(named[o]) for o in kept]
-        grid.finish(f"{kernel}: latency against workload size (median, p20–p80 band)",
-                    handles, labels)
-        yield Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION, grid.fig)
+
+def latency_chart(kernel: str, drawn: pl.DataFrame, palette: Palette, omitted: list[str]
+                  ) -> Chart:
+    """The latency figure of ``kernel``: a panel per pass, GPU and swept parameter of
+    ``drawn`` (one kernel's rows of :func:`latency_plan`, in its order); the lines a panel
+    leaves out are added to ``omitted``."""
+    import polars as pl
+
+    panels = list(drawn.group_by(["pass", "gpu", "parameter"], maintain_order=True))
+    # Per swept parameter (rope sweeps H at one setting of T and T at one of H), the
+    # settings with the most results, a dash style each.
+    kept: list[str] = []
+    dash: dict[str | None, dict[str, str]] = {}
+    for (parameter,), part in drawn.group_by(["parameter"], maintain_order=True):
+        settings = (part.group_by("others").agg(n=pl.len(), first=pl.col("size").min())
+                    .sort(["n", "first", "others"], descending=[True, False, False],
+                          nulls_last=True)["others"].to_list())[:MAX_SETTINGS]
+        dash[parameter] = {o: LINE_STYLES[i % len(LINE_STYLES)]
+                           for i, o in enumerate(settings)}
+        kept += [o for o in settings if o not in kept]
+    families = drawn["family"].n_unique()
+    grid = _figure(len(panels))
+    legend: dict[str, Any] = {}
+    for ax, ((pass_, gpu, parameter), panel) in zip(grid.axes, panels, strict=True):
+        left = _latency_panel(ax, panel, parameter, palette, dash[parameter], families,
+                              legend, grid)
+        ax.set_title(f"{pass_} · {gpu}", loc="left")
+        if left:
+            every = _distinct(sorted(set(panel["others"].to_list())))
+            omitted.append(f"{kernel} {pass_} · {gpu}, {parameter} sweep: the lines at "
+                           f"{'; '.join(every[o] for o in left)} (restrict with --gpu or "
+                           "--implementation)")
+    handles, labels = list(legend.values()), list(legend)
+    named = _distinct(kept)
+    if len(kept) > 1 or (kept and kept[0]):
+        from matplotlib.lines import Line2D
+
+        styles = {o: style for sweep in dash.values() for o, style in sweep.items()}
+        handles += [Line2D([], [], color="dimgrey", linestyle=styles[o], linewidth=1.2)
+                    for o in kept]
+        labels += [_shorten(named[o]) for o in kept]
+    grid.finish(f"{kernel}: latency against workload size (median, p20–p80 band)",
+                handles, labels)
+    return Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION, grid.fig)
 
 
 def panel_share(counts: list[int], most: int, total: int) -> int:

@@ -15,7 +15,7 @@ from kidata import __version__
 from kidata.errors import UsageError
 from kidata.query import outfile
 from kidata.query.present import charts as charts_mod
-from kidata.query.present import data
+from kidata.query.present import data, drawing
 from kidata.query.present.data import Filters
 
 if TYPE_CHECKING:
@@ -83,9 +83,26 @@ def write_report(db: Queryable, path: Path, filters: Filters | None = None, *,
         return _write(db, path, filters, png_dir, svg_dir, start, release)
 
 
-def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
-           svg_dir: Path | None, start: float, release: Callable[[], None] | None
-           ) -> ReportResult:
+@dataclass
+class _Frames:
+    """Everything the page shows, read before its first figure is drawn."""
+
+    points: pl.DataFrame
+    speedups: pl.DataFrame
+    regressions: pl.DataFrame
+    series: int  # series with two or more timed results (the history draws MAX_SERIES)
+    trends: pl.DataFrame
+    shifts: pl.DataFrame
+    efficiency: pl.DataFrame
+    compute: pl.DataFrame
+    audit: pl.DataFrame
+    envelopes: pl.DataFrame
+    effect: float
+    summary: dict[str, Any]
+    kernels: pl.DataFrame
+
+
+def _read(db: Queryable, filters: Filters, release: Callable[[], None] | None) -> _Frames:
     def read(frame: Any) -> Any:
         if release is not None:
             release()
@@ -108,36 +125,62 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     # figures take theirs (at 1M runs the kernel_speedups query, run beside the drawn
     # figures, set the report's peak: 1.04 GB under a 500MB KIDATA_QUERY_MEMORY; Run AM).
     kernels = read(data.kernel_speedups(db, filters))
+    return _Frames(points, speedups, regressions, series, trends, shifts, efficiency, compute,
+                   audit, envelopes, effect, summary, kernels)
 
-    palette = charts_mod.Palette(charts_mod.series_names(points)
-                                 + charts_mod.series_names(efficiency)
-                                 + charts_mod.series_names(compute)
-                                 + charts_mod.series_names(trends))
+
+def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
+           svg_dir: Path | None, start: float, release: Callable[[], None] | None
+           ) -> ReportResult:
+    f = _read(db, filters, release)
+    palette = charts_mod.Palette(charts_mod.series_names(f.points)
+                                 + charts_mod.series_names(f.efficiency)
+                                 + charts_mod.series_names(f.compute)
+                                 + charts_mod.series_names(f.trends))
+    # Without image files to save, each figure is drawn, written to the page and freed before
+    # the next is drawn (all of them held at once were ~170 MB of the report's peak at 1M
+    # generated runs), and the latency figures are drawn by this process and a helper at once
+    # (kidata.query.present.drawing: the helper starts here, and draws while this process
+    # draws the other figures); with files to save, every figure is kept until they are
+    # written.
+    one_by_one = png_dir is None and svg_dir is None
+    plan = charts_mod.latency_plan(f.points) if one_by_one else []
+    panels = sum(rows.select(["pass", "gpu", "parameter"]).n_unique() for _, rows, _ in plan)
+    shared = drawing.SharedDrawing(plan, palette, drawing.helper_wanted(panels))
+    try:
+        return _draw(f, palette, shared, path, filters, png_dir, svg_dir, start)
+    finally:
+        shared.close()  # a page that failed leaves no helper drawing for nothing
+
+
+def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing, path: Path,
+          filters: Filters, png_dir: Path | None, svg_dir: Path | None, start: float
+          ) -> ReportResult:
     # What each kind of chart left out, listed in this order at the end of the page.
     left_latency: list[str] = []
     left_heat: list[str] = []
     left_forest: list[str] = []
-    latency: Iterable[charts_mod.Chart] = charts_mod.iter_latency_charts(
-        points, palette, left_latency)
     heat: Iterable[charts_mod.Chart] = charts_mod.iter_heatmaps(
-        speedups, filters.implementations, left_heat)
-    chosen, _ = charts_mod.pairs(charts_mod.against(speedups, filters.implementations),
+        f.speedups, filters.implementations, left_heat)
+    chosen, _ = charts_mod.pairs(charts_mod.against(f.speedups, filters.implementations),
                                  filters.implementations)
-    forest: Iterable[charts_mod.Chart] = charts_mod.iter_forest_charts(kernels, chosen,
+    forest: Iterable[charts_mod.Chart] = charts_mod.iter_forest_charts(f.kernels, chosen,
                                                                        left_forest)
-    history, left_history = charts_mod.history_chart(trends, regressions, palette, series)
-    eff = charts_mod.efficiency_chart(efficiency, palette)
-    roof = charts_mod.roofline_chart(compute, palette)
-    # Without image files to save, each figure is drawn, written to the page and freed before
-    # the next is drawn (all of them held at once were ~170 MB of the report's peak at 1M
-    # generated runs); with files to save, every figure is kept until they are written.
+    history, left_history = charts_mod.history_chart(f.trends, f.regressions, palette,
+                                                       f.series)
+    eff = charts_mod.efficiency_chart(f.efficiency, palette)
+    roof = charts_mod.roofline_chart(f.compute, palette)
     one_by_one = png_dir is None and svg_dir is None
-    if not one_by_one:
-        latency, heat, forest = list(latency), list(heat), list(forest)
+    latency: Iterable[charts_mod.Chart]
+    if one_by_one:
+        latency = shared.charts(left_latency)
+    else:
+        latency = list(charts_mod.iter_latency_charts(f.points, palette, left_latency))
+        heat, forest = list(heat), list(forest)
     every: list[charts_mod.Chart] = []  # in the page's order
 
     sections = [
-        ("summary", "What is loaded", _summary_html(summary, filters)),
+        ("summary", "What is loaded", _summary_html(f.summary, filters)),
         ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
                                               "same kernel, pass, workload and GPU.", every,
                                               one_by_one)
@@ -147,14 +190,14 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
         ("history", "History and regressions",
          _charts_html([history] if history else [], "No series with two or more timed results.",
                       every, one_by_one)
-         + _regressions_html(regressions, effect) + _shifts_html(shifts)),
-        ("noise", "Run-to-run noise", _noise_html(envelopes, effect)),
+         + _regressions_html(f.regressions, f.effect) + _shifts_html(f.shifts)),
+        ("noise", "Run-to-run noise", _noise_html(f.envelopes, f.effect)),
         ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
                                                   "with a byte model (docs/efficiency.md).",
                                                   every, one_by_one)
          + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
                         "(kidata/data/flop_models.toml).", every, one_by_one)),
-        ("audit", "Audit of published numbers", _audit_html(audit)),
+        ("audit", "Audit of published numbers", _audit_html(f.audit)),
     ]
     omitted = left_latency + left_heat + left_forest + left_history
     if omitted:
@@ -175,7 +218,8 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
             chart.save(target, fmt)
             result.files.append(target)
     for chart in every:
-        chart.figure.clear()  # figures hold their data until cleared
+        if chart.figure is not None:
+            chart.figure.clear()  # figures hold their data until cleared
     result.seconds = time.perf_counter() - start
     return result
 
@@ -236,7 +280,7 @@ def _charts_html(charts: Iterable[charts_mod.Chart], empty: str,
             out.append(f'<p class="caption">{html.escape(chart.caption)}</p>')
         out.append(f'<figure class="chart" id="{html.escape(chart.name)}" '
                    f'data-chart="{html.escape(chart.name)}">{chart.svg()}</figure>')
-        if release:
+        if release and chart.figure is not None:
             chart.figure.clear()  # its artists and data, no longer needed
     if not out:
         return f'<p class="empty">{html.escape(empty)}</p>' if empty else ""

@@ -1,0 +1,203 @@
+"""The report's latency figures, drawn by this process and a helper process at once.
+
+matplotlib builds and writes every axes, tick and label as a Python object, one by one: at 1M
+generated runs the report's 12 latency figures (144 panels) took ~8 s of its ~18 s, the
+heatmaps and forest plots ~3.5 s more, all on one core of two (docs/benchmarks.md, Run AT).
+:class:`SharedDrawing` hands the latency figures of :func:`charts.latency_plan` to a helper
+process, which draws them from the front of the plan while this process draws the page's other
+figures and then takes the plan from the back; each figure is drawn by the same function
+(:func:`draw`) and written as SVG where it was drawn, so the page is the same byte for byte
+whichever process drew a figure.
+
+The helper is a fresh interpreter (``python -c`` :data:`HELPER_MAIN`), as the load's staging
+workers are (:mod:`kidata.ingest.stage_worker`, whose reasons apply: plain subprocesses, not
+multiprocessing, so a library user's unguarded script is not imported again), reading pickled
+jobs on its standard input and writing pickled results on its standard output. It starts after
+the report's last query, when DuckDB has given its memory back, so the two processes' memory
+does not meet DuckDB's at the report's peak. If the helper cannot start or fails, this process
+draws what it left: a figure is never lost to it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from kidata.core import config
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import polars as pl
+
+    from kidata.query.present.charts import Chart, Palette
+
+HELPER_MAIN = "from kidata.query.present.drawing import serve; serve()"
+# Latency panels from which a helper is worth starting: its interpreter, polars and matplotlib
+# cost ~1 CPU s to import, about what 20 panels cost to draw.
+MIN_PANELS = 24
+
+
+class HelperError(Exception):
+    """The helper process failed or ended; what it had not drawn is drawn here."""
+
+
+def draw(kernel: str, rows: pl.DataFrame, palette: Palette) -> tuple[Chart, list[str]]:
+    """One latency figure of the plan, written as SVG and its figure freed: the chart (its
+    ``text`` set, no ``figure``) and the lines its panels left out."""
+    from kidata.query.present import charts
+
+    omitted: list[str] = []
+    with charts.style():
+        chart = charts.latency_chart(kernel, rows, palette, omitted)
+        text = chart.svg()
+    chart.figure.clear()
+    chart.figure, chart.text = None, text
+    return chart, omitted
+
+
+def helper_wanted(panels: int) -> bool:
+    """Whether a report of ``panels`` latency panels draws them with a helper: enough panels to
+    pay for its start, and a second core (``KIDATA_WORKERS`` unset, or not 0)."""
+    count = config.current().workers
+    cores = os.cpu_count() or 1
+    return panels >= MIN_PANELS and (count if count is not None else cores - 1) > 0
+
+
+class Helper:
+    """The helper process: :meth:`draw` sends one job and waits for its figure."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        # The same kidata as this process (stage_worker.WorkerProcess says why -P and this path).
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        self.proc = subprocess.Popen([sys.executable, "-P", "-c", HELPER_MAIN],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def draw(self, job: tuple[str, pl.DataFrame, Palette]) -> tuple[Chart, list[str]]:
+        try:
+            pickle.dump(job, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+            status, result = pickle.load(self.proc.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise HelperError(f"the drawing helper ended: {exc}") from exc
+        if status != "ok":
+            raise HelperError(f"the drawing helper failed:\n{result}")
+        return result
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve() -> None:
+    """The helper process: draw each job read from stdin (pickled), write the result to stdout
+    (pickled), until stdin ends. Changes this process's signal handling: call it only in a
+    process of its own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the report's process's to handle
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but results on the pipe
+    while True:
+        try:
+            job = pickle.load(inp)
+        except EOFError:
+            return
+        try:
+            result: Any = ("ok", draw(*job))
+        except Exception:  # noqa: BLE001 - the report's process draws it again and reports
+            result = ("error", traceback.format_exc())
+        try:
+            pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+        except OSError:
+            return  # the report's process is gone
+        del job, result
+
+
+class SharedDrawing:
+    """The latency figures of ``plan`` (:func:`charts.latency_plan`), drawn by a helper from the
+    front of the plan, from when this object is made, and by this process from the back when
+    :meth:`charts` is read. With ``helper`` false, this process draws them all, in order."""
+
+    def __init__(self, plan: list[tuple[str, pl.DataFrame, list[str]]], palette: Palette,
+                 helper: bool) -> None:
+        self.plan = plan
+        self.palette = palette
+        self.jobs = collections.deque(range(len(plan)))
+        self.done: dict[int, tuple[Chart, list[str]]] = {}
+        self.lock = threading.Lock()
+        self.drawn_by_helper = 0
+        self.thread: threading.Thread | None = None
+        if helper and len(plan) > 1:
+            self.thread = threading.Thread(target=self._feed, daemon=True)
+            self.thread.start()
+
+    def _take(self, front: bool) -> int | None:
+        with self.lock:
+            if not self.jobs:
+                return None
+            return self.jobs.popleft() if front else self.jobs.pop()
+
+    def _feed(self) -> None:
+        try:
+            helper = Helper()
+        except OSError:
+            return  # this process draws them all
+        try:
+            while (i := self._take(front=True)) is not None:
+                kernel, rows, _ = self.plan[i]
+                try:
+                    self.done[i] = helper.draw((kernel, rows, self.palette))
+                except HelperError:
+                    with self.lock:
+                        self.jobs.appendleft(i)  # drawn here instead
+                    return
+                self.drawn_by_helper += 1
+        finally:
+            helper.close()
+
+    def close(self) -> None:
+        """Stop handing figures to the helper and wait for the one it is drawing: a page that
+        failed before its latency figures leaves no helper drawing them."""
+        with self.lock:
+            self.jobs.clear()
+        if self.thread is not None:
+            self.thread.join()
+
+    def charts(self, omitted: list[str]) -> Iterator[Chart]:
+        """The figures in the plan's order, what was left out added to ``omitted`` in that
+        order; this process draws what the helper has not taken, then waits for the helper."""
+        if self.thread is None:  # one by one, in order: one figure held at a time
+            for kernel, rows, cut in self.plan:
+                omitted += cut
+                chart, left = draw(kernel, rows, self.palette)
+                omitted += left
+                yield chart
+            return
+        while True:
+            while (i := self._take(front=False)) is not None:
+                kernel, rows, _ = self.plan[i]
+                self.done[i] = draw(kernel, rows, self.palette)
+            self.thread.join()
+            if not self.jobs:  # else the helper failed and gave its job back
+                break
+        for i, (_, _, cut) in enumerate(self.plan):
+            chart, left = self.done.pop(i)
+            omitted += cut + left
+            yield chart

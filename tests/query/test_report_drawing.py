@@ -1,0 +1,123 @@
+"""The report's latency figures drawn by a helper process (kidata.query.present.drawing): the
+same figures, in the same order, with the same "left out" lines, whichever process drew them,
+and none lost when the helper fails."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS
+
+from kidata import Warehouse
+from kidata.query.present import charts, data, drawing
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Warehouse:
+    wh = Warehouse(tmp_path_factory.mktemp("drawing") / "wh")
+    assert wh.load([str(SEEDS)]).ok
+    return wh
+
+
+@pytest.fixture(scope="module")
+def plan(seeded: Warehouse):
+    points = data.latency_points(seeded.session, data.Filters())
+    return charts.latency_plan(points), charts.Palette(charts.series_names(points))
+
+
+def drawn(shared: drawing.SharedDrawing) -> tuple[list[tuple[str, str]], list[str]]:
+    omitted: list[str] = []
+    with charts.style():
+        figures = [(chart.name, chart.svg()) for chart in shared.charts(omitted)]
+    return figures, omitted
+
+
+def here(plan) -> tuple[list[tuple[str, str]], list[str]]:
+    return drawn(drawing.SharedDrawing(*plan, helper=False))
+
+
+def test_the_helper_draws_the_figures_this_process_would(plan):
+    """Every latency figure of the seeds drawn by the helper (this process waits for it before
+    taking any) is the SVG this process draws, in the plan's order; the seeds' three kernels
+    give three figures."""
+    shared = drawing.SharedDrawing(*plan, helper=True)
+    shared.thread.join()  # the helper takes every figure before this process looks
+    by_helper = drawn(shared)
+    assert shared.drawn_by_helper == 3
+    mine = here(plan)
+    assert [name for name, _ in mine[0]] == ["latency-relu_squared", "latency-rms_norm",
+                                             "latency-train_step"]
+    assert all(svg.startswith("<svg") and "</svg>" in svg for _, svg in mine[0])
+    assert by_helper == mine
+
+
+@pytest.mark.parametrize("helper", [
+    "import sys; sys.exit(3)",  # ends before its first figure
+    # fails on its first figure, as a bug in drawing would
+    "import pickle, sys; pickle.load(sys.stdin.buffer); "
+    "pickle.dump(('error', 'Traceback: boom'), sys.stdout.buffer); sys.stdout.flush(); "
+    "sys.stdin.buffer.read()",
+])
+def test_a_failing_helper_loses_no_figure(plan, monkeypatch, helper):
+    """What the helper took and did not draw is drawn by this process: the same figures."""
+    monkeypatch.setattr(drawing, "HELPER_MAIN", helper)
+    shared = drawing.SharedDrawing(*plan, helper=True)
+    shared.thread.join()
+    got = drawn(shared)
+    assert shared.drawn_by_helper == 0
+    assert got == here(plan)
+
+
+def test_a_page_that_fails_stops_its_helper(plan):
+    """close() (what the page calls when it fails before its latency figures) hands the
+    helper nothing more: it finishes the figure it took, if any, and ends."""
+    shared = drawing.SharedDrawing(*plan, helper=True)
+    shared.close()
+    assert not shared.thread.is_alive()
+    assert shared.drawn_by_helper <= 1 and not shared.jobs
+
+
+def test_a_helper_is_started_only_for_a_page_worth_it(monkeypatch):
+    """From MIN_PANELS latency panels, on more than one core, unless KIDATA_WORKERS is 0."""
+    monkeypatch.setattr(drawing.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("KIDATA_WORKERS", raising=False)
+    assert drawing.helper_wanted(drawing.MIN_PANELS)
+    assert not drawing.helper_wanted(drawing.MIN_PANELS - 1)
+    monkeypatch.setenv("KIDATA_WORKERS", "0")
+    assert not drawing.helper_wanted(1000)
+    monkeypatch.setenv("KIDATA_WORKERS", "1")
+    monkeypatch.setattr(drawing.os, "cpu_count", lambda: 1)
+    assert drawing.helper_wanted(1000)  # asked for
+    monkeypatch.delenv("KIDATA_WORKERS")
+    assert not drawing.helper_wanted(1000)  # one core: nothing to share the drawing with
+
+
+def undated(page: str) -> str:
+    return re.sub(r"Written \d{4}-\d\d-\d\d \d\d:\d\d UTC", "Written", page)
+
+
+def test_a_page_drawn_with_the_helper_is_the_page_drawn_alone(seeded, tmp_path: Path,
+                                                             monkeypatch):
+    """The whole page, the helper drawing every latency figure (this process waiting for it),
+    is the page this process draws alone (KIDATA_WORKERS=0), but for the time it was
+    written."""
+    monkeypatch.setenv("KIDATA_WORKERS", "0")
+    seeded.report(tmp_path / "alone.html")
+    monkeypatch.setenv("KIDATA_WORKERS", "1")
+    monkeypatch.setattr(drawing, "MIN_PANELS", 1)
+    helped: list[drawing.SharedDrawing] = []
+    charts_of = drawing.SharedDrawing.charts
+
+    def after_the_helper(self, omitted):
+        helped.append(self)
+        self.thread.join()
+        return charts_of(self, omitted)
+
+    monkeypatch.setattr(drawing.SharedDrawing, "charts", after_the_helper)
+    seeded.report(tmp_path / "helped.html")
+    assert [h.drawn_by_helper for h in helped] == [3]
+    alone = (tmp_path / "alone.html").read_text("utf-8")
+    assert alone.count("<svg") == 5
+    assert undated((tmp_path / "helped.html").read_text("utf-8")) == undated(alone)
