@@ -143,6 +143,7 @@ class SharedDrawing:
         self.done: dict[int, tuple[Chart, list[str]]] = {}
         self.lock = threading.Lock()
         self.drawn_by_helper = 0
+        self.helper: Helper | None = None
         self.thread: threading.Thread | None = None
         if helper and len(plan) > 1:
             self.thread = threading.Thread(target=self._feed, daemon=True)
@@ -159,6 +160,8 @@ class SharedDrawing:
             helper = Helper()
         except OSError:
             return  # this process draws them all
+        with self.lock:
+            self.helper = helper
         try:
             while (i := self._take(front=True)) is not None:
                 kernel, rows, _ = self.plan[i]
@@ -173,12 +176,17 @@ class SharedDrawing:
             helper.close()
 
     def close(self) -> None:
-        """Stop handing figures to the helper and wait for the one it is drawing: a page that
-        failed before its latency figures leaves no helper drawing them."""
+        """End the helper: a page that failed (or was interrupted) before its latency figures
+        were all drawn leaves no helper drawing them; what it was drawing is not waited for."""
         with self.lock:
             self.jobs.clear()
-        if self.thread is not None:
-            self.thread.join()
+            helper = self.helper
+        if self.thread is None:
+            return
+        if self.thread.is_alive() and helper is not None:
+            helper.proc.kill()
+        self.thread.join()
+        self.jobs.clear()  # the figure the helper was drawing, given back as it ended
 
     def charts(self, omitted: list[str]) -> Iterator[Chart]:
         """The figures in the plan's order, what was left out added to ``omitted`` in that
