@@ -123,7 +123,7 @@ VARIABLES: tuple[Variable, ...] = (
              "one per core, up to 4; none on one core",
              "Worker processes a large load stages with (`0`: none, the loading process "
              "does everything). `kidata report` draws a large page's latency figures with "
-             "one helper process unless this is `0` or the machine has one core.", _count),
+             "one helper process unless this is `0` (or is unset on a single core).", _count),
     Variable("KIDATA_SLOW_PATH", "slow_path", "flag", False, "off",
              "Any value but `0` turns the fast path for common JSON Lines bundles off: every "
              "record takes the general path.", _flag),
