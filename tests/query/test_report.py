@@ -482,6 +482,37 @@ def test_history_series_are_chosen_in_duckdb_as_the_chart_ranks_them(liger):
     assert len(names) > 1 and set(one["implementation"]) == {names[0]} and 0 < n < total
 
 
+def test_the_history_reads_its_series_whether_or_not_they_have_a_variant(tmp_path):
+    """rms_norm forward on the H100, one workload, three results each of the default kernel
+    (no variant) and of variant "fast", plus one of torch: data.trend_steps of the two liger
+    series gives each one's three results (the lists of values it adds for DuckDB to prune
+    with skip a key a chosen series has no value of), and of one series only that one's."""
+    import json
+
+    from make_view_fixtures import H100, bundle, workload
+
+    from kidata.query.present import data
+
+    work = workload("w", "rms_norm")
+    rows = [bundle(f"{name}-{i}", "rms_norm/forward", impl, H100, ns * (1 + i / 100), work,
+                   "f", at=f"2024-01-0{i + 1}T10:00:00Z", variant=variant)
+            for name, impl, variant, ns in (("plain", "liger", None, 1000),
+                                            ("fast", "liger", "fast", 800),
+                                            ("torch", "torch", None, 2000))
+            for i in range(3 if impl == "liger" else 1)]
+    path = tmp_path / "variants.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    chosen, total = data.trend_series(wh.session, data.Filters())
+    assert total == 2 and {c[3] for c in chosen} == {None, "fast"}
+    steps = data.trend_steps(wh.session, data.Filters(), chosen)
+    assert sorted(steps["run_id"].to_list()) == sorted(
+        f"{n}-{i}" for n in ("plain", "fast") for i in range(3))
+    only = data.trend_steps(wh.session, data.Filters(), [c for c in chosen if c[3] is None])
+    assert sorted(only["run_id"].to_list()) == ["plain-0", "plain-1", "plain-2"]
+
+
 def test_the_history_shows_the_codes_regressions_apart_from_the_sessions_shifts(tmp_path, run):
     """The sessions of tests/query/test_views_verdicts.py's partial shift: torch moved +12% at
     w1-w3 and +40% at w4 between two sessions, liger beside it +1%, +1%, +11%, +1%. The

@@ -217,6 +217,18 @@ def trend_steps(db: Queryable, filters: Filters, chosen: list[tuple]) -> pl.Data
     # The chosen series as parallel lists, unnested side by side into rows (a null variant
     # stays null: joined with IS NOT DISTINCT FROM).
     columns = {f"chosen_{k}": [row[i] for row in chosen] for i, k in enumerate(SERIES_KEY)}
+    # The same restriction as plain lists of values, implied by the join: DuckDB pushes a
+    # column's IN list down to the stored steps' scan, which it does not do with the join
+    # (at 5M generated runs 3.4-3.6 s -> 1.8-1.9 s for the same rows; docs/benchmarks.md,
+    # Run AT). Only for keys no chosen series has null in.
+    implied = []
+    for i, k in enumerate(SERIES_KEY):
+        distinct = {row[i] for row in chosen}
+        if distinct and None not in distinct:
+            values = sorted(distinct)
+            names = [f"$in_{k}_{j}" for j in range(len(values))]
+            params.update(zip((n[1:] for n in names), values, strict=True))
+            implied.append(f"t.{k} IN ({', '.join(names)})")
     frame = _frame(db, f"""
         WITH chosen AS (
             SELECT {", ".join(f"UNNEST(CAST($chosen_{k} AS VARCHAR[])) AS {k}"
@@ -229,7 +241,7 @@ def trend_steps(db: Queryable, filters: Filters, chosen: list[tuple]) -> pl.Data
         JOIN chosen c ON {" AND ".join(f"t.{k} IS NOT DISTINCT FROM c.{k}"
                                        for k in SERIES_KEY)}
         LEFT JOIN runs r ON r.run_id = t.run_id
-        WHERE {_DRAWN} AND {where}""", {**params, **columns})
+        WHERE {" AND ".join([_DRAWN, where, *implied])}""", {**params, **columns})
     return frame.with_columns(release=pl.struct("version", "labels").map_elements(
         lambda r: release(r["version"], r["labels"]), return_dtype=pl.String)
     ).drop("labels")
