@@ -53,4 +53,10 @@ LEFT JOIN (
     AND c.variant IS NOT DISTINCT FROM s.variant AND c.workload = s.workload
     AND c.gpu = s.gpu AND c.family IS NOT DISTINCT FROM s.family AND c.metric = s.metric
 LEFT JOIN gpus g ON g.gpu = s.gpu
-WHERE v.run_id IS NULL AND s.load_id IN (SELECT load_id FROM writers)
+WHERE v.run_id IS NULL
+    -- A filter on the writers' few load ids, not a semi-join: a query that restricts the
+    -- steps (a kernel, a GPU) shrank DuckDB's estimate of them below its estimate of the
+    -- writers (a GROUP BY of every step), and it built the join's hash table from the steps,
+    -- every column, instead: `kidata report -k rms_norm` ran out of the default 300MB at 5M
+    -- runs (docs/benchmarks.md, Run AT).
+    AND array_contains((SELECT array_agg(load_id) FROM writers), s.load_id)

@@ -329,3 +329,51 @@ def test_the_stored_rows_are_what_is_read(records, tmp_path):
     assert "repaired: stored every series step again" in repaired.stdout
     assert kidata("-w", wh_path, "check").returncode == 0
     assert series(wh_path) == before
+
+
+def test_a_restricted_query_builds_no_semi_join_from_the_steps(records, tmp_path):
+    """A filter on the series views (the report's --kernel, a user's WHERE) shrinks DuckDB's
+    estimate of the stored steps, and the stored body's rule that only complete writers count
+    was a semi-join on their load ids, which DuckDB then built from the steps, every column,
+    instead of from the few load ids: `kidata report -k rms_norm` ran out of the default 300MB
+    at 5M generated runs while the whole report did not (docs/benchmarks.md, Run AT). It is a
+    filter now. The plans of the report's history query (data.trend_series, one kernel) and of
+    trends on one kernel and GPU hold no semi-join whose hash table is built from step_context."""
+    from kidata.query.present import data
+
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load(write(tmp_path / "all.jsonl", records)).ok
+    assert reads_stored(tmp_path / "wh")
+    plans: list = []
+
+    class Explained:
+        """A session of its own for each query, explained instead of run (its plan as JSON;
+        a session that read trends twice keeps it as a table)."""
+
+        def sql(self, query, params=None):
+            session = Warehouse(tmp_path / "wh").session
+            plans.append(json.loads(session.sql("EXPLAIN (FORMAT json) " + query, params)
+                                    .fetchall()[0][1]))
+            return session.sql("SELECT NULL AS kernel, 0 AS total WHERE false")
+
+    data.trend_series(Explained(), data.Filters(kernels=["rms_norm"]), 12, [])
+    Explained().sql("SELECT * FROM trends WHERE kernel = 'rms_norm' AND gpu = 'a100-sxm4-80gb'")
+
+    def reads_steps(node) -> bool:
+        """Whether a plan reads step_context: a Parquet scan of kernels and runs (step_edits'
+        scans give one or the other: its counts per series, its voids per run)."""
+        scanned = str(node.get("extra_info", {}).get("Projections"))
+        return (node.get("name") == "READ_PARQUET" and "'kernel'" in scanned
+                and "'run_id'" in scanned
+                or any(reads_steps(child) for child in node.get("children", [])))
+
+    def semi_built_from_steps(node) -> list[str]:
+        found = []
+        kind = str(node.get("extra_info", {}).get("Join Type", ""))
+        children = node.get("children", [])
+        if "SEMI" in kind and len(children) == 2 and reads_steps(children[1]):
+            found.append(kind)
+        return found + [f for child in children for f in semi_built_from_steps(child)]
+
+    assert len(plans) == 2 and all(any(reads_steps(node) for node in plan) for plan in plans)
+    assert [f for plan in plans for node in plan for f in semi_built_from_steps(node)] == []
