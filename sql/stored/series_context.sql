@@ -8,7 +8,9 @@
 --   step_edits 'count' rows, and gpu_family comes from the reference table gpus, as
 --   series_context works it out. Both joins read step_edits, whose rows are as few as the
 --   changes: an engine builds its hash tables from it, not from the steps (step_context
---   holds steps only, so that no filter shrinks an engine's estimate of their number). A
+--   holds steps only, so that no filter of this body shrinks an engine's estimate of their
+--   number; a query's own filter on a kernel or GPU does, so the complete writers are a
+--   filter on their few load ids, never a semi-join an engine could build from the steps). A
 --   session defines this body only when every load in loads has a step_edits 'covered' row
 --   and it reads the warehouse as it is now (no --as-of window); kidata check compares the
 --   rows with series_context computed afresh. Each writer's rows count only while all the
