@@ -17,9 +17,7 @@ and ``benchmarks/worker_path.py`` run jobs through it without a process around i
 from __future__ import annotations
 
 import collections
-import os
 import pickle
-import subprocess
 import sys
 import threading
 import traceback
@@ -31,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from kidata._imports import use_system_allocator
+from kidata.core import child
 from kidata.core.load_report import LoadReport, Reject, UnknownGpu
 from kidata.errors import RecordError, WarehouseError
 from kidata.ingest import fast as fast_path
@@ -238,17 +237,9 @@ class WorkerProcess:
     user's unguarded script would then load recursively."""
 
     def __init__(self, setup: tuple):
-        env = dict(os.environ)
-        # The child imports the same kidata as this process: this process's path in order
-        # ('' being the current folder), and not first a `kidata` folder in the current
-        # folder that this process did not import (-P).
-        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         # Arrow on the C library's allocator in the worker, unless the user chose a pool:
         # mimalloc and jemalloc keep what a worker freed (docs/benchmarks.md).
-        use_system_allocator(env)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-c", WORKER_MAIN],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.proc = child.start(WORKER_MAIN, prepare=use_system_allocator)
         self.waiting: collections.deque[Future] = collections.deque()
         self.lock = threading.Lock()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -293,14 +284,6 @@ class WorkerProcess:
                     f"a staging worker process ended unexpectedly (exit code {code})"))
 
     def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        child.end(self.proc, timeout=60)
         self.reader.join()
         self.proc.stdout.close()

@@ -9,10 +9,9 @@ figures and then takes the plan from the back; each figure is drawn by the same 
 (:func:`draw`) and written as SVG where it was drawn, so the page is the same byte for byte
 whichever process drew a figure.
 
-The helper is a fresh interpreter (``python -c`` :data:`HELPER_MAIN`), as the load's staging
-workers are (:mod:`kidata.ingest.stage_worker`, whose reasons apply: plain subprocesses, not
-multiprocessing, so a library user's unguarded script is not imported again), reading pickled
-jobs on its standard input and writing pickled results on its standard output. It starts after
+The helper is a fresh interpreter (``python -c`` :data:`HELPER_MAIN`, started by
+:mod:`kidata.core.child` as the load's staging workers are), reading pickled jobs on its
+standard input and writing pickled results on its standard output. It starts after
 the report's last query, when DuckDB has given its memory back, so the two processes' memory
 does not meet DuckDB's at the report's peak. If the helper cannot start or fails, this process
 draws what it left: a figure is never lost to it.
@@ -23,13 +22,12 @@ from __future__ import annotations
 import collections
 import os
 import pickle
-import subprocess
 import sys
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from kidata.core import config
+from kidata.core import child, config
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,11 +72,7 @@ class Helper:
     """The helper process: :meth:`draw` sends one job and waits for its figure."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        # The same kidata as this process (stage_worker.WorkerProcess says why -P and this path).
-        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        self.proc = subprocess.Popen([sys.executable, "-P", "-c", HELPER_MAIN],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.proc = child.start(HELPER_MAIN)
 
     def draw(self, job: tuple[str, pl.DataFrame, Palette]) -> tuple[Chart, list[str]]:
         try:
@@ -92,16 +86,8 @@ class Helper:
         return result
 
     def close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        child.end(self.proc, timeout=30)
+        self.proc.stdout.close()
 
 
 def serve() -> None:

@@ -1,0 +1,42 @@
+"""Child interpreters of kidata's own: a load's staging workers
+(:mod:`kidata.ingest.stage_worker`) and the report's drawing helper
+(:mod:`kidata.query.present.drawing`). Plain subprocesses rather than multiprocessing, whose
+spawned children import the caller's main script again: a library user's unguarded script
+would then run recursively. Each child reads pickled work on its standard input and writes
+pickled results on its standard output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def start(code: str, prepare: Callable[[dict[str, str]], Any] | None = None
+          ) -> subprocess.Popen:
+    """``python -P -c code`` with pipes on its standard input and output. The child imports
+    the same kidata as this process: this process's path, in order ('' being the current
+    folder), and not first a ``kidata`` folder in the current folder that this process did not
+    import (``-P``). ``prepare`` may change the child's environment first."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+    if prepare is not None:
+        prepare(env)
+    return subprocess.Popen([sys.executable, "-P", "-c", code],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+
+def end(proc: subprocess.Popen, timeout: float) -> None:
+    """Close the child's input (its end of work) and wait for it to exit, killing it after
+    ``timeout`` seconds."""
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
