@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -40,3 +40,27 @@ def end(proc: subprocess.Popen, timeout: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def serving() -> tuple[Any, Any]:
+    """In a child: its input and output pipes, binary. Ctrl-C is left to the parent (which
+    stops sending work and closes the child's input), and ``print`` goes to the standard
+    error, so that nothing but results reaches the output pipe. Changes this process's
+    signal handling and ``sys.stdout``: call it only in a child."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr
+    return inp, out
+
+
+def jobs(inp: Any) -> Iterator[Any]:
+    """The pickled objects read from ``inp`` until it ends."""
+    import pickle
+
+    while True:
+        try:
+            yield pickle.load(inp)
+        except EOFError:
+            return

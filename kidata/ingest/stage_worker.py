@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import pickle
-import sys
 import threading
 import traceback
 from concurrent.futures import Future
@@ -169,22 +168,13 @@ def serve() -> None:
     """A worker process: read the set-up, then jobs, from stdin (pickled); write each job's
     result to stdout (pickled), in order. Changes this process's state (signals, the garbage
     collector): call it only in a process of its own."""
-    import signal
-
     from kidata._imports import refuse_pandas, tune_gc_for_staging
 
     refuse_pandas()  # in case serve is started otherwise than by WORKER_MAIN
-    # Ctrl-C is the loading process's to handle: it stops sending work and closes our input.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing but results on the pipe
+    inp, out = child.serving()  # Ctrl-C is the loading process's: it closes our input
     state = WorkerState(*pickle.load(inp))
     tune_gc_for_staging()
-    while True:
-        try:
-            job = pickle.load(inp)
-        except EOFError:
-            return
+    for job in child.jobs(inp):
         try:
             result: Any = state.run(*job)
         except BaseException as exc:  # noqa: BLE001 - reported to the loading process

@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import os
 import pickle
-import sys
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -94,16 +93,8 @@ def serve() -> None:
     """The helper process: draw each job read from stdin (pickled), write the result to stdout
     (pickled), until stdin ends. Changes this process's signal handling: call it only in a
     process of its own."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the report's process's to handle
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing but results on the pipe
-    while True:
-        try:
-            job = pickle.load(inp)
-        except EOFError:
-            return
+    inp, out = child.serving()
+    for job in child.jobs(inp):
         try:
             result: Any = ("ok", draw(*job))
         except Exception:  # noqa: BLE001 - the report's process draws it again and reports
