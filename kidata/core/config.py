@@ -151,9 +151,11 @@ VARIABLES: tuple[Variable, ...] = (
              "the system's temporary directory, removed when the session closes), slower but "
              "bounded. `none`: DuckDB's own limit (80% of RAM). Since the series steps are "
              "stored, the default costs the reading commands no time at 1M runs and keeps "
-             "each under 500 MB but the report (docs/benchmarks.md, Run AR); a `--since` "
-             "window at 1M runs takes ~1.5x as long as with `none`. A query that cannot "
-             "spill what it needs fails with DuckDB's out-of-memory error: raise it.",
+             "them near 500 MB (docs/benchmarks.md, Runs AR and AT). Where the steps are "
+             "computed (a `--since` window, or loads that did not store them) the series "
+             "views need about 1.8 GB for ~500k runs in the window and fail under the "
+             "default: set `none` (or `2GB`) for those. A query that cannot spill what it "
+             "needs fails with DuckDB's out-of-memory error naming this variable: raise it.",
              _size_or_none),
     Variable("KIDATA_ROLES", "roles", "path", None, "none",
              "A TOML file of implementation roles whose entries replace the packaged "
