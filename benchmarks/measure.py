@@ -73,17 +73,21 @@ def records(path: Path) -> int:
     return total
 
 
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    """``proc`` and its descendants (none once it has ended)."""
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 def _tree_rss(proc: psutil.Process) -> int:
     """The resident sets of ``proc`` and its descendants, summed; a child whose counters equal
     its parent's is left out: it is being spawned (between ``vfork`` or ``fork`` and ``exec``
     it shares or copies the parent's memory and shows its resident set, so a process started
     late by a 400 MB parent read as 800 MB for a sample)."""
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0
     infos = {}
-    for p in procs:
+    for p in _tree(proc):
         try:
             infos[p.pid] = (p.memory_info(), p.ppid())
         except psutil.Error:
@@ -103,12 +107,8 @@ def _tree_pss(proc: psutil.Process) -> int:
     sum of resident sets counts it in each. Reading it costs the kernel a walk of each
     process's page tables (~10 ms for 500 MB), so it is sampled less often than the resident
     sets."""
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0
     total = 0
-    for p in procs:
+    for p in _tree(proc):
         try:
             with open(f"/proc/{p.pid}/smaps_rollup") as fh:
                 for line in fh:

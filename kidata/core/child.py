@@ -14,6 +14,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
+def workers() -> int:
+    """Child processes a command may share its work with: ``KIDATA_WORKERS`` if set, else one
+    per core up to 4 (none on a single core, where they would only add overhead). A load
+    stages with this many workers (each writes its rows after every job and keeps no numpy,
+    so a load's memory is about 200 MB plus ~100 MB per worker, whatever the input size:
+    docs/benchmarks.md, Runs Q and U); the report draws with one helper when it is not 0."""
+    from kidata.core import config
+
+    count = config.current().workers
+    if count is not None:
+        return count
+    cores = os.cpu_count() or 1
+    return 0 if cores < 2 else min(cores, 4)
+
+
 def start(code: str, prepare: Callable[[dict[str, str]], Any] | None = None
           ) -> subprocess.Popen:
     """``python -P -c code`` with pipes on its standard input and output. The child imports

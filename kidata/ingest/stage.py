@@ -46,7 +46,6 @@ CLI's ``load`` command and the worker processes tune their own process
 from __future__ import annotations
 
 import collections
-import os
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -55,7 +54,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kidata.core import config
+from kidata.core import child
 from kidata.core.load_report import LoadReport, UnknownGpu
 from kidata.errors import RecordError
 from kidata.ingest import fast as fast_path
@@ -77,20 +76,6 @@ POOL_ROWS = 2048
 MAX_PENDING = 10_000
 
 
-def workers() -> int:
-    """Worker processes for large loads: ``KIDATA_WORKERS`` if set, else one per core up to
-    4 (none on a single core, where they would only add overhead). A worker writes its rows
-    after every job (``BATCH_LINES`` lines) and keeps no numpy, so a load's memory is about
-    200 MB plus ~100 MB per worker, whatever the input size (docs/benchmarks.md, Runs Q and
-    U); the loading process alone stages up to ``batch`` runs (``Warehouse.load``'s
-    ``batch_size``) at a time."""
-    count = config.current().workers
-    if count is not None:
-        return count
-    cores = os.cpu_count() or 1
-    return 0 if cores < 2 else min(cores, 4)
-
-
 class Stage:
     """Stages the records of one load (see the module docstring). Feed it what
     :func:`~kidata.ingest.readers.read_file` yields, in order, then call :meth:`finish`."""
@@ -107,7 +92,7 @@ class Stage:
         for env_id, gpu in known:
             self.flattener.know_environment(env_id, gpu)
         self.fast = FastPath(self.stager, self.flattener)
-        self.workers = workers()
+        self.workers = child.workers()
         # JSON Lines come unparsed, for the workers or for the fast path here; Liger CSV rows
         # unconverted, for the workers or to be converted here.
         self.batch_lines = BATCH_LINES

@@ -13,6 +13,7 @@ import pytest
 from conftest import SEEDS
 
 from kidata import Warehouse
+from kidata.core import child
 from kidata.query.present import charts, data, drawing
 
 
@@ -87,14 +88,14 @@ def test_a_page_that_fails_ends_its_helper(plan):
 
 def test_a_helper_is_started_only_for_a_page_worth_it(monkeypatch):
     """From MIN_PANELS latency panels, on more than one core, unless KIDATA_WORKERS is 0."""
-    monkeypatch.setattr(drawing.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(child.os, "cpu_count", lambda: 2)
     monkeypatch.delenv("KIDATA_WORKERS", raising=False)
     assert drawing.helper_wanted(drawing.MIN_PANELS)
     assert not drawing.helper_wanted(drawing.MIN_PANELS - 1)
     monkeypatch.setenv("KIDATA_WORKERS", "0")
     assert not drawing.helper_wanted(1000)
     monkeypatch.setenv("KIDATA_WORKERS", "1")
-    monkeypatch.setattr(drawing.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(child.os, "cpu_count", lambda: 1)
     assert drawing.helper_wanted(1000)  # asked for
     monkeypatch.delenv("KIDATA_WORKERS")
     assert not drawing.helper_wanted(1000)  # one core: nothing to share the drawing with

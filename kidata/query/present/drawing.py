@@ -20,13 +20,12 @@ draws what it left: a figure is never lost to it.
 from __future__ import annotations
 
 import collections
-import os
 import pickle
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from kidata.core import child, config
+from kidata.core import child
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -61,10 +60,9 @@ def draw(kernel: str, rows: pl.DataFrame, palette: Palette) -> tuple[Chart, list
 
 def helper_wanted(panels: int) -> bool:
     """Whether a report of ``panels`` latency panels draws them with a helper: enough panels to
-    pay for its start, and a second core (``KIDATA_WORKERS`` unset, or not 0)."""
-    count = config.current().workers
-    cores = os.cpu_count() or 1
-    return panels >= MIN_PANELS and (count if count is not None else cores - 1) > 0
+    pay for its start, and worker processes allowed (:func:`kidata.core.child.workers`:
+    ``KIDATA_WORKERS`` not 0, and unset, a second core)."""
+    return panels >= MIN_PANELS and child.workers() > 0
 
 
 class Helper:

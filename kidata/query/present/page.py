@@ -148,14 +148,14 @@ def _write(db: Queryable, path: Path, filters: Filters, png_dir: Path | None,
     panels = sum(rows.select(["pass", "gpu", "parameter"]).n_unique() for _, rows, _ in plan)
     shared = drawing.SharedDrawing(plan, palette, drawing.helper_wanted(panels))
     try:
-        return _draw(f, palette, shared, path, filters, png_dir, svg_dir, start)
+        return _draw(f, palette, shared, one_by_one, path, filters, png_dir, svg_dir, start)
     finally:
         shared.close()  # a page that failed leaves no helper drawing for nothing
 
 
-def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing, path: Path,
-          filters: Filters, png_dir: Path | None, svg_dir: Path | None, start: float
-          ) -> ReportResult:
+def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing,
+          one_by_one: bool, path: Path, filters: Filters, png_dir: Path | None,
+          svg_dir: Path | None, start: float) -> ReportResult:
     # What each kind of chart left out, listed in this order at the end of the page.
     left_latency: list[str] = []
     left_heat: list[str] = []
@@ -170,7 +170,6 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
                                                        f.series)
     eff = charts_mod.efficiency_chart(f.efficiency, palette)
     roof = charts_mod.roofline_chart(f.compute, palette)
-    one_by_one = png_dir is None and svg_dir is None
     latency: Iterable[charts_mod.Chart]
     if one_by_one:
         latency = shared.charts(left_latency)
