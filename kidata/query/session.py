@@ -9,7 +9,11 @@ session then lists again (up to :data:`SWAP_RETRIES` times) while a query is pla
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,7 +22,7 @@ import duckdb
 
 from kidata.core import config, engine, viewfiles
 from kidata.core.engine import SWAP_RETRIES
-from kidata.core.sql import quote_identifier
+from kidata.core.sql import quote_identifier, quote_literal
 from kidata.core.window import Window
 from kidata.errors import NoSuchView, QueryError
 from kidata.query import views as views_mod
@@ -55,6 +59,9 @@ class Session:
         self._con_state: tuple | None = None
         self._con_views: set[str] = set()  # the views defined on _con
         self._con_stored: bool | None = None  # whether _con reads the stored steps
+        # series_context's rows worked out for a snapshot (_con_state): their files and
+        # what removes them (_computed_steps).
+        self._steps: tuple[tuple | None, list[Path], weakref.finalize] | None = None
 
     @property
     def cached(self) -> duckdb.DuckDBPyConnection | None:
@@ -65,12 +72,14 @@ class Session:
         """Open a fresh connection on the next query: files under the warehouse changed in a
         way the cached one would not notice (a load, compaction, repair)."""
         self._con_state = None
+        self._drop_steps()
 
     def close(self) -> None:
         """Close the cached connection, so that DuckDB's memory goes back to the system (after
         the report's queries at 1M runs, ~250 MB that its figures would otherwise be drawn
         beside); the next query opens a new one. What the connection held goes with it: the
-        views kept (:meth:`keep`) and any temporary table made through :meth:`sql`."""
+        views kept (:meth:`keep`) and any temporary table made through :meth:`sql`; steps
+        worked out a few kernels at a time are kept (in files) for the next."""
         if self._con is not None:
             self._con.close()
             self._con = None
@@ -110,7 +119,9 @@ class Session:
     def _define(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
         """Define the view ``name`` on ``con`` unless it is: from its own file, or, where every
         load stored its steps and the session reads the warehouse as it is now, from its
-        ``sql/stored/`` file (:mod:`kidata.store.contexts`), after the views that one reads."""
+        ``sql/stored/`` file (:mod:`kidata.store.contexts`), after the views that one reads;
+        ``series_context`` worked out otherwise, past a size, a few kernels at a time
+        (:func:`kidata.store.contexts.compute`)."""
         if name in self._con_views:
             return
         view = viewfiles.load_views()[name]
@@ -121,6 +132,9 @@ class Session:
                 view = viewfiles.stored_views()[name]
                 for dep in view.depends:
                     self._define(con, dep)
+            elif name == contexts.VIEW and self._computed_steps(con):
+                self._con_views.add(name)
+                return
         body = self._settings_body() if name == "verdict_settings" else None
         try:
             con.execute(f"CREATE VIEW {view.name} AS {body or view.body}")
@@ -129,6 +143,35 @@ class Session:
         except duckdb.Error as exc:
             raise QueryError(f"view {view.name} ({view.path}) is invalid: {exc}") from None
         self._con_views.add(name)
+
+    def _computed_steps(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Define ``series_context`` on ``con`` as rows worked out a few kernels at a time
+        (:func:`kidata.store.contexts.compute`), or kept from an earlier connection of this
+        session over the same snapshot (the report closes its connection after each query);
+        False when they are not (a small warehouse or window, no memory limit)."""
+        kept = self._steps
+        if kept is None or kept[0] != self._con_state:
+            self._drop_steps()
+            folder = Path(tempfile.mkdtemp(prefix=f"kidata-steps-{os.getpid()}-"))
+            # Removed with the session or, at the latest, when the interpreter exits.
+            done = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            try:
+                files = contexts.compute(con, folder)
+            except BaseException:
+                done()
+                raise
+            if files is None:
+                done()
+                return False
+            kept = self._steps = (self._con_state, files, done)
+        con.execute(f"CREATE VIEW {contexts.VIEW} AS SELECT * FROM read_parquet("
+                    f"[{', '.join(quote_literal(str(f)) for f in kept[1])}])")
+        return True
+
+    def _drop_steps(self) -> None:
+        if self._steps is not None:
+            self._steps[2]()
+            self._steps = None
 
     def _settings_body(self) -> str | None:
         """The ``verdict_settings`` view's body for this session's minimum effect, None for the

@@ -40,6 +40,7 @@ from typing import Any
 import duckdb
 
 from kidata.core import engine, viewfiles
+from kidata.core.sql import quote_literal
 from kidata.store import durable, reference, schema, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, DUCKDB_TYPES, FLOAT64
@@ -55,6 +56,19 @@ REFERENCE_READ = ("gpus",)
 # Runs per pass of the computation (a few kernels, passes and GPUs at a time): what bounds
 # the memory of storing, rebuilding and checking steps (one pass over 1M runs: 4.2 GB).
 CHUNK_RUNS = 50_000
+# What bounds a query session's pass (:func:`compute`) too: the pairs of steps its contexts
+# join and take medians of grow as the square of the results of one implementation measured
+# together, estimated per kernel, pass and GPU as the sum of the squared counts of the passed
+# runs of each implementation and variant in each clock hour. On benchmarks/generate.py's data
+# (~80 workloads a session) 50k runs are ~1M such pairs: 400 MB resident under the default
+# 300MB limit; 100k spilled (5x the time), 200k ran out of memory.
+CHUNK_PAIRS = 1_000_000
+PAIRS_SQL = """
+    SELECT kernel, pass, gpu, sum(n) AS runs, sum(n * n) AS pairs FROM (
+        SELECT kernel, pass, gpu, count(*) AS n FROM runs
+        WHERE status = 'passed' AND observed_at IS NOT NULL
+        GROUP BY kernel, pass, gpu, implementation, variant, date_trunc('hour', observed_at)
+    ) GROUP BY ALL ORDER BY ALL"""
 
 # The stored columns a step has (every one but load_id), and a series' key.
 STEP_COLUMNS = tuple(c.name for c in COLUMNS[TABLE] if c.name != "load_id")
@@ -155,19 +169,81 @@ def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
     counts = con.execute(
         f"SELECT kernel, pass, gpu, count(*) FROM _all_runs {where} GROUP BY ALL ORDER BY ALL",
         {"load_id": load_id} if load_id is not None else None).fetchall()
+    for number, batch in enumerate(_batches(counts)):
+        con.execute("DELETE FROM _touched")
+        con.executemany("INSERT INTO _touched VALUES (?, ?, ?)", batch)
+        yield number
+
+
+def _batches(counts: list[tuple]) -> Iterator[list[tuple]]:
+    """``counts`` (kernel, pass, GPU, runs[, pairs]) as lists of (kernel, pass, GPU) of about
+    :data:`CHUNK_RUNS` runs and at most :data:`CHUNK_PAIRS` pairs each, in order (a group of
+    more is a batch of its own)."""
     batch: list[tuple] = []
-    size = 0
-    number = 0
-    for kernel, pass_, gpu, n in [*counts, (None, None, None, None)]:
-        if batch and (n is None or size + n > CHUNK_RUNS):
-            con.execute("DELETE FROM _touched")
-            con.executemany("INSERT INTO _touched VALUES (?, ?, ?)", batch)
-            yield number
-            number += 1
-            batch, size = [], 0
-        if n is not None:
-            batch.append((kernel, pass_, gpu))
-            size += n
+    size = pairs = 0
+    for kernel, pass_, gpu, n, *more in counts:
+        p = more[0] if more else 0
+        if batch and (size + n > CHUNK_RUNS or pairs + p > CHUNK_PAIRS):
+            yield batch
+            batch, size, pairs = [], 0, 0
+        batch.append((kernel, pass_, gpu))
+        size += n
+        pairs += p
+    if batch:
+        yield batch
+
+
+# The schema a session's computed series_context is worked out in, batch by batch
+# (:func:`compute`).
+_BATCH = "_kidata_step_batch"
+
+
+def compute(con: duckdb.DuckDBPyConnection, folder: Path) -> list[Path] | None:
+    """On a query session's connection (``con``: its tables defined, ``series_context`` not
+    yet) that works its steps out rather than reading stored ones (a ``--since``/``--until``
+    window, or a load whose steps are not stored): when more than :data:`CHUNK_RUNS` passed
+    runs have a time, work out ``series_context``'s rows a few kernels, passes and GPUs at a
+    time (as :func:`chunks` does, the same rows: see :func:`define_views`; batches bounded by
+    :data:`CHUNK_PAIRS` too) into Parquet files
+    in ``folder`` (made now), one per batch, and return them; the caller defines the view as
+    their rows. At once, the view's contexts pair each step with every step of its sessions
+    and take medians of them, which do not spill: ~1.8 GB for a window of 500k runs; the rows
+    kept in files rather than a temporary table leave the memory limit to the batches and
+    outlive the connection. None, with nothing done, for fewer runs (the view is then
+    defined as it is and worked out as queried: DuckDB may push a query's filters into it)
+    and with no memory limit (``KIDATA_QUERY_MEMORY=none``: all at once is faster)."""
+    if engine.query_memory() is None:
+        return None
+    counts = con.execute(PAIRS_SQL).fetchall()
+    if sum(n for _, _, _, n, _ in counts) <= CHUNK_RUNS:
+        return None
+    views = viewfiles.load_views()
+    folder.mkdir(parents=True, exist_ok=True)
+    groups = f"{_BATCH}_groups"
+    files: list[Path] = []
+    # Views of a schema of their own read its runs and measurements (those of the batch's
+    # kernels, passes and GPUs) and the session's other tables (names not in the schema).
+    con.execute(f"CREATE SCHEMA {_BATCH}")
+    try:
+        con.execute(f"CREATE TEMP TABLE {groups} (kernel VARCHAR, pass VARCHAR, gpu VARCHAR)")
+        con.execute(f"CREATE VIEW {_BATCH}.runs AS SELECT r.* FROM main.runs r WHERE EXISTS "
+                    f"(SELECT 1 FROM {groups} t WHERE t.kernel = r.kernel "
+                    "AND t.pass = r.pass AND t.gpu = r.gpu)")
+        con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT m.* FROM main.measurements m "
+                    f"WHERE m.run_id IN (SELECT run_id FROM {_BATCH}.runs)")
+        for name in viewfiles.with_dependencies([VIEW]):
+            con.execute(f"CREATE VIEW {_BATCH}.{name} AS {views[name].body}")
+        for number, batch in enumerate(_batches(counts)):
+            con.execute(f"DELETE FROM {groups}")
+            con.executemany(f"INSERT INTO {groups} VALUES (?, ?, ?)", batch)
+            path = folder / f"steps-{number:05d}.parquet"
+            con.execute(f"COPY (SELECT * FROM {_BATCH}.{VIEW}) TO {quote_literal(str(path))} "
+                        "(FORMAT parquet)")
+            files.append(path)
+    finally:
+        con.execute(f"DROP SCHEMA IF EXISTS {_BATCH} CASCADE")
+        con.execute(f"DROP TABLE IF EXISTS {groups}")
+    return files
 
 
 def due(root: Path) -> bool:

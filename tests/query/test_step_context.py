@@ -377,3 +377,69 @@ def test_a_restricted_query_builds_no_semi_join_from_the_steps(records, tmp_path
 
     assert len(plans) == 2 and all(any(reads_steps(node) for node in plan) for plan in plans)
     assert [f for plan in plans for node in plan for f in semi_built_from_steps(node)] == []
+
+
+def test_a_window_works_its_steps_out_a_few_kernels_at_a_time(records, tmp_path, monkeypatch):
+    # A windowed session computes series_context (the stored steps are the whole history's).
+    # Past CHUNK_RUNS passed runs it does so a few kernels, passes and GPUs at a time into
+    # files, batches bounded by runs and by pairs of steps (contexts.compute): all at once,
+    # a window of 500k runs needed ~1.8 GB. The rows are the same as all at once
+    # (KIDATA_QUERY_MEMORY=none works them out as queried), batch by batch or one group per
+    # batch; the files outlive the connection (the report closes it after each query), are
+    # worked out again after a load and are removed with the session.
+    wh_path = tmp_path / "wh"
+    Warehouse(wh_path).load(write(tmp_path / "all.jsonl", records))
+    window = {"since": "2024-03-01T23:00:00Z"}  # 240 of the 288 runs, 60 per kernel and GPU
+    monkeypatch.setenv("KIDATA_QUERY_MEMORY", "none")
+    whole = series(wh_path, **window)
+    assert any(row[0] == "series_context" and row[14] is not None for row in whole)
+    monkeypatch.delenv("KIDATA_QUERY_MEMORY")
+    made: list[list[Path]] = []
+    compute = contexts.compute
+
+    def spy(con, folder):
+        files = compute(con, folder)
+        made.append(files)
+        return files
+
+    monkeypatch.setattr(contexts, "compute", spy)
+    # At most 200 runs a batch: the first three kernel-and-GPU groups, then the fourth; at
+    # most 300 pairs: one group a batch (each has 5 sessions x 3 implementations x 4 widths
+    # measured within minutes: ~5 x 3 x 16 = 240 pairs).
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 200)
+    for pairs, batches in ((10**9, 2), (300, 4)):
+        monkeypatch.setattr(contexts, "CHUNK_PAIRS", pairs)
+        made.clear()
+        assert series(wh_path, **window) == whole
+        assert [len(files) for files in made] == [batches]
+    # Below CHUNK_RUNS runs, or with no memory limit, the view is worked out as queried.
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 240)
+    made.clear()
+    assert series(wh_path, **window) == whole
+    assert made == [None]
+
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 200)
+    made.clear()
+    wh = Warehouse(wh_path, **window)
+    query = "select count(*), count(together_log_change) from series_context"
+    first = wh.sql(query).fetchall()
+    [files] = made
+    assert all(f.exists() for f in files)
+    wh.session.close()
+    assert wh.sql(query).fetchall() == first
+    assert len(made) == 1  # the same files, read by the next connection
+    # A load (a new snapshot) works them out again; the old files go.
+    late = [dict(r, run=dict(r["run"], metadata=dict(r["run"]["metadata"],
+                                                     name=r["run"]["metadata"]["name"] + "-x")))
+            for r in records[:4]]
+    wh.load(write(tmp_path / "more.jsonl", late))
+    wh.sql(query).fetchall()
+    assert len(made) == 2 and not any(f.exists() for f in files)
+    newer = made[1]
+    assert all(f.exists() for f in newer)
+    del wh
+    import gc
+
+    gc.collect()
+    assert not any(f.exists() for f in newer)
+    assert not newer[0].parent.exists()
