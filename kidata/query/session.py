@@ -9,11 +9,7 @@ session then lists again (up to :data:`SWAP_RETRIES` times) while a query is pla
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import shutil
-import tempfile
-import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,9 +18,10 @@ import duckdb
 
 from kidata.core import config, engine, viewfiles
 from kidata.core.engine import SWAP_RETRIES
-from kidata.core.sql import quote_identifier, quote_literal
+from kidata.core.sql import quote_identifier
 from kidata.core.window import Window
 from kidata.errors import NoSuchView, QueryError
+from kidata.query import kept
 from kidata.query import views as views_mod
 from kidata.store import contexts, reference, snapshot
 from kidata.store.layout import Layout
@@ -59,9 +56,9 @@ class Session:
         self._con_state: tuple | None = None
         self._con_views: set[str] = set()  # the views defined on _con
         self._con_stored: bool | None = None  # whether _con reads the stored steps
-        # series_context's rows worked out for a snapshot (_con_state): their files and
-        # what removes them (_computed_steps).
-        self._steps: tuple[tuple | None, list[Path], weakref.finalize] | None = None
+        self._con_sizes: list[tuple] | None = None  # _large's answer for _con
+        # Computed rows kept in files across the connections of one snapshot (_keep).
+        self._kept = kept.KeptRows()
 
     @property
     def cached(self) -> duckdb.DuckDBPyConnection | None:
@@ -72,7 +69,7 @@ class Session:
         """Open a fresh connection on the next query: files under the warehouse changed in a
         way the cached one would not notice (a load, compaction, repair)."""
         self._con_state = None
-        self._drop_steps()
+        self._kept.drop()
 
     def close(self) -> None:
         """Close the cached connection, so that DuckDB's memory goes back to the system (after
@@ -94,8 +91,10 @@ class Session:
         out.update(dict.fromkeys(viewfiles.load_views(), "view"))
         return out
 
-    def ready(self, views: list[str] | None = None) -> duckdb.DuckDBPyConnection:
-        """The cached connection with every table and ``views`` (None: all) defined.
+    def ready(self, views: list[str] | None = None, query: str | None = None
+              ) -> duckdb.DuckDBPyConnection:
+        """The cached connection with every table and ``views`` (None: all) defined, for
+        ``query`` when given (what it reads may be kept: :meth:`_keep_latest_runs`).
 
         A query defines only the views it names and the views those read
         (:func:`kidata.query.views.needed`): defining all of them costs ~0.1 s, the better part
@@ -106,6 +105,8 @@ class Session:
             try:
                 for name in wanted:
                     self._define(con, name)
+                if query is not None and views is not None:
+                    self._keep_latest_runs(con, views, query)
             except duckdb.IOException as exc:
                 # A compaction swapped a table folder between listing and reading it (the
                 # views read file schemas when defined): define everything again.
@@ -120,8 +121,8 @@ class Session:
         """Define the view ``name`` on ``con`` unless it is: from its own file, or, where every
         load stored its steps and the session reads the warehouse as it is now, from its
         ``sql/stored/`` file (:mod:`kidata.store.contexts`), after the views that one reads;
-        ``series_context`` worked out otherwise, past a size, a few kernels at a time
-        (:func:`kidata.store.contexts.compute`)."""
+        otherwise, past a size, ``series_context`` and ``rerun_changes`` kept as files
+        (:meth:`_keep`)."""
         if name in self._con_views:
             return
         view = viewfiles.load_views()[name]
@@ -132,7 +133,7 @@ class Session:
                 view = viewfiles.stored_views()[name]
                 for dep in view.depends:
                     self._define(con, dep)
-            elif name == contexts.VIEW and self._computed_steps(con):
+            elif self._keep(con, name):
                 self._con_views.add(name)
                 return
         body = self._settings_body() if name == "verdict_settings" else None
@@ -144,34 +145,45 @@ class Session:
             raise QueryError(f"view {view.name} ({view.path}) is invalid: {exc}") from None
         self._con_views.add(name)
 
-    def _computed_steps(self, con: duckdb.DuckDBPyConnection) -> bool:
-        """Define ``series_context`` on ``con`` as rows worked out a few kernels at a time
-        (:func:`kidata.store.contexts.compute`), or kept from an earlier connection of this
-        session over the same snapshot (the report closes its connection after each query);
-        False when they are not (a small warehouse or window, no memory limit)."""
-        kept = self._steps
-        if kept is None or kept[0] != self._con_state:
-            self._drop_steps()
-            folder = Path(tempfile.mkdtemp(prefix=f"kidata-steps-{os.getpid()}-"))
-            # Removed with the session or, at the latest, when the interpreter exits.
-            done = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
-            try:
-                files = contexts.compute(con, folder)
-            except BaseException:
-                done()
-                raise
-            if files is None:
-                done()
-                return False
-            kept = self._steps = (self._con_state, files, done)
-        con.execute(f"CREATE VIEW {contexts.VIEW} AS SELECT * FROM read_parquet("
-                    f"[{', '.join(quote_literal(str(f)) for f in kept[1])}])")
-        return True
+    def _keep(self, con: duckdb.DuckDBPyConnection, name: str) -> bool:
+        """Define the computed ``name`` (``series_context``, a few kernels at a time, or
+        ``rerun_changes``) on ``con`` as rows kept in files (:mod:`kidata.query.kept`) when
+        this session computes over more than ``contexts.CHUNK_RUNS`` runs; False otherwise
+        (the view is then worked out as queried: DuckDB may push a query's filters into it)."""
+        counts = self._large(con)
+        if counts is None:
+            return False
+        if name == contexts.VIEW:
+            return self._kept.define(con, name, self._con_state,
+                                     lambda folder: contexts.compute(con, folder, counts))
+        return self._kept.define(con, name, self._con_state,
+                                 kept.copy_to(con, viewfiles.load_views()[name].body))
 
-    def _drop_steps(self) -> None:
-        if self._steps is not None:
-            self._steps[2]()
-            self._steps = None
+    def _keep_latest_runs(self, con: duckdb.DuckDBPyConnection, views: list[str],
+                          query: str) -> None:
+        """Under a window ``latest_runs`` is computed from the window's runs (its stored rows
+        are each load's latest of all its runs: :mod:`kidata.store.snapshot`): keep its rows
+        (:mod:`kidata.query.kept`) past ``contexts.CHUNK_RUNS`` runs, when ``query`` or one
+        of the ``views`` it reads reads it."""
+        table = "latest_runs"
+        if self.window is None or f"kept:{table}" in self._con_views:
+            return
+        found = viewfiles.load_views()
+        if not (table in re.findall(r"\w+", query.lower())
+                or any(table in found[v].sources for v in views)):
+            return
+        if self._large(con) is not None and self._kept.define(
+                con, table, self._con_state, kept.copy_to(con, f"SELECT * FROM {table}")):
+            self._con_views.add(f"kept:{table}")
+
+    def _large(self, con: duckdb.DuckDBPyConnection) -> list[tuple] | None:
+        """:func:`kidata.store.contexts.sizes` of ``con`` when its passed runs with a time
+        are more than ``contexts.CHUNK_RUNS``, else None (asked once per connection)."""
+        if self._con_sizes is None:
+            counts = contexts.sizes(con)
+            self._con_sizes = (counts if sum(row[3] for row in counts) > contexts.CHUNK_RUNS
+                               else [])
+        return self._con_sizes or None
 
     def _settings_body(self) -> str | None:
         """The ``verdict_settings`` view's body for this session's minimum effect, None for the
@@ -209,7 +221,7 @@ class Session:
                 raise QueryError(f"cannot read the warehouse's tables: {first_line(exc)} "
                                  "(kidata check lists every unreadable file)") from None
             self._con, self._con_state, self._con_views = con, state, set()
-            self._con_stored = None
+            self._con_stored = self._con_sizes = None
             return con
         raise AssertionError("unreachable")
 
@@ -218,7 +230,8 @@ class Session:
         reads it from those rows (:func:`kidata.query.views.keep`): for a command that asks
         one costly view several questions. Answers are the same; a new snapshot (a commit)
         starts without it."""
-        views_mod.keep(self.ready(views_mod.needed(f"SELECT * FROM {view}")), view)
+        query = f"SELECT * FROM {view}"
+        views_mod.keep(self.ready(views_mod.needed(query), query), view)
 
     def sql(self, query: str, params: dict[str, Any] | list | None = None, *,
             read_only: bool = False) -> duckdb.DuckDBPyRelation:
@@ -227,7 +240,7 @@ class Session:
         With ``read_only``, statements that could write are refused
         (:mod:`kidata.query.readonly`)."""
         views = views_mod.needed(query)
-        con = self.ready(views)
+        con = self.ready(views, query)
         views_mod.materialize(con, views)
         if read_only:
             from kidata.query import readonly
@@ -243,7 +256,7 @@ class Session:
                 if attempt == SWAP_RETRIES - 1:
                     raise QueryError(str(exc)) from None
                 self._con_state = None
-                con = self.ready(views)
+                con = self.ready(views, query)
             except duckdb.Error as exc:
                 raise QueryError(with_closest_name(str(exc), self.names())) from None
         raise AssertionError("unreachable")

@@ -33,7 +33,7 @@ compares (:func:`check`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,25 +198,23 @@ def _batches(counts: list[tuple]) -> Iterator[list[tuple]]:
 _BATCH = "_kidata_step_batch"
 
 
-def compute(con: duckdb.DuckDBPyConnection, folder: Path) -> list[Path] | None:
-    """On a query session's connection (``con``: its tables defined, ``series_context`` not
-    yet) that works its steps out rather than reading stored ones (a ``--since``/``--until``
-    window, or a load whose steps are not stored): when more than :data:`CHUNK_RUNS` passed
-    runs have a time, work out ``series_context``'s rows a few kernels, passes and GPUs at a
-    time (as :func:`chunks` does, the same rows: see :func:`define_views`; batches bounded by
-    :data:`CHUNK_PAIRS` too) into Parquet files
-    in ``folder`` (made now), one per batch, and return them; the caller defines the view as
-    their rows. At once, the view's contexts pair each step with every step of its sessions
-    and take medians of them, which do not spill: ~1.8 GB for a window of 500k runs; the rows
-    kept in files rather than a temporary table leave the memory limit to the batches and
-    outlive the connection. None, with nothing done, for fewer runs (the view is then
-    defined as it is and worked out as queried: DuckDB may push a query's filters into it)
-    and with no memory limit (``KIDATA_QUERY_MEMORY=none``: all at once is faster)."""
-    if engine.query_memory() is None:
-        return None
-    counts = con.execute(PAIRS_SQL).fetchall()
-    if sum(n for _, _, _, n, _ in counts) <= CHUNK_RUNS:
-        return None
+def sizes(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    """On a query session's connection: its passed runs with a time per kernel, pass and GPU,
+    with their estimated pairs (:data:`PAIRS_SQL`), for :func:`compute`."""
+    return con.execute(PAIRS_SQL).fetchall()
+
+
+def compute(con: duckdb.DuckDBPyConnection, folder: Path, counts: list[tuple]) -> list[Path]:
+    """On a query session's connection (``con``: its tables defined) that works its steps out
+    rather than reading stored ones (a ``--since``/``--until`` window, or a load whose steps
+    are not stored): work out ``series_context``'s rows a few kernels, passes and GPUs at a
+    time (as :func:`chunks` does, the same rows: see :func:`define_views`; ``counts`` is
+    :func:`sizes`', batches bounded by :data:`CHUNK_RUNS` and :data:`CHUNK_PAIRS`) into
+    Parquet files in ``folder`` (made now), one per batch, and return them; the caller defines
+    the view as their rows (:mod:`kidata.query.kept`). At once, the view's contexts pair each
+    step with every step of its sessions and take medians of them, which do not spill: ~1.8 GB
+    for a window of 500k runs. With no memory limit (``KIDATA_QUERY_MEMORY=none``) in one
+    batch: all at once is faster."""
     views = viewfiles.load_views()
     folder.mkdir(parents=True, exist_ok=True)
     groups = f"{_BATCH}_groups"
@@ -226,14 +224,21 @@ def compute(con: duckdb.DuckDBPyConnection, folder: Path) -> list[Path] | None:
     con.execute(f"CREATE SCHEMA {_BATCH}")
     try:
         con.execute(f"CREATE TEMP TABLE {groups} (kernel VARCHAR, pass VARCHAR, gpu VARCHAR)")
-        con.execute(f"CREATE VIEW {_BATCH}.runs AS SELECT r.* FROM main.runs r WHERE EXISTS "
-                    f"(SELECT 1 FROM {groups} t WHERE t.kernel = r.kernel "
-                    "AND t.pass = r.pass AND t.gpu = r.gpu)")
-        con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT m.* FROM main.measurements m "
-                    f"WHERE m.run_id IN (SELECT run_id FROM {_BATCH}.runs)")
+        whole = engine.query_memory() is None
+        if whole:
+            batches: Iterable[list[tuple]] = [[row[:3] for row in counts]]
+            con.execute(f"CREATE VIEW {_BATCH}.runs AS SELECT * FROM main.runs")
+            con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT * FROM main.measurements")
+        else:
+            batches = _batches(counts)
+            con.execute(f"CREATE VIEW {_BATCH}.runs AS SELECT r.* FROM main.runs r WHERE EXISTS "
+                        f"(SELECT 1 FROM {groups} t WHERE t.kernel = r.kernel "
+                        "AND t.pass = r.pass AND t.gpu = r.gpu)")
+            con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT m.* FROM "
+                        f"main.measurements m WHERE m.run_id IN (SELECT run_id FROM {_BATCH}.runs)")
         for name in viewfiles.with_dependencies([VIEW]):
             con.execute(f"CREATE VIEW {_BATCH}.{name} AS {views[name].body}")
-        for number, batch in enumerate(_batches(counts)):
+        for number, batch in enumerate(batches):
             con.execute(f"DELETE FROM {groups}")
             con.executemany(f"INSERT INTO {groups} VALUES (?, ?, ?)", batch)
             path = folder / f"steps-{number:05d}.parquet"

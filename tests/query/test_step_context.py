@@ -379,67 +379,105 @@ def test_a_restricted_query_builds_no_semi_join_from_the_steps(records, tmp_path
     assert [f for plan in plans for node in plan for f in semi_built_from_steps(node)] == []
 
 
-def test_a_window_works_its_steps_out_a_few_kernels_at_a_time(records, tmp_path, monkeypatch):
-    # A windowed session computes series_context (the stored steps are the whole history's).
-    # Past CHUNK_RUNS passed runs it does so a few kernels, passes and GPUs at a time into
-    # files, batches bounded by runs and by pairs of steps (contexts.compute): all at once,
-    # a window of 500k runs needed ~1.8 GB. The rows are the same as all at once
-    # (KIDATA_QUERY_MEMORY=none works them out as queried), batch by batch or one group per
-    # batch; the files outlive the connection (the report closes it after each query), are
-    # worked out again after a load and are removed with the session.
+def windowed(path: Path, **window: str) -> list[tuple]:
+    """:func:`series`, with latest_runs and latest_latencies (latest_runs is computed from the
+    window's runs), sorted, floats to 12 digits."""
+    wh = Warehouse(path, **window)
+    out = series(path, **window)
+    for view in ("latest_runs", "latest_latencies"):
+        out += sorted((view, *(float(f"{v:.12g}") if isinstance(v, float) else v
+                               for v in row))
+                      for row in wh.sql(f"select * from {view}").fetchall())
+    return out
+
+
+def view_sql(wh: Warehouse, name: str) -> str:
+    [(sql,)] = wh.session.cached.sql("select sql from duckdb_views() where view_name = $n",
+                                     params={"n": name}).fetchall()
+    return sql
+
+
+def test_a_window_keeps_what_it_computes_and_its_steps_a_few_kernels_at_a_time(
+        records, tmp_path, monkeypatch):
+    # A windowed session computes series_context, rerun_changes and latest_runs (the stored
+    # ones are the whole history's). Past CHUNK_RUNS passed runs it keeps their rows in files
+    # (kidata.query.kept), series_context worked out a few kernels, passes and GPUs at a time
+    # (contexts.compute), batches bounded by runs and by pairs of steps: all at once, a window
+    # of 500k runs needed ~1.8 GB. The rows are the same as the views worked out as queried,
+    # batch by batch, one group per batch or all at once (KIDATA_QUERY_MEMORY=none).
     wh_path = tmp_path / "wh"
     Warehouse(wh_path).load(write(tmp_path / "all.jsonl", records))
     window = {"since": "2024-03-01T23:00:00Z"}  # 240 of the 288 runs, 60 per kernel and GPU
-    monkeypatch.setenv("KIDATA_QUERY_MEMORY", "none")
-    whole = series(wh_path, **window)
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 10**9)
+    whole = windowed(wh_path, **window)
     assert any(row[0] == "series_context" and row[14] is not None for row in whole)
-    monkeypatch.delenv("KIDATA_QUERY_MEMORY")
+    assert any(row[0] == "rerun_changes" for row in whole)
     made: list[list[Path]] = []
     compute = contexts.compute
 
-    def spy(con, folder):
-        files = compute(con, folder)
+    def spy(con, folder, counts):
+        files = compute(con, folder, counts)
         made.append(files)
         return files
 
     monkeypatch.setattr(contexts, "compute", spy)
     # At most 200 runs a batch: the first three kernel-and-GPU groups, then the fourth; at
     # most 300 pairs: one group a batch (each has 5 sessions x 3 implementations x 4 widths
-    # measured within minutes: ~5 x 3 x 16 = 240 pairs).
+    # measured within minutes: ~5 x 3 x 16 = 240 pairs); no limit: one batch.
     monkeypatch.setattr(contexts, "CHUNK_RUNS", 200)
-    for pairs, batches in ((10**9, 2), (300, 4)):
+    for memory, pairs, batches in ((None, 10**9, 2), (None, 300, 4), ("none", 300, 1)):
+        if memory:
+            monkeypatch.setenv("KIDATA_QUERY_MEMORY", memory)
         monkeypatch.setattr(contexts, "CHUNK_PAIRS", pairs)
         made.clear()
-        assert series(wh_path, **window) == whole
+        assert windowed(wh_path, **window) == whole
         assert [len(files) for files in made] == [batches]
-    # Below CHUNK_RUNS runs, or with no memory limit, the view is worked out as queried.
+    monkeypatch.delenv("KIDATA_QUERY_MEMORY")
+    # Below CHUNK_RUNS runs the views are worked out as queried.
     monkeypatch.setattr(contexts, "CHUNK_RUNS", 240)
     made.clear()
-    assert series(wh_path, **window) == whole
-    assert made == [None]
-
-    monkeypatch.setattr(contexts, "CHUNK_RUNS", 200)
-    made.clear()
     wh = Warehouse(wh_path, **window)
-    query = "select count(*), count(together_log_change) from series_context"
+    wh.sql("select count(*) from latest_latencies, series_context, rerun_changes").fetchall()
+    assert made == []
+    for name in ("series_context", "rerun_changes", "latest_runs"):
+        assert "read_parquet" not in view_sql(wh, name), name
+
+
+def test_kept_rows_outlive_a_connection_and_go_with_the_snapshot_or_the_session(
+        records, tmp_path, monkeypatch):
+    # The report closes its connection after each query: the next one reads the same files.
+    # A load (a new snapshot) works them out again and removes the old ones; the session's
+    # end removes its folder.
+    wh_path = tmp_path / "wh"
+    Warehouse(wh_path).load(write(tmp_path / "all.jsonl", records))
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 200)
+    made: list[list[Path]] = []
+    compute = contexts.compute
+    monkeypatch.setattr(contexts, "compute",
+                        lambda *a: made.append(compute(*a)) or made[-1])
+    wh = Warehouse(wh_path, since="2024-03-01T23:00:00Z")
+    query = ("select (select count(*) from series_context), "
+             "(select count(together_log_change) from series_context), "
+             "(select count(*) from rerun_changes), (select count(*) from latest_latencies)")
     first = wh.sql(query).fetchall()
+    for name in ("series_context", "rerun_changes", "latest_runs"):
+        assert "read_parquet" in view_sql(wh, name), name
     [files] = made
-    assert all(f.exists() for f in files)
+    folder = files[0].parent.parent
+    kept = sorted(p.name for p in folder.rglob("*.parquet"))
+    assert len(kept) == len(files) + 2  # the steps' batches, rerun_changes, latest_runs
     wh.session.close()
     assert wh.sql(query).fetchall() == first
     assert len(made) == 1  # the same files, read by the next connection
-    # A load (a new snapshot) works them out again; the old files go.
-    late = [dict(r, run=dict(r["run"], metadata=dict(r["run"]["metadata"],
-                                                     name=r["run"]["metadata"]["name"] + "-x")))
-            for r in records[:4]]
-    wh.load(write(tmp_path / "more.jsonl", late))
+    assert sorted(p.name for p in folder.rglob("*.parquet")) == kept
+    renamed = [dict(r, run=dict(r["run"], metadata=dict(
+        r["run"]["metadata"], name=r["run"]["metadata"]["name"] + "-x"))) for r in records[:4]]
+    wh.load(write(tmp_path / "more.jsonl", renamed))
     wh.sql(query).fetchall()
     assert len(made) == 2 and not any(f.exists() for f in files)
-    newer = made[1]
-    assert all(f.exists() for f in newer)
+    assert all(f.exists() for f in made[1])
     del wh
     import gc
 
     gc.collect()
-    assert not any(f.exists() for f in newer)
-    assert not newer[0].parent.exists()
+    assert not folder.exists()

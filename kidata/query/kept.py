@@ -1,0 +1,94 @@
+"""Rows a query session worked out once and keeps in Parquet files for as long as it reads the
+same snapshot: what a session computes rather than reads, costly to compute again on every
+connection (the report closes its connection after each of its queries, so that DuckDB's
+memory goes back), and big enough that DuckDB's memory limit is better left to the queries.
+
+Under a ``--since``/``--until`` window (or where loads did not store their steps) a session
+computes ``series_context`` (a few kernels at a time: :func:`kidata.store.contexts.compute`),
+``rerun_changes`` and ``latest_runs``; at 1M runs, a report of half of them computed each for
+every query that read it (52 s; 22 s with them kept: docs/benchmarks.md, Run AU).
+
+The files live in a temporary folder of the session's own, removed with the session (or when
+the interpreter exits); a new snapshot (a load's commit) drops the files of the old one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from kidata.core.sql import quote_identifier, quote_literal
+
+
+class KeptRows:
+    """The relations one session keeps as files, for one snapshot at a time."""
+
+    def __init__(self) -> None:
+        self._state: object = None  # the snapshot the files are of
+        self._files: dict[str, list[Path]] = {}
+        self._folder: Path | None = None
+        self._numbers = itertools.count()
+
+    def define(self, con: duckdb.DuckDBPyConnection, name: str, state: object,
+               work: Callable[[Path], list[Path] | None]) -> bool:
+        """Define (or replace) the view ``name`` on ``con`` as the rows kept for the snapshot
+        ``state``: those an earlier connection kept, else the files ``work`` writes into the
+        (new) folder it is given. False, with nothing defined, when ``work`` gives None (the
+        caller defines the view as it would have)."""
+        if state != self._state:
+            self.drop()
+            self._state = state
+        files = self._files.get(name)
+        if files is None:
+            folder = self._root() / f"{name}-{next(self._numbers)}"
+            try:
+                files = work(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            if files is None:
+                shutil.rmtree(folder, ignore_errors=True)
+                return False
+            self._files[name] = files
+        sources = ", ".join(quote_literal(str(f)) for f in files)
+        con.execute(f"CREATE OR REPLACE VIEW {quote_identifier(name)} AS "
+                    f"SELECT * FROM read_parquet([{sources}])")
+        return True
+
+    def holds(self, name: str, state: object) -> bool:
+        """Whether ``name``'s rows are kept for the snapshot ``state``."""
+        return state == self._state and name in self._files
+
+    def drop(self) -> None:
+        """Remove every file kept (the folder stays for the next snapshot's)."""
+        for files in self._files.values():
+            if files:
+                shutil.rmtree(files[0].parent, ignore_errors=True)
+        self._files.clear()
+        self._state = None
+
+    def _root(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix=f"kidata-kept-{os.getpid()}-"))
+            # Removed with the session that holds this object, at the latest at exit.
+            weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
+        return self._folder
+
+
+def copy_to(con: duckdb.DuckDBPyConnection, relation: str) -> Callable[[Path], list[Path]]:
+    """A ``work`` for :meth:`KeptRows.define`: the rows of ``relation`` (SQL) in one file."""
+
+    def work(folder: Path) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "rows.parquet"
+        con.execute(f"COPY ({relation}) TO {quote_literal(str(path))} (FORMAT parquet)")
+        return [path]
+
+    return work
