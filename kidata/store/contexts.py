@@ -218,6 +218,7 @@ def compute(con: duckdb.DuckDBPyConnection, folder: Path, counts: list[tuple]) -
     views = viewfiles.load_views()
     folder.mkdir(parents=True, exist_ok=True)
     groups = f"{_BATCH}_groups"
+    measurements = folder / "_measurements.parquet"
     files: list[Path] = []
     # Views of a schema of their own read its runs and measurements (those of the batch's
     # kernels, passes and GPUs) and the session's other tables (names not in the schema).
@@ -231,16 +232,15 @@ def compute(con: duckdb.DuckDBPyConnection, folder: Path, counts: list[tuple]) -
             con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT * FROM main.measurements")
         else:
             batches = _batches(counts)
-            con.execute(f"CREATE VIEW {_BATCH}.runs AS SELECT r.* FROM main.runs r WHERE EXISTS "
-                        f"(SELECT 1 FROM {groups} t WHERE t.kernel = r.kernel "
-                        "AND t.pass = r.pass AND t.gpu = r.gpu)")
-            con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT m.* FROM "
-                        f"main.measurements m WHERE m.run_id IN (SELECT run_id FROM {_BATCH}.runs)")
+            _copy_measurements(con, measurements)
+            _batch_views(con, measurements, groups, [])
         for name in viewfiles.with_dependencies([VIEW]):
             con.execute(f"CREATE VIEW {_BATCH}.{name} AS {views[name].body}")
         for number, batch in enumerate(batches):
             con.execute(f"DELETE FROM {groups}")
             con.executemany(f"INSERT INTO {groups} VALUES (?, ?, ?)", batch)
+            if not whole:
+                _batch_views(con, measurements, groups, batch)
             path = folder / f"steps-{number:05d}.parquet"
             con.execute(f"COPY (SELECT * FROM {_BATCH}.{VIEW}) TO {quote_literal(str(path))} "
                         "(FORMAT parquet)")
@@ -248,7 +248,44 @@ def compute(con: duckdb.DuckDBPyConnection, folder: Path, counts: list[tuple]) -
     finally:
         con.execute(f"DROP SCHEMA IF EXISTS {_BATCH} CASCADE")
         con.execute(f"DROP TABLE IF EXISTS {groups}")
+        measurements.unlink(missing_ok=True)
     return files
+
+
+# The columns compute()'s copy of the measurements adds: its run's kernel, pass, GPU.
+_KEYS = ("_kidata_kernel", "_kidata_pass", "_kidata_gpu")
+
+
+def _copy_measurements(con: duckdb.DuckDBPyConnection, measurements: Path) -> None:
+    """Write the session's measurements with their run's kernel, pass and GPU: each of
+    :func:`compute`'s batches then picks its own from this copy by those columns instead of
+    joining every measurement of the warehouse to its runs again (at 5M runs, 0.65 s of a
+    batch's 1.4 s). Sorting the copy (and the runs) so that batches skip row groups cost more
+    than it saved (2.5 s for the runs of a window of 477k at 5M)."""
+    con.execute(f"""
+        COPY (SELECT m.*, r.kernel AS {_KEYS[0]}, r.pass AS {_KEYS[1]}, r.gpu AS {_KEYS[2]}
+              FROM main.measurements m
+              JOIN (SELECT run_id, kernel, pass, gpu FROM main.runs) r ON r.run_id = m.run_id)
+        TO {quote_literal(str(measurements))} (FORMAT parquet)""")
+
+
+def _batch_views(con: duckdb.DuckDBPyConnection, measurements: Path, groups: str,
+                 batch: list[tuple]) -> None:
+    """(Re)define the batch schema's runs and measurements: the session's runs and the copy's
+    measurements of the kernels, passes and GPUs in ``groups`` (``batch``: their kernels are
+    named as constants too, so that DuckDB skips row groups of others by their statistics)."""
+    kernels = ", ".join(quote_literal(k) for k in sorted({k for k, _, _ in batch})) or "NULL"
+    con.execute(f"""
+        CREATE OR REPLACE VIEW {_BATCH}.runs AS
+        SELECT r.* FROM main.runs r
+        WHERE r.kernel IN ({kernels}) AND EXISTS (SELECT 1 FROM {groups} t
+            WHERE t.kernel = r.kernel AND t.pass = r.pass AND t.gpu = r.gpu)""")
+    con.execute(f"""
+        CREATE OR REPLACE VIEW {_BATCH}.measurements AS
+        SELECT m.* EXCLUDE ({", ".join(_KEYS)})
+        FROM read_parquet({quote_literal(str(measurements))}) m
+        WHERE m.{_KEYS[0]} IN ({kernels}) AND EXISTS (SELECT 1 FROM {groups} t
+            WHERE t.kernel = m.{_KEYS[0]} AND t.pass = m.{_KEYS[1]} AND t.gpu = m.{_KEYS[2]})""")
 
 
 def due(root: Path) -> bool:
