@@ -154,7 +154,7 @@ VARIABLES: tuple[Variable, ...] = (
              "them near 500 MB (docs/benchmarks.md, Runs AR and AT). Where the steps are "
              "computed (a `--since` window, or loads that did not store them) a session "
              "under a limit works them out a few kernels at a time: at 1M runs, a window "
-             "of ~500k takes `kidata regressions` 11.3 s and 404 MB (`none`: 6.0 s and "
+             "of ~500k takes `kidata regressions` 10.3 s and 404 MB (`none`: 6.0 s and "
              "2.1 GB; Run AU). A query that cannot spill what it "
              "needs fails with DuckDB's out-of-memory error naming this variable: raise it.",
              _size_or_none),
