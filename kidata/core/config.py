@@ -148,7 +148,8 @@ VARIABLES: tuple[Variable, ...] = (
              "300MB, or 75MB per core when that is more",
              "DuckDB's memory limit for reading: every query, view, report, export and "
              "`kidata check` session; beyond it DuckDB spills to a temporary folder (under "
-             "the system's temporary directory, removed when the session closes), slower but "
+             "the system's temporary directory, removed when the session closes; a killed "
+             "process's by the next kidata process), slower but "
              "bounded. `none`: DuckDB's own limit (80% of RAM). Since the series steps are "
              "stored, the default costs the reading commands no time at 1M runs and keeps "
              "them near 500 MB (docs/benchmarks.md, Runs AR and AT). Where the steps are "

@@ -59,15 +59,12 @@ def reading_settings() -> dict[str, Any]:
     spill to (DuckDB makes it when it first spills and removes it when the connection closes;
     its default, ``.tmp`` in the working directory, would write beside the user's files).
     Empty for ``KIDATA_QUERY_MEMORY=none``: DuckDB's own limit."""
-    import os
-    import tempfile
-    import uuid
+    from kidata.core import scratch
 
     limit = query_memory()
     if limit is None:
         return {}
-    folder = os.path.join(tempfile.gettempdir(), f"kidata-spill-{os.getpid()}-{uuid.uuid4().hex}")
-    return {"memory_limit": limit, "temp_directory": folder}
+    return {"memory_limit": limit, "temp_directory": scratch.name("reading")}
 
 
 def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],

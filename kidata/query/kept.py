@@ -8,22 +8,22 @@ computes ``series_context`` (a few kernels at a time: :func:`kidata.store.contex
 ``rerun_changes`` and ``latest_runs``; at 1M runs, a report of half of them computed each for
 every query that read it (52 s; 22 s with them kept: docs/benchmarks.md, Run AU).
 
-The files live in a temporary folder of the session's own, removed with the session (or when
-the interpreter exits); a new snapshot (a load's commit) drops the files of the old one.
+The files live in a temporary folder of the session's own (:mod:`kidata.core.scratch`), removed
+with the session (or when the interpreter exits; a killed process's by the next kidata process);
+a new snapshot (a load's commit) drops the files of the old one.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 
+from kidata.core import scratch
 from kidata.core.sql import quote_identifier, quote_literal
 
 
@@ -76,7 +76,7 @@ class KeptRows:
 
     def _root(self) -> Path:
         if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix=f"kidata-kept-{os.getpid()}-"))
+            self._folder = scratch.make("kept")
             # Removed with the session that holds this object, at the latest at exit.
             weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
         return self._folder

@@ -51,7 +51,7 @@ def test_a_reading_command_runs_within_the_limit_and_spills_outside_the_working_
     assert row["memory_limit"] == "95.3 MiB"  # 100 MB as DuckDB shows it
     folder = Path(row["temp_directory"])
     assert folder.parent == Path(tempfile.gettempdir())
-    assert folder.name.startswith("kidata-spill-")
+    assert folder.name.startswith("kidata-reading-")
     assert row["grouped"] == "3000000"
     assert list(tmp_path.iterdir()) == [] and not folder.exists()  # removed when it closed
     # Unset: kidata's default, 300 MB (75 MB per core on more than four cores); `none`:
@@ -156,3 +156,28 @@ def test_out_of_memory_under_the_default_limit_names_the_default(monkeypatch):
         "is too small for this query: raise it, or set it to none for DuckDB's own limit)")
     monkeypatch.setenv("KIDATA_QUERY_MEMORY", "none")
     assert "KIDATA_QUERY_MEMORY" not in engine_message(error)
+
+
+def test_a_killed_processs_scratch_folders_are_removed_by_the_next(seeded, tmp_path):
+    # A killed process leaves its spill folder and kept rows (DuckDB and the session remove
+    # them only when they close): the next kidata process that makes one removes those of
+    # processes that are gone, and nothing else.
+    import os
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(gone.stdout)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    leftovers = [temp / f"kidata-reading-{dead}-0123abcd", temp / f"kidata-kept-{dead}-x1_y"]
+    kept = [temp / f"kidata-kept-{os.getpid()}-alive",  # a process that runs
+            temp / f"kidata-tree-{dead}-other",  # not a scratch folder of kidata's
+            temp / f"kidata-reading-{dead}"]  # not of the form
+    for folder in leftovers + kept:
+        folder.mkdir()
+        (folder / "block.bin").write_bytes(b"x" * 10)
+    [row] = _sql(seeded, "SELECT current_setting('temp_directory') AS t", tmp_path,
+                 TMPDIR=str(temp))
+    assert Path(row["t"]).parent == temp  # the command's own scratch folder is there too
+    assert not any(f.exists() for f in leftovers)
+    assert all((f / "block.bin").exists() for f in kept)
