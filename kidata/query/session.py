@@ -240,12 +240,21 @@ class Session:
         With ``read_only``, statements that could write are refused
         (:mod:`kidata.query.readonly`)."""
         views = views_mod.needed(query)
-        con = self.ready(views, query)
-        views_mod.materialize(con, views)
+        # Parsed (and, read-only, checked) before the views are defined: defining them may
+        # compute what they read (under a window at 1M runs, ~10 s), which a typo or a refused
+        # statement should not wait for.
+        tables = self._tables()
         if read_only:
             from kidata.query import readonly
 
-            readonly.check(con, query)
+            readonly.check(tables, query)
+        else:
+            try:
+                tables.extract_statements(query)
+            except duckdb.Error as exc:
+                raise QueryError(with_closest_name(str(exc), self.names())) from None
+        con = self.ready(views, query)
+        views_mod.materialize(con, views)
         for attempt in range(SWAP_RETRIES):
             try:
                 return con.sql(query, params=params)

@@ -481,3 +481,25 @@ def test_kept_rows_outlive_a_connection_and_go_with_the_snapshot_or_the_session(
 
     gc.collect()
     assert not folder.exists()
+
+
+def test_a_query_that_does_not_parse_fails_before_the_window_computes(records, tmp_path,
+                                                                      monkeypatch):
+    # Defining the views of a windowed session computes what they read (kept rows); a typo
+    # or a statement read-only refuses is told before, not after, that work.
+    wh_path = tmp_path / "wh"
+    Warehouse(wh_path).load(write(tmp_path / "all.jsonl", records))
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 200)
+    made = []
+    compute = contexts.compute
+    monkeypatch.setattr(contexts, "compute", lambda *a: made.append(compute(*a)) or made[-1])
+    wh = Warehouse(wh_path, since="2024-03-01T23:00:00Z")
+    from kidata.errors import KidataError, QueryError
+
+    with pytest.raises(QueryError, match="syntax error"):
+        wh.sql("selec * from trends")
+    with pytest.raises(KidataError, match="read-only"):
+        wh.sql("create table t as select * from trends", read_only=True)
+    assert made == []
+    assert wh.sql("select count(*) from trends").fetchall()[0][0] > 0
+    assert len(made) == 1
