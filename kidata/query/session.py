@@ -75,8 +75,8 @@ class Session:
         """Close the cached connection, so that DuckDB's memory goes back to the system (after
         the report's queries at 1M runs, ~250 MB that its figures would otherwise be drawn
         beside); the next query opens a new one. What the connection held goes with it: the
-        views kept (:meth:`keep`) and any temporary table made through :meth:`sql`; steps
-        worked out a few kernels at a time are kept (in files) for the next."""
+        views kept (:meth:`keep`) and any temporary table made through :meth:`sql`; the rows
+        kept in files (:meth:`_keep`) stay for the next."""
         if self._con is not None:
             self._con.close()
             self._con = None
