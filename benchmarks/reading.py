@@ -7,7 +7,8 @@ each view its ``sql/*.sql`` body), run by a plain ``duckdb`` connection
 (``baselines.py plain``): the same plan without kidata's snapshot, session, caches or output
 code. The ratio is kidata's CPU over the baseline's; the issue's target is 1.5x. The report and
 ``changes`` have no SQL equivalent, so their rows are held to the absolute targets only (the
-report 15 s at 1M runs; both 500 MB). ``benchmarks/run --query-memory SIZE`` runs every
+report 15 s at 1M runs; both 500 MB); nor has ``regressions --since`` over the later half of the
+runs' time span, whose session computes every step of its window (500 MB). ``benchmarks/run --query-memory SIZE`` runs every
 command under ``KIDATA_QUERY_MEMORY`` and the baseline under the same DuckDB limit.
 """
 
@@ -35,13 +36,20 @@ COMMANDS: tuple[tuple[str, list[str], str | None, str], ...] = (
     ("export --duckdb", ["export", "--duckdb", "OUT.duckdb"], None, "database"),
     ("report", ["report", "-o", "OUT.html"], None, "none"),
     ("changes", ["changes", "-f", "csv"], None, "none"),
+    # The later half of the runs' time span (SINCE): the session computes every step of the
+    # window rather than reading the stored ones (docs/benchmarks.md, Run AU).
+    ("regressions --since", ["regressions", "--since", "SINCE", "-f", "csv"], None, "none"),
 )
+# The middle of the runs' time span, for SINCE.
+MIDDLE = ("select strftime(timezone('UTC', min(observed_at) + (max(observed_at) - "
+          "min(observed_at)) / 2), '%Y-%m-%dT%H:%M:%SZ') as since from runs")
 # The warm questions (one process, the library): the SQL of the commands above that have one.
 WARM = ("regressions", "trends", "speedup_summary")
 
 
-def _out(args: list[str], folder: Path, side: str) -> list[str]:
-    return [a.replace("OUT", str(folder / f"{side}-out")) for a in args]
+def _out(args: list[str], folder: Path, side: str, since: str = "") -> list[str]:
+    return [since if a == "SINCE" else a.replace("OUT", str(folder / f"{side}-out"))
+            for a in args]
 
 
 def _clean(folder: Path) -> None:
@@ -62,6 +70,9 @@ def reading(bench: Any, label: str, wh: Path, res: dict, row: Any, yes: Any) -> 
         raise SystemExit(f"kidata views --sql failed: {made.stderr}")
     tables = [line.split()[4] for line in script.read_text("utf-8").splitlines()
               if line.startswith("CREATE OR REPLACE VIEW") and "read_parquet(" in line]
+    bench.kidata("-w", str(wh), "sql", MIDDLE, "-f", "csv",
+                 stdout_path=folder / "since.csv")
+    since = (folder / "since.csv").read_text("utf-8").splitlines()[1].strip()
     repeat = max(1, bench.args.repeat)
     for name, argv, sql, mode in COMMANDS:
         kidata: list = []
@@ -69,9 +80,9 @@ def reading(bench: Any, label: str, wh: Path, res: dict, row: Any, yes: Any) -> 
         for _ in range(repeat):
             _clean(folder)
             # `kidata regressions` exits 1 when it lists some: that is an answer.
-            k = bench.kidata("-w", str(wh), *_out(argv, folder, "kidata"),
+            k = bench.kidata("-w", str(wh), *_out(argv, folder, "kidata", since),
                              stdout_path=folder / "kidata.txt",
-                             exit_codes=(0, 1) if name == "regressions" else (0,))
+                             exit_codes=(0, 1) if name.startswith("regressions") else (0,))
             kidata.append(k)
             if mode != "none":
                 target = str(folder / ("plain-out.duckdb" if mode == "database"

@@ -142,6 +142,7 @@ def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
                 "`kidata export speedups -o OUT.parquet` vs plain DuckDB",
                 "`kidata export --duckdb OUT.duckdb` vs plain DuckDB",
                 "`kidata report -o OUT.html`", "`kidata changes -f csv`",
+                "`kidata regressions --since SINCE -f csv`",
                 "read, warm: `regressions`", "read, warm: `trends`",
                 "read, warm: `speedup_summary`"]
     assert len(rows) == len(commands)
@@ -152,6 +153,7 @@ def test_reading_section_prints_every_command_beside_plain_duckdb(tmp_path):
     assert fresh["kidata_cpu_s"][0] > 0 and fresh["plain_cpu_s"][0] > 0
     assert raw["300/read_report"]["plain_s"] == [] == raw["300/read_changes"]["plain_s"]
     assert raw["300/read_changes"]["kidata_cpu_s"][0] > 0
+    assert raw["300/read_regressions --since"]["kidata_cpu_s"][0] > 0
     assert raw["300/read_warm"]["trends"]["kidata_rows"] == 1
 
 
