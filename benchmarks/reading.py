@@ -7,9 +7,10 @@ each view its ``sql/*.sql`` body), run by a plain ``duckdb`` connection
 (``baselines.py plain``): the same plan without kidata's snapshot, session, caches or output
 code. The ratio is kidata's CPU over the baseline's; the issue's target is 1.5x. The report and
 ``changes`` have no SQL equivalent, so their rows are held to the absolute targets only (the
-report 15 s at 1M runs; both 500 MB); nor has ``regressions --since`` over the later half of the
-runs' time span, whose session computes every step of its window (500 MB). ``benchmarks/run --query-memory SIZE`` runs every
-command under ``KIDATA_QUERY_MEMORY`` and the baseline under the same DuckDB limit.
+report 15 s at 1M runs; both 500 MB); nor has ``regressions --since`` over the later half of
+the runs' time span, whose session computes every step of its window (500 MB).
+``benchmarks/run --query-memory SIZE`` runs every command under ``KIDATA_QUERY_MEMORY`` and the
+baseline under the same DuckDB limit.
 """
 
 from __future__ import annotations

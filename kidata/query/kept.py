@@ -9,8 +9,9 @@ computes ``series_context`` (a few kernels at a time: :func:`kidata.store.contex
 every query that read it (52 s; 22 s with them kept: docs/benchmarks.md, Run AU).
 
 The files live in a temporary folder of the session's own (:mod:`kidata.core.scratch`), removed
-with the session (or when the interpreter exits; a killed process's by the next kidata process);
-a new snapshot (a load's commit) drops the files of the old one.
+with the session and the connections whose views read them (or when the interpreter exits; a
+killed process's by the next kidata process); a new snapshot (a load's commit) drops the files
+of the old one (the session closes the connections of the old one).
 """
 
 from __future__ import annotations
@@ -27,13 +28,28 @@ from kidata.core import scratch
 from kidata.core.sql import quote_identifier, quote_literal
 
 
+class _Folder:
+    """A scratch folder, removed when the last of its holders goes: the :class:`KeptRows` that
+    made it and every connection whose views read its files (``Warehouse.connect()`` hands the
+    session's connection to a caller, who may keep it longer than the warehouse object)."""
+
+    def __init__(self) -> None:
+        self.path = scratch.make("kept")
+        # Removed when this object is collected, at the latest when the interpreter exits.
+        weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+
+
+# Each connection with views over kept files, and the folder that holds them.
+_readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class KeptRows:
     """The relations one session keeps as files, for one snapshot at a time."""
 
     def __init__(self) -> None:
         self._state: object = None  # the snapshot the files are of
         self._files: dict[str, list[Path]] = {}
-        self._folder: Path | None = None
+        self._folder: _Folder | None = None
         self._numbers = itertools.count()
 
     def define(self, con: duckdb.DuckDBPyConnection, name: str, state: object,
@@ -60,6 +76,7 @@ class KeptRows:
         sources = ", ".join(quote_literal(str(f)) for f in files)
         con.execute(f"CREATE OR REPLACE VIEW {quote_identifier(name)} AS "
                     f"SELECT * FROM read_parquet([{sources}])")
+        _readers[con] = self._folder
         return True
 
     def holds(self, name: str, state: object) -> bool:
@@ -76,10 +93,8 @@ class KeptRows:
 
     def _root(self) -> Path:
         if self._folder is None:
-            self._folder = scratch.make("kept")
-            # Removed with the session that holds this object, at the latest at exit.
-            weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
-        return self._folder
+            self._folder = _Folder()
+        return self._folder.path
 
 
 def copy_to(con: duckdb.DuckDBPyConnection, relation: str) -> Callable[[Path], list[Path]]:

@@ -481,6 +481,20 @@ def test_kept_rows_outlive_a_connection_and_go_with_the_snapshot_or_the_session(
 
     gc.collect()
     assert not folder.exists()
+    # A connection handed out (Warehouse.connect) keeps its files while it lives, though the
+    # warehouse object that made it is gone.
+    steps = Warehouse(wh_path, since="2024-03-01T23:00:00Z").sql(
+        "select count(*) from series_context").fetchall()
+    gc.collect()
+    con = Warehouse(wh_path, since="2024-03-01T23:00:00Z").connect()
+    gc.collect()
+    assert "read_parquet" in con.sql("select sql from duckdb_views() "
+                                     "where view_name = 'series_context'").fetchall()[0][0]
+    assert con.sql("select count(*) from series_context").fetchall() == steps
+    handed = made[-1]
+    del con
+    gc.collect()
+    assert not handed[0].parent.parent.exists()
 
 
 def test_a_query_that_does_not_parse_fails_before_the_window_computes(records, tmp_path,
