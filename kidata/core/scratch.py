@@ -36,19 +36,18 @@ def make(kind: str) -> Path:
     return path
 
 
-def sweep(force: bool = False) -> list[Path]:
-    """Remove the scratch folders of kidata processes that no longer run (once per process
-    unless ``force``); returns those removed. Not on Windows, where a process cannot be asked
-    whether another is alive without a handle to it."""
+def sweep() -> None:
+    """Remove the scratch folders of kidata processes that no longer run (once per process).
+    Not on Windows, where a process cannot be asked whether another is alive without a handle
+    to it."""
     global _swept
-    if (_swept and not force) or sys.platform == "win32":
-        return []
+    if _swept or sys.platform == "win32":
+        return
     _swept = True
-    removed = []
     try:
         entries = os.scandir(tempfile.gettempdir())
     except OSError:
-        return []
+        return
     with entries:
         for entry in entries:
             parts = entry.name.split("-")
@@ -58,8 +57,6 @@ def sweep(force: bool = False) -> list[Path]:
             if _alive(int(parts[2])) or not entry.is_dir(follow_symlinks=False):
                 continue
             shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(Path(entry.path))
-    return removed
 
 
 def _alive(pid: int) -> bool:

@@ -53,11 +53,10 @@ class KeptRows:
         self._numbers = itertools.count()
 
     def define(self, con: duckdb.DuckDBPyConnection, name: str, state: object,
-               work: Callable[[Path], list[Path] | None]) -> bool:
+               work: Callable[[Path], list[Path]]) -> None:
         """Define (or replace) the view ``name`` on ``con`` as the rows kept for the snapshot
         ``state``: those an earlier connection kept, else the files ``work`` writes into the
-        (new) folder it is given. False, with nothing defined, when ``work`` gives None (the
-        caller defines the view as it would have)."""
+        (new) folder it is given."""
         if state != self._state:
             self.drop()
             self._state = state
@@ -69,19 +68,11 @@ class KeptRows:
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-            if files is None:
-                shutil.rmtree(folder, ignore_errors=True)
-                return False
             self._files[name] = files
         sources = ", ".join(quote_literal(str(f)) for f in files)
         con.execute(f"CREATE OR REPLACE VIEW {quote_identifier(name)} AS "
                     f"SELECT * FROM read_parquet([{sources}])")
         _readers[con] = self._folder
-        return True
-
-    def holds(self, name: str, state: object) -> bool:
-        """Whether ``name``'s rows are kept for the snapshot ``state``."""
-        return state == self._state and name in self._files
 
     def drop(self) -> None:
         """Remove every file kept (the folder stays for the next snapshot's)."""

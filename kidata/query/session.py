@@ -153,11 +153,10 @@ class Session:
         counts = self._large(con)
         if counts is None:
             return False
-        if name == contexts.VIEW:
-            return self._kept.define(con, name, self._con_state,
-                                     lambda folder: contexts.compute(con, folder, counts))
-        return self._kept.define(con, name, self._con_state,
-                                 kept.copy_to(con, viewfiles.load_views()[name].body))
+        work = ((lambda folder: contexts.compute(con, folder, counts)) if name == contexts.VIEW
+                else kept.copy_to(con, viewfiles.load_views()[name].body))
+        self._kept.define(con, name, self._con_state, work)
+        return True
 
     def _keep_latest_runs(self, con: duckdb.DuckDBPyConnection, views: list[str],
                           query: str) -> None:
@@ -172,8 +171,9 @@ class Session:
         if not (table in re.findall(r"\w+", query.lower())
                 or any(table in found[v].sources for v in views)):
             return
-        if self._large(con) is not None and self._kept.define(
-                con, table, self._con_state, kept.copy_to(con, f"SELECT * FROM {table}")):
+        if self._large(con) is not None:
+            self._kept.define(con, table, self._con_state,
+                              kept.copy_to(con, f"SELECT * FROM {table}"))
             self._con_views.add(f"kept:{table}")
 
     def _large(self, con: duckdb.DuckDBPyConnection) -> list[tuple] | None:

@@ -237,9 +237,9 @@ def compute(con: duckdb.DuckDBPyConnection, folder: Path, counts: list[tuple]) -
         for name in viewfiles.with_dependencies([VIEW]):
             con.execute(f"CREATE VIEW {_BATCH}.{name} AS {views[name].body}")
         for number, batch in enumerate(batches):
-            con.execute(f"DELETE FROM {groups}")
-            con.executemany(f"INSERT INTO {groups} VALUES (?, ?, ?)", batch)
-            if not whole:
+            if not whole:  # (all at once, the views read every run)
+                con.execute(f"DELETE FROM {groups}")
+                con.executemany(f"INSERT INTO {groups} VALUES (?, ?, ?)", batch)
                 _batch_views(con, measurements, groups, batch)
             path = folder / f"steps-{number:05d}.parquet"
             con.execute(f"COPY (SELECT * FROM {_BATCH}.{VIEW}) TO {quote_literal(str(path))} "
