@@ -139,8 +139,10 @@ VARIABLES: tuple[Variable, ...] = (
              "in a smaller warehouse queries compute them, which costs less than storing "
              "them (`0`: always store).", _count),
     Variable("KIDATA_COMMIT_MEMORY", "commit_memory", "size", "192MB", "192MB",
-             "DuckDB's memory limit while a load's commit plans its dedupe (beyond it, it "
-             "spills to disk).", _size),
+             "DuckDB's memory limit while a load's commit plans its dedupe, and while a "
+             "writer stores, rebuilds or checks the series steps (beyond it, DuckDB spills to "
+             "disk: into the load's staging folder, else a folder of its own under the "
+             "system's temporary directory, never the working folder).", _size),
     Variable("KIDATA_COMMIT_WRITE_MEMORY", "commit_write_memory", "size", "128MB", "128MB",
              "DuckDB's memory limit while a load's commit writes its tables and derives "
              "`latest_runs`.", _size),

@@ -23,10 +23,18 @@ SWAP_RETRIES = 5
 
 
 def connect(config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with kidata's settings (plus ``config``). Its progress
-    bar is off: a long statement (a commit, a compaction) would draw it on standard output,
-    into the command's own output. (It is a session setting: DuckDB refuses it in ``config``.)"""
-    con = duckdb.connect(config={**SETTINGS, **(config or {})})
+    """An in-memory DuckDB connection with kidata's settings (plus ``config``). It spills,
+    beyond its memory limit, into a scratch folder of its own under the system's temporary
+    directory (:mod:`kidata.core.scratch`) unless ``config`` names a ``temp_directory``:
+    DuckDB's default, ``.tmp`` in the working directory, would write beside the user's files,
+    and fail where that folder is read-only. Its progress bar is off: a long statement (a
+    commit, a compaction) would draw it on standard output, into the command's own output.
+    (It is a session setting: DuckDB refuses it in ``config``.)"""
+    from kidata.core import scratch
+
+    config = config or {}
+    spill = {} if "temp_directory" in config else {"temp_directory": scratch.name("duckdb")}
+    con = duckdb.connect(config={**SETTINGS, **spill, **config})
     con.execute("SET enable_progress_bar = false")
     return con
 

@@ -1,6 +1,7 @@
 """Scratch folders of kidata's processes under the system's temporary directory: a reading
-session's DuckDB spill folder (:func:`kidata.core.engine.reading_settings`) and the rows a
-session keeps (:mod:`kidata.query.kept`).
+session's DuckDB spill folder (:func:`kidata.core.engine.reading_settings`), any other
+connection's (``duckdb``: storing steps, compaction; :func:`kidata.core.engine.connect`) and the
+rows a session keeps (:mod:`kidata.query.kept`).
 
 Each is named ``kidata-<kind>-<process id>-<random>``. DuckDB removes its spill folder when the
 connection closes and a session its kept rows when it ends, but a process that is killed does
@@ -17,7 +18,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-KINDS = ("reading", "kept")
+KINDS = ("reading", "kept", "duckdb")
 _swept = False
 
 

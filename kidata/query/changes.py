@@ -286,8 +286,9 @@ def _change_points(groups: list[tuple[tuple, list[tuple]]], effect: float
 
 
 def _relation(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
-    import duckdb
     import pyarrow as pa
+
+    from kidata.core import engine
 
     schema = pa.schema([
         *[(c, pa.string()) for c in SERIES],
@@ -302,4 +303,4 @@ def _relation(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
         ("series_points", pa.int64()), ("series_noise", pa.float64()),
     ])
     table = pa.Table.from_pylist(rows, schema=schema)
-    return duckdb.connect().from_arrow(table)
+    return engine.connect().from_arrow(table)

@@ -169,7 +169,8 @@ def test_a_killed_processs_scratch_folders_are_removed_by_the_next(seeded, tmp_p
     dead = int(gone.stdout)
     temp = tmp_path / "tmp"
     temp.mkdir()
-    leftovers = [temp / f"kidata-reading-{dead}-0123abcd", temp / f"kidata-kept-{dead}-x1_y"]
+    leftovers = [temp / f"kidata-reading-{dead}-0123abcd", temp / f"kidata-kept-{dead}-x1_y",
+                 temp / f"kidata-duckdb-{dead}-4567ef01"]
     kept = [temp / f"kidata-kept-{os.getpid()}-alive",  # a process that runs
             temp / f"kidata-tree-{dead}-other",  # not a scratch folder of kidata's
             temp / f"kidata-reading-{dead}"]  # not of the form
@@ -181,3 +182,49 @@ def test_a_killed_processs_scratch_folders_are_removed_by_the_next(seeded, tmp_p
     assert Path(row["t"]).parent == temp  # the command's own scratch folder is there too
     assert not any(f.exists() for f in leftovers)
     assert all((f / "block.bin").exists() for f in kept)
+
+
+def test_writers_spill_into_scratch_folders_not_the_working_folder(tmp_path, monkeypatch):
+    """A connection that writes spills beyond its limit too (storing every step of 1M runs does,
+    under KIDATA_COMMIT_MEMORY): into a folder of its own under the system's temporary
+    directory (a load's commit: its staging folder), never DuckDB's default, ``.tmp`` in the
+    working folder. Here that name is a file, as a read-only working folder would make it
+    impossible: storing a load's steps failed with "Failed to create directory"."""
+    import tempfile
+
+    from kidata.core import engine
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".tmp").write_text("not a folder")
+    monkeypatch.chdir(work)
+    temp = Path(tempfile.gettempdir())
+    # A connection kidata opens spills, and answers.
+    with engine.connect({"memory_limit": "64MB", "threads": 1}) as con:
+        [(limit, folder, grouped)] = con.sql(SPILLS).fetchall()
+    assert Path(folder).parent == temp and Path(folder).name.startswith("kidata-duckdb-")
+    assert grouped == 3_000_000
+    # Every connection of a load that stores its steps, a check, a compaction and an unload.
+    folders: list[str] = []
+    real = engine.connect
+
+    def connect(config=None):
+        con = real(config)
+        folders.append(con.sql("SELECT current_setting('temp_directory')").fetchall()[0][0])
+        return con
+
+    monkeypatch.setattr(engine, "connect", connect)
+    monkeypatch.setenv("KIDATA_CONTEXTS_AT", "0")  # store steps however few the runs
+    wh = Warehouse(tmp_path / "wh")
+    first = wh.load([str(SEEDS)])
+    assert first.ok and first.added.get("step_context")  # the steps were stored
+    assert wh.check().ok
+    wh.compact()
+    wh.unload([first.load_id])
+    assert len(folders) > 5
+    for name in folders:
+        path = Path(name)
+        assert path.is_absolute(), name
+        assert (path.parent == temp and path.name.startswith("kidata-")) or \
+            path.is_relative_to(wh.path / "_kidata" / "staging"), name
+    assert [p.name for p in work.iterdir()] == [".tmp"]
