@@ -233,11 +233,12 @@ def test_cpu_per_run_gives_each_load_per_run_and_the_liger_ratio(tmp_path):
 @pytest.mark.parametrize("probe", [
     ["sketch_vectorised.py", "--memory", "500MB"],
     # Blocks of 4 KiB and chunks of 40 lines: lines span blocks, a chunk spans several.
-    ["sketch_chunked.py", "--chunk", "40", "--block", "4096", "--rounds", "1"]],
-    ids=["vectorised", "chunked"])
+    ["sketch_chunked.py", "--chunk", "40", "--block", "4096", "--rounds", "1"],
+    ["sketch_arrow.py", "--block", "4096", "--rounds", "1"]],
+    ids=["vectorised", "chunked", "arrow"])
 def test_vectorised_sketch_loads_clean_bundles_and_flags_bad_ones(tmp_path, probe):
-    # benchmarks/sketch_vectorised.py and sketch_chunked.py are design probes
-    # (docs/benchmarks.md, "Ingest" and Run AA); run them small so they keep working, and
+    # benchmarks/sketch_vectorised.py, sketch_chunked.py and sketch_arrow.py are design probes
+    # (docs/benchmarks.md, "Ingest", Runs AA and AV); run them small so they keep working, and
     # check that their SQL checks do flag bad records.
     gen = _generate_module()
     gen.generate(tmp_path / "data", 150, extra=0, per_file=150)
