@@ -124,21 +124,27 @@ def auto_at() -> int:
 
 
 def auto(layout: Layout) -> CompactReport:
-    """Merge the small files of each table that has :func:`auto_at` of them. Called by a
-    load after its commit, under the writer lock it already holds. Each merge rewrites at most
-    ``SMALL_BYTES`` per table, once per ``auto_at()`` loads: a constant cost per load."""
+    """Merge the small files of each table that has :func:`auto_at` of them, and rebuild the
+    stored steps in one file once they have as many files or their edits are many
+    (:func:`kidata.store.contexts.edits_due`). Called by a load after its commit, under the
+    writer lock it already holds. Each merge rewrites at most ``SMALL_BYTES`` per table, once
+    per ``auto_at()`` loads: a constant cost per load; a rebuild of the steps rewrites them
+    all, once per load that changes a tenth of them."""
     at = auto_at()
     if not at:
         return CompactReport()
     at = max(2, at)
     plan = {t: _split(layout, t, SMALL_BYTES) for t in compactable()}
-    contexts_due = len(layout.table_files(contexts.TABLE)) >= at
+    # The stored steps once they have as many files, or sooner once their edits are many
+    # (contexts.edits_due: every query joins the voids).
+    contexts_due = (len(layout.table_files(contexts.TABLE)) >= at
+                    or contexts.edits_due(layout.root))
     if not (contexts_due or any(len(small) >= at for _, small, _ in plan.values())) \
             or not commit.can_exchange(layout.root):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
     report = _merge_tables(layout, plan, at)
     if contexts_due:
-        _rebuild_contexts(layout, report, at)
+        _rebuild_contexts(layout, report, 1)
     return report
 
 

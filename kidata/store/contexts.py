@@ -292,6 +292,32 @@ def _batch_views(con: duckdb.DuckDBPyConnection, measurements: Path, groups: str
             WHERE t.kernel = m.{_KEYS[0]} AND t.pass = m.{_KEYS[1]} AND t.gpu = m.{_KEYS[2]})""")
 
 
+# When a load's compaction rebuilds step_context although it has few files: once step_edits
+# holds this share of step_context's rows (and at least EDITS_AT rows). Every reading query
+# joins the voids, building its hash table from them: 1.7M of them (5M runs loaded into a 5M
+# warehouse) ran `kidata report` and `sql -o` of trends out of the default 300MB and made
+# `trends` 8x slower than over the same steps rebuilt (docs/benchmarks.md, Run AW).
+EDITS_SHARE = 0.1
+EDITS_AT = 100_000
+
+
+def edits_due(root: Path) -> bool:
+    """Whether step_edits has grown to :data:`EDITS_SHARE` of step_context's rows and
+    :data:`EDITS_AT` rows (counted from the files' Parquet footers): time to rebuild the
+    stored steps in one file with no voids (:func:`rebuild`)."""
+    import pyarrow.parquet as pq
+
+    layout = Layout(root)
+    try:
+        edits = sum(pq.read_metadata(p).num_rows for p in layout.table_files(EDITS))
+        if edits < EDITS_AT:
+            return False
+        steps = sum(pq.read_metadata(p).num_rows for p in layout.table_files(TABLE))
+    except (OSError, ValueError):  # unreadable: kidata check names it
+        return False
+    return edits >= EDITS_SHARE * steps
+
+
 def due(root: Path) -> bool:
     """Whether a writer of ``root`` stores steps: from ``KIDATA_CONTEXTS_AT`` runs on
     (counted from the runs files' Parquet footers)."""

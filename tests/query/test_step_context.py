@@ -226,6 +226,34 @@ def test_stored_and_computed_steps_agree_in_any_order(records, tmp_path, monkeyp
         assert series(wh_path, **window) == computed(wh_path, tmp_path, **window)
 
 
+def test_a_load_that_voids_many_steps_rebuilds_them_in_one_file(records, tmp_path,
+                                                                 monkeypatch):
+    """Every reading query joins the voids: a load whose edits reach a tenth of the stored
+    steps (contexts.EDITS_SHARE, and EDITS_AT rows: made small here) rebuilds them in one file
+    with no voids in its compaction, as `kidata compact` would, long before KIDATA_COMPACT_AT
+    files; the answers stay those computed afresh. Below the share, nothing is rebuilt."""
+    late = [r for r in records if r["run"]["spec"]["observedAt"] >= "2024-03-03T09:50"]
+    early = [r for r in records if r not in late]
+    wh_path = tmp_path / "wh"
+    wh = Warehouse(wh_path)
+    wh.load(write(tmp_path / "late.jsonl", late))
+    monkeypatch.setattr(contexts, "EDITS_AT", 1)
+    monkeypatch.setattr(contexts, "EDITS_SHARE", 10.0)  # edits never 10x the steps: no rebuild
+    wh.load(write(tmp_path / "early-1.jsonl", early[: len(early) // 2]))
+    assert len(list((wh_path / "step_context").glob("*.parquet"))) == 2
+    voids = stored(wh_path)["void"]
+    assert voids > 0  # the earlier results came before the stored steps: those changed
+    monkeypatch.setattr(contexts, "EDITS_SHARE", 0.1)
+    assert voids + stored(wh_path)["count"] >= 0.1 * stored(wh_path)["step"]  # due now
+    report = wh.load(write(tmp_path / "early-2.jsonl", early))
+    assert report.compacted.get("step_context") == (3, 1)
+    assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
+    after = stored(wh_path)
+    assert "void" not in after and after["step"] == steps(wh_path)
+    assert reads_stored(wh_path) and wh.check().ok
+    assert series(wh_path) == computed(wh_path, tmp_path)
+
+
 def test_a_load_whose_steps_were_not_stored(records, tmp_path, monkeypatch):
     # A load committed, but storing its steps failed (a crash, a full disk): it has no
     # 'covered' row, so sessions compute every step (the stored rows of its groups are
