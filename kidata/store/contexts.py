@@ -42,6 +42,7 @@ import duckdb
 
 from kidata.core import engine, viewfiles
 from kidata.core.sql import quote_literal
+from kidata.errors import WarehouseError
 from kidata.store import durable, reference, schema, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS, DUCKDB_TYPES, FLOAT64
@@ -60,6 +61,9 @@ REFERENCE_READ = ("gpus",)
 # Runs per pass of the computation (a few kernels, passes and GPUs at a time): what bounds
 # the memory of storing, rebuilding and checking steps (one pass over 1M runs: 4.2 GB).
 CHUNK_RUNS = 50_000
+# Runs per pass of a rebuild (:func:`rebuild`), which copies the steps in use and computes
+# none: its memory is the batch's voids' hash table, and each pass reads the stored steps.
+REBUILD_RUNS = 1_000_000
 # What bounds a query session's pass (:func:`compute`) too: the pairs of steps its contexts
 # join and take medians of grow as the square of the results of one implementation measured
 # together, estimated per kernel, pass and GPU as the sum of the squared counts of the passed
@@ -143,24 +147,53 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
     con.execute(f"CREATE VIEW _writers AS {WRITERS_SQL}")
     con.execute(f"CREATE VIEW _in_use AS {IN_USE_SQL}")
-    con.execute(f"CREATE VIEW _current AS SELECT s.* FROM _in_use s WHERE {_in_touched('s')}")
+    _touched_views(con, [])
     # The stored body over the touched steps only (filtered before its joins, within the
     # connection's memory limit).
     body = stored_view().body
     if body.count(f"FROM {TABLE} s\n") != 1:
         raise AssertionError(f"{stored_view().path} reads {TABLE} other than once as s")
-    con.execute(f"CREATE VIEW _touched_steps AS SELECT * FROM {TABLE} s WHERE {_in_touched('s')}")
     con.execute("CREATE VIEW _stored AS " + body.replace(f"FROM {TABLE} s\n",
                                                          "FROM _touched_steps s\n"))
 
 
+def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple]) -> None:
+    """(Re)define the views of :func:`define_views` that hold the kernels, passes and GPUs in
+    ``_touched`` (``batch``: the same, whose kernels are also named as constants, so that
+    DuckDB filters the scans of runs and of the stored steps and edits, and skips their row
+    groups of other kernels, instead of reading every row of them for each batch): ``runs``,
+    ``_touched_steps`` and ``_current``, the touched steps in use. ``_current`` joins only the
+    touched groups' voids: joined with every void of the warehouse, each batch built a hash
+    table of all of them (1.7M at 10M runs, spilled), and a rebuild peaked at ~0.9 GB."""
+    kernels = ", ".join(quote_literal(k) for k in sorted({k for k, _, _ in batch})) or "NULL"
+    mine = f"kernel IN ({kernels})"
+    # The writers as a constant list, never a semi-join an engine could build from the steps
+    # (sql/stored/series_context.sql says why).
+    written = "array_contains((SELECT array_agg(load_id) FROM _writers), {}.{})"
+    con.execute(f"CREATE OR REPLACE VIEW runs AS SELECT r.* FROM _all_runs r "
+                f"WHERE r.{mine} AND {_in_touched('r')}")
+    con.execute(f"CREATE OR REPLACE VIEW _touched_steps AS SELECT * FROM {TABLE} s "
+                f"WHERE s.{mine} AND {_in_touched('s')}")
+    con.execute(f"""
+        CREATE OR REPLACE VIEW _current AS
+        SELECT s.* FROM {TABLE} s
+        LEFT JOIN (
+            SELECT run_id, metric, of_load FROM {EDITS} e
+            WHERE e.kind = 'void' AND e.{mine} AND {_in_touched('e')}
+                AND {written.format('e', 'load_id')}
+        ) v ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
+        WHERE v.run_id IS NULL AND s.{mine} AND {_in_touched('s')}
+            AND {written.format('s', 'load_id')}""")
+
+
 def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
-           runs: list[str] | tuple[str, ...] = ()) -> Iterator[int]:
+           runs: list[str] | tuple[str, ...] = (), size: int | None = None) -> Iterator[int]:
     """Fill ``_touched`` (:func:`define_views`) with one batch of kernels, passes and GPUs
     after another, each of about :data:`CHUNK_RUNS` runs (one that has more is a batch of its
-    own), yielding the batch's number: every one, or (``load_id``) those the load added runs
-    to, gave a protocol family or enriched a run of (``runs``: the runs it enriched, whose
-    rows keep the load_id of the load that added them)."""
+    own; ``size`` runs instead, for work lighter than computing steps), yielding the batch's
+    number: every one, or (``load_id``) those the load added runs to, gave a protocol family
+    or enriched a run of (``runs``: the runs it enriched, whose rows keep the load_id of the
+    load that added them)."""
     where = ""
     if load_id is not None:
         con.execute("CREATE OR REPLACE TEMP TABLE _enriched (run_id VARCHAR)")
@@ -173,21 +206,23 @@ def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
     counts = con.execute(
         f"SELECT kernel, pass, gpu, count(*) FROM _all_runs {where} GROUP BY ALL ORDER BY ALL",
         {"load_id": load_id} if load_id is not None else None).fetchall()
-    for number, batch in enumerate(_batches(counts)):
+    for number, batch in enumerate(_batches(counts, size)):
         con.execute("DELETE FROM _touched")
         con.executemany("INSERT INTO _touched VALUES (?, ?, ?)", batch)
+        _touched_views(con, batch)
         yield number
 
 
-def _batches(counts: list[tuple]) -> Iterator[list[tuple]]:
+def _batches(counts: list[tuple], most: int | None = None) -> Iterator[list[tuple]]:
     """``counts`` (kernel, pass, GPU, runs[, pairs]) as lists of (kernel, pass, GPU) of about
-    :data:`CHUNK_RUNS` runs and at most :data:`CHUNK_PAIRS` pairs each, in order (a group of
-    more is a batch of its own)."""
+    ``most`` (:data:`CHUNK_RUNS`) runs and at most :data:`CHUNK_PAIRS` pairs each, in order (a
+    group of more is a batch of its own)."""
+    most = CHUNK_RUNS if most is None else most
     batch: list[tuple] = []
     size = pairs = 0
     for kernel, pass_, gpu, n, *more in counts:
         p = more[0] if more else 0
-        if batch and (size + n > CHUNK_RUNS or pairs + p > CHUNK_PAIRS):
+        if batch and (size + n > most or pairs + p > CHUNK_PAIRS):
             yield batch
             batch, size, pairs = [], 0, 0
         batch.append((kernel, pass_, gpu))
@@ -615,10 +650,21 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
         keys = ", ".join(SERIES)
         params = {"id": writer_id}
 
+        def batches() -> Iterator[Any]:
+            # A few groups at a time: all at once, the steps' every column went through the
+            # join with every void (at 10M runs, 0.9 GB and 58 s; docs/benchmarks.md, Run AW).
+            for _ in chunks(con, size=REBUILD_RUNS):
+                yield from con.sql("SELECT * FROM _current").to_arrow_reader(65536)
+
         def write_steps(path: Path) -> int:
-            return write_reader(path, schema.arrow_tables()[TABLE],
-                                con.sql("SELECT * FROM _in_use").to_arrow_reader(65536),
+            rows = write_reader(path, schema.arrow_tables()[TABLE], batches(),
                                 create_empty=True)
+            [(in_use,)] = con.sql("SELECT count(*) FROM _in_use").fetchall()
+            if rows != in_use:  # a step whose group no run has: not rebuilt, not dropped
+                raise WarehouseError(f"rebuilding {TABLE}: {rows:,} steps written of "
+                                     f"{in_use:,} in use; kidata check --repair stores "
+                                     "every step again")
+            return rows
 
         def write_edits(path: Path) -> int:
             return write_reader(path, schema.arrow_tables()[EDITS], con.sql(

@@ -167,6 +167,7 @@ def test_stored_and_computed_steps_agree_in_any_order(records, tmp_path, monkeyp
     # Stored, checked and rebuilt a few kernels, passes and GPUs at a time (contexts.chunks):
     # one pass, two triples of 72 runs per pass, one triple per pass.
     monkeypatch.setattr(contexts, "CHUNK_RUNS", chunk)
+    monkeypatch.setattr(contexts, "REBUILD_RUNS", chunk)  # kidata compact's batches too
     rng = random.Random(3)
     wh_path = tmp_path / "wh"
     wh = Warehouse(wh_path)
