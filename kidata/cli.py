@@ -161,8 +161,12 @@ def load(
             progress.close()
     if report.compacted and not quiet:
         merged = ", ".join(f"{t} {a:,} -> {b:,}" for t, (a, b) in report.compacted.items())
-        out.note(f"merged the small files of {len(report.compacted)} tables after the load "
-                 f"(files: {merged}; KIDATA_COMPACT_AT sets when)")
+        n = len(report.compacted)
+        why = "KIDATA_COMPACT_AT sets when"
+        if "step_context" in report.compacted:  # contexts.edits_due, before that many files
+            why += ", or stored steps whose edits reach a tenth of them"
+        out.note(f"merged the small files of {n} table{'s' if n != 1 else ''} after the load "
+                 f"(files: {merged}; {why})")
     if report.unchanged and not quiet:
         n = len(report.unchanged)
         out.note(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: "

@@ -62,8 +62,10 @@ REFERENCE_READ = ("gpus",)
 # the memory of storing, rebuilding and checking steps (one pass over 1M runs: 4.2 GB).
 CHUNK_RUNS = 50_000
 # Runs per pass of a rebuild (:func:`rebuild`), which copies the steps in use and computes
-# none: its memory is the batch's voids' hash table, and each pass reads the stored steps.
-REBUILD_RUNS = 1_000_000
+# none; each pass reads the stored steps. At 10M runs with 1.7M voids: 50k runs per pass
+# 141 s and 500 MB, 200k 100 s and 600 MB, 1M 28 s and 700 MB, all at once 58 s and 0.97 GB
+# (docs/benchmarks.md, Run AW).
+REBUILD_RUNS = 200_000
 # What bounds a query session's pass (:func:`compute`) too: the pairs of steps its contexts
 # join and take medians of grow as the square of the results of one implementation measured
 # together, estimated per kernel, pass and GPU as the sum of the squared counts of the passed
