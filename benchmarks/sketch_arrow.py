@@ -38,8 +38,6 @@ Result (docs/benchmarks.md, Run AV): 0.40-0.50x DuckDB's CPU at 100k runs, 0.28-
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import resource
 import shutil
 import sys
@@ -57,6 +55,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baselines  # noqa: E402
+from sketch_chunked import canonical_digest  # noqa: E402  (json.loads takes bytes too)
 
 
 class Bundle(msgspec.Struct, forbid_unknown_fields=True):
@@ -85,13 +84,6 @@ RUN = pa.schema([
         ("protocolDigest", S), ("workloadDigest", S), ("environmentDigest", S),
         ("implementationDigest", S)])),
 ])
-
-
-def canonical_digest(text: bytes) -> str:
-    doc = json.loads(text)
-    body = {k: v for k, v in doc.items() if k != "metadata"}
-    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
 
 def blocks(path: str, size: int):

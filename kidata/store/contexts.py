@@ -336,12 +336,15 @@ def _batch_views(con: duckdb.DuckDBPyConnection, measurements: Path, groups: str
 # `trends` 8x slower than over the same steps rebuilt (docs/benchmarks.md, Run AW).
 EDITS_SHARE = 0.1
 EDITS_AT = 100_000
+# ... or once it holds this many rows, whatever the share: at 10M runs a tenth is 1.2M voids,
+# and the query's join with 322k of them already spilled at 2M (Run AW).
+EDITS_MOST = 500_000
 
 
 def edits_due(root: Path) -> bool:
-    """Whether step_edits has grown to :data:`EDITS_SHARE` of step_context's rows and
-    :data:`EDITS_AT` rows (counted from the files' Parquet footers): time to rebuild the
-    stored steps in one file with no voids (:func:`rebuild`)."""
+    """Whether step_edits has grown to :data:`EDITS_SHARE` of step_context's rows (or to
+    :data:`EDITS_MOST` rows) and :data:`EDITS_AT` rows (counted from the files' Parquet
+    footers): time to rebuild the stored steps in one file with no voids (:func:`rebuild`)."""
     import pyarrow.parquet as pq
 
     layout = Layout(root)
@@ -352,7 +355,7 @@ def edits_due(root: Path) -> bool:
         steps = sum(pq.read_metadata(p).num_rows for p in layout.table_files(TABLE))
     except (OSError, ValueError):  # unreadable: kidata check names it
         return False
-    return edits >= EDITS_SHARE * steps
+    return edits >= min(EDITS_SHARE * steps, EDITS_MOST)
 
 
 def due(root: Path) -> bool:

@@ -227,12 +227,14 @@ def test_stored_and_computed_steps_agree_in_any_order(records, tmp_path, monkeyp
         assert series(wh_path, **window) == computed(wh_path, tmp_path, **window)
 
 
+@pytest.mark.parametrize("rule", ["share", "most"])
 def test_a_load_that_voids_many_steps_rebuilds_them_in_one_file(records, tmp_path,
-                                                                 monkeypatch):
+                                                                 monkeypatch, rule):
     """Every reading query joins the voids: a load whose edits reach a tenth of the stored
-    steps (contexts.EDITS_SHARE, and EDITS_AT rows: made small here) rebuilds them in one file
-    with no voids in its compaction, as `kidata compact` would, long before KIDATA_COMPACT_AT
-    files; the answers stay those computed afresh. Below the share, nothing is rebuilt."""
+    steps (contexts.EDITS_SHARE), or EDITS_MOST rows, and EDITS_AT rows (all made small here)
+    rebuilds them in one file with no voids in its compaction, as `kidata compact` would,
+    long before KIDATA_COMPACT_AT files; the answers stay those computed afresh. Below both,
+    nothing is rebuilt."""
     late = [r for r in records if r["run"]["spec"]["observedAt"] >= "2024-03-03T09:50"]
     early = [r for r in records if r not in late]
     wh_path = tmp_path / "wh"
@@ -244,8 +246,11 @@ def test_a_load_that_voids_many_steps_rebuilds_them_in_one_file(records, tmp_pat
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 2
     voids = stored(wh_path)["void"]
     assert voids > 0  # the earlier results came before the stored steps: those changed
-    monkeypatch.setattr(contexts, "EDITS_SHARE", 0.1)
-    assert voids + stored(wh_path)["count"] >= 0.1 * stored(wh_path)["step"]  # due now
+    if rule == "share":
+        monkeypatch.setattr(contexts, "EDITS_SHARE", 0.1)
+        assert voids + stored(wh_path)["count"] >= 0.1 * stored(wh_path)["step"]  # due now
+    else:
+        monkeypatch.setattr(contexts, "EDITS_MOST", voids)
     report = wh.load(write(tmp_path / "early-2.jsonl", early))
     assert report.compacted.get("step_context") == (3, 1)
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
