@@ -63,16 +63,11 @@ def query_memory() -> str | None:
 
 def reading_settings() -> dict[str, Any]:
     """The settings of a connection that reads the warehouse (queries, views, exports):
-    :func:`query_memory`'s memory limit, with a temporary folder of the connection's own to
-    spill to (DuckDB makes it when it first spills and removes it when the connection closes;
-    its default, ``.tmp`` in the working directory, would write beside the user's files).
-    Empty for ``KIDATA_QUERY_MEMORY=none``: DuckDB's own limit."""
-    from kidata.core import scratch
-
+    :func:`query_memory`'s memory limit (it spills beyond it into its own folder, as every
+    connection of :func:`connect` does). Empty for ``KIDATA_QUERY_MEMORY=none``: DuckDB's own
+    limit."""
     limit = query_memory()
-    if limit is None:
-        return {}
-    return {"memory_limit": limit, "temp_directory": scratch.name("reading")}
+    return {} if limit is None else {"memory_limit": limit}
 
 
 def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],

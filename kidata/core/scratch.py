@@ -1,7 +1,7 @@
-"""Scratch folders of kidata's processes under the system's temporary directory: a reading
-session's DuckDB spill folder (:func:`kidata.core.engine.reading_settings`), any other
-connection's (``duckdb``: storing steps, compaction; :func:`kidata.core.engine.connect`) and the
-rows a session keeps (:mod:`kidata.query.kept`).
+"""Scratch folders of kidata's processes under the system's temporary directory: each DuckDB
+connection's spill folder (``duckdb``: :func:`kidata.core.engine.connect`) and the rows a
+session keeps (``kept``: :mod:`kidata.query.kept`); ``reading`` is the spill folders of kidata
+0.3.20's reading sessions, swept as well.
 
 Each is named ``kidata-<kind>-<process id>-<random>``. DuckDB removes its spill folder when the
 connection closes and a session its kept rows when it ends, but a process that is killed does

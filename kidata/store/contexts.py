@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,15 +92,22 @@ READABLE_SQL = (f"SELECT EXISTS (SELECT 1 FROM {EDITS} WHERE kind = 'covered') A
                 f"(SELECT load_id FROM {EDITS} WHERE kind = 'covered'))")
 
 
-# The stored steps in use (every column, load_id included), as the stored series_context
-# takes them: those of writers whose steps are all there, that no such writer voided.
-IN_USE_SQL = f"""
+def _in_use_sql(mine: Callable[[str], str] = lambda alias: "TRUE") -> str:
+    """The stored steps in use (every column, load_id included), as the stored series_context
+    takes them: those of writers whose steps are all there, that no such writer voided; only
+    those (and only the voids) ``mine(alias)`` (a condition on the row ``alias``) keeps.
+    The writers are a constant list, never a semi-join an engine could build from the steps
+    (sql/stored/series_context.sql says why)."""
+    written = "array_contains((SELECT array_agg(load_id) FROM _writers), {}.load_id)"
+    return f"""
     SELECT s.* FROM {TABLE} s
     LEFT JOIN (
-        SELECT run_id, metric, of_load FROM {EDITS}
-        WHERE kind = 'void' AND load_id IN (SELECT load_id FROM _writers)
+        SELECT run_id, metric, of_load FROM {EDITS} e
+        WHERE e.kind = 'void' AND {mine('e')} AND {written.format('e')}
     ) v ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
-    WHERE v.run_id IS NULL AND s.load_id IN (SELECT load_id FROM _writers)"""
+    WHERE v.run_id IS NULL AND {mine('s')} AND {written.format('s')}"""
+
+
 WRITERS_SQL = f"""
     SELECT w.load_id FROM {EDITS} w
     LEFT JOIN (SELECT load_id, COUNT(*) AS n FROM {TABLE} GROUP BY load_id) c
@@ -123,8 +130,9 @@ def stored_view() -> viewfiles.View:
     return viewfiles.stored_views()[VIEW]
 
 
-def _in_touched(alias: str) -> str:
-    return (f"EXISTS (SELECT 1 FROM _touched t WHERE t.kernel = {alias}.kernel "
+def _in_touched(alias: str, table: str = "_touched") -> str:
+    """Whether the row ``alias`` is of a kernel, pass and GPU in ``table``."""
+    return (f"EXISTS (SELECT 1 FROM {table} t WHERE t.kernel = {alias}.kernel "
             f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu)")
 
 
@@ -148,7 +156,7 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     for name in viewfiles.with_dependencies([VIEW]):
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
     con.execute(f"CREATE VIEW _writers AS {WRITERS_SQL}")
-    con.execute(f"CREATE VIEW _in_use AS {IN_USE_SQL}")
+    con.execute(f"CREATE VIEW _in_use AS {_in_use_sql()}")
     _touched_views(con, [])
     # The stored body over the touched steps only (filtered before its joins, within the
     # connection's memory limit).
@@ -167,25 +175,20 @@ def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple]) -> None:
     ``_touched_steps`` and ``_current``, the touched steps in use. ``_current`` joins only the
     touched groups' voids: joined with every void of the warehouse, each batch built a hash
     table of all of them (1.7M at 10M runs, spilled), and a rebuild peaked at ~0.9 GB."""
-    kernels = ", ".join(quote_literal(k) for k in sorted({k for k, _, _ in batch})) or "NULL"
-    mine = f"kernel IN ({kernels})"
-    # The writers as a constant list, never a semi-join an engine could build from the steps
-    # (sql/stored/series_context.sql says why).
-    written = "array_contains((SELECT array_agg(load_id) FROM _writers), {}.{})"
-    con.execute(f"CREATE OR REPLACE VIEW runs AS SELECT r.* FROM _all_runs r "
-                f"WHERE r.{mine} AND {_in_touched('r')}")
+    kernels = _kernel_list(batch)
+
+    def mine(alias: str) -> str:
+        return f"{alias}.kernel IN ({kernels}) AND {_in_touched(alias)}"
+
+    con.execute(f"CREATE OR REPLACE VIEW runs AS SELECT r.* FROM _all_runs r WHERE {mine('r')}")
     con.execute(f"CREATE OR REPLACE VIEW _touched_steps AS SELECT * FROM {TABLE} s "
-                f"WHERE s.{mine} AND {_in_touched('s')}")
-    con.execute(f"""
-        CREATE OR REPLACE VIEW _current AS
-        SELECT s.* FROM {TABLE} s
-        LEFT JOIN (
-            SELECT run_id, metric, of_load FROM {EDITS} e
-            WHERE e.kind = 'void' AND e.{mine} AND {_in_touched('e')}
-                AND {written.format('e', 'load_id')}
-        ) v ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
-        WHERE v.run_id IS NULL AND s.{mine} AND {_in_touched('s')}
-            AND {written.format('s', 'load_id')}""")
+                f"WHERE {mine('s')}")
+    con.execute(f"CREATE OR REPLACE VIEW _current AS {_in_use_sql(mine)}")
+
+
+def _kernel_list(batch: list[tuple]) -> str:
+    """The kernels of ``batch`` (kernel, pass, GPU) as SQL literals for ``IN (...)``."""
+    return ", ".join(quote_literal(k) for k in sorted({k for k, _, _ in batch})) or "NULL"
 
 
 def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
@@ -315,12 +318,11 @@ def _batch_views(con: duckdb.DuckDBPyConnection, measurements: Path, groups: str
     """(Re)define the batch schema's runs and measurements: the session's runs and the copy's
     measurements of the kernels, passes and GPUs in ``groups`` (``batch``: their kernels are
     named as constants too, so that DuckDB skips row groups of others by their statistics)."""
-    kernels = ", ".join(quote_literal(k) for k in sorted({k for k, _, _ in batch})) or "NULL"
+    kernels = _kernel_list(batch)
     con.execute(f"""
         CREATE OR REPLACE VIEW {_BATCH}.runs AS
         SELECT r.* FROM main.runs r
-        WHERE r.kernel IN ({kernels}) AND EXISTS (SELECT 1 FROM {groups} t
-            WHERE t.kernel = r.kernel AND t.pass = r.pass AND t.gpu = r.gpu)""")
+        WHERE r.kernel IN ({kernels}) AND {_in_touched('r', groups)}""")
     con.execute(f"""
         CREATE OR REPLACE VIEW {_BATCH}.measurements AS
         SELECT m.* EXCLUDE ({", ".join(_KEYS)})

@@ -51,7 +51,7 @@ def test_a_reading_command_runs_within_the_limit_and_spills_outside_the_working_
     assert row["memory_limit"] == "95.3 MiB"  # 100 MB as DuckDB shows it
     folder = Path(row["temp_directory"])
     assert folder.parent == Path(tempfile.gettempdir())
-    assert folder.name.startswith("kidata-reading-")
+    assert folder.name.startswith("kidata-duckdb-")
     assert row["grouped"] == "3000000"
     assert list(tmp_path.iterdir()) == [] and not folder.exists()  # removed when it closed
     # Unset: kidata's default, 300 MB (75 MB per core on more than four cores); `none`:
