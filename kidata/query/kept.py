@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from kidata.core import scratch
+from kidata.core import engine, scratch
 from kidata.core.sql import quote_identifier, quote_literal
 
 
@@ -69,6 +69,7 @@ class KeptRows:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
             self._files[name] = files
+            engine.give_back(con, engine.query_memory())  # before the query that reads them
         sources = ", ".join(quote_literal(str(f)) for f in files)
         con.execute(f"CREATE OR REPLACE VIEW {quote_identifier(name)} AS "
                     f"SELECT * FROM read_parquet([{sources}])")
@@ -98,3 +99,75 @@ def copy_to(con: duckdb.DuckDBPyConnection, relation: str) -> Callable[[Path], l
         return [path]
 
     return work
+
+
+# The most rows of its source one statement of copy_pooled's hands an aggregate that keeps
+# every value (a percentile; DuckDB cannot spill its state): ~16 MB of doubles.
+POOL_ROWS = 2_000_000
+_POOLS = "_kidata_pool_batch"
+
+
+def copy_pooled(con: duckdb.DuckDBPyConnection, body: str, source: str, keys: tuple[str, ...],
+                values: tuple[str, ...], most: int | None = None
+                ) -> Callable[[Path], list[Path]]:
+    """A ``work`` for :meth:`KeptRows.define`: the rows of ``body``, SQL that reads the relation
+    ``source`` (its columns ``keys`` and ``values``) and groups it by ``keys``, worked out a few
+    groups at a time, each batch's groups holding at most ``most`` (:data:`POOL_ROWS`) rows of
+    ``source`` together (a group with more is a batch of its own). ``source``'s columns are
+    first copied to a file of the folder, in one pass; each batch then reads the body over its
+    own groups' rows of it (a view named ``source`` in a schema of its own shadows the
+    session's). The rows are the body's over all of ``source``, as long as the body computes
+    each group from that group's rows alone."""
+
+    def work(folder: Path) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = quote_literal(str(folder / "_source.parquet"))
+        names = ", ".join(quote_identifier(c) for c in keys + values)
+        key_list = ", ".join(quote_identifier(k) for k in keys)
+        con.execute(f"COPY (SELECT {names} FROM {quote_identifier(source)}) TO {rows} "
+                    "(FORMAT parquet)")
+        counts = con.execute(f"SELECT {key_list}, COUNT(*) FROM read_parquet({rows}) "
+                             f"GROUP BY ALL ORDER BY ALL").fetchall()
+        groups = f"{_POOLS}_groups"
+        con.execute(f"CREATE SCHEMA {_POOLS}")
+        files: list[Path] = []
+        try:
+            con.execute(f"CREATE TEMP TABLE {groups} AS SELECT {key_list} FROM "
+                        f"read_parquet({rows}) LIMIT 0")
+            same = " AND ".join(f"g.{k} IS NOT DISTINCT FROM s.{k}"
+                                for k in map(quote_identifier, keys))
+            con.execute(f"""CREATE VIEW {_POOLS}.{quote_identifier(source)} AS
+                SELECT * FROM read_parquet({rows}) s
+                WHERE EXISTS (SELECT 1 FROM {groups} g WHERE {same})""")
+            con.execute(f"CREATE VIEW {_POOLS}._rows AS {body}")
+            # With no rows at all, one batch of no groups: a file of the body's columns.
+            for number, batch in enumerate(_pools(counts, most or POOL_ROWS) or [[]]):
+                con.execute(f"DELETE FROM {groups}")
+                if batch:
+                    marks = ", ".join("?" for _ in keys)
+                    con.executemany(f"INSERT INTO {groups} VALUES ({marks})", batch)
+                path = folder / f"rows-{number:05d}.parquet"
+                con.execute(f"COPY (SELECT * FROM {_POOLS}._rows) TO "
+                            f"{quote_literal(str(path))} (FORMAT parquet)")
+                files.append(path)
+        finally:
+            con.execute(f"DROP SCHEMA IF EXISTS {_POOLS} CASCADE")
+            con.execute(f"DROP TABLE IF EXISTS {groups}")
+            (folder / "_source.parquet").unlink(missing_ok=True)
+        return files
+
+    return work
+
+
+def _pools(counts: list[tuple], most: int) -> list[list[tuple]]:
+    """``counts`` (keys..., rows) cut into batches of groups, in order, each holding at most
+    ``most`` rows unless one group alone holds more."""
+    batches: list[list[tuple]] = []
+    size = most  # the first group starts a batch
+    for *key, n in counts:
+        if size + n > most:
+            batches.append([])
+            size = 0
+        batches[-1].append(tuple(key))
+        size += n
+    return batches

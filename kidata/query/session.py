@@ -27,6 +27,19 @@ from kidata.store import contexts, reference, snapshot
 from kidata.store.layout import Layout
 from kidata.store.schema import COLUMNS
 
+# Views worked out once per snapshot, past contexts.CHUNK_RUNS runs, and kept in files
+# (kidata.query.kept) for every connection of the session, with what they read: the relation,
+# the columns their groups are keyed by and the other columns they read of it.
+# noise_envelopes: a few dozen rows from every re-run, which the comparing and series views
+# join. Worked out inside each query that read it, it read the steps a second time beside the
+# query's own reading, and its percentiles held every re-run's change at once (memory DuckDB
+# cannot spill: 10M changes ran it out of the default 300MB at 10M runs); the report, which
+# opens a connection per query, worked it out in each (docs/benchmarks.md, Run AX). Kept, it
+# is worked out a few pools at a time (kept.copy_pooled) past kept.POOL_ROWS runs.
+KEPT_VIEWS = {
+    "noise_envelopes": ("rerun_changes", ("source", "gpu", "size_decade"), ("log_change",)),
+}
+
 
 class Queryable(Protocol):
     """What the query layer's functions (analysis, bundles, the report) need of a warehouse:
@@ -57,6 +70,7 @@ class Session:
         self._con_views: set[str] = set()  # the views defined on _con
         self._con_stored: bool | None = None  # whether _con reads the stored steps
         self._con_sizes: list[tuple] | None = None  # _large's answer for _con
+        self._con_runs: int | None = None  # _runs' answer for _con
         # Computed rows kept in files across the connections of one snapshot (_keep).
         self._kept = kept.KeptRows()
 
@@ -122,7 +136,7 @@ class Session:
         load stored its steps and the session reads the warehouse as it is now, from its
         ``sql/stored/`` file (:mod:`kidata.store.contexts`), after the views that one reads;
         otherwise, past a size, ``series_context`` and ``rerun_changes`` kept as files
-        (:meth:`_keep`)."""
+        (:meth:`_keep`); past a size, :data:`KEPT_VIEWS` kept as files whatever the window."""
         if name in self._con_views:
             return
         view = viewfiles.load_views()[name]
@@ -136,6 +150,17 @@ class Session:
             elif self._keep(con, name):
                 self._con_views.add(name)
                 return
+        runs = self._runs(con) if name in KEPT_VIEWS else 0
+        if runs > contexts.CHUNK_RUNS:
+            for dep in view.depends:
+                self._define(con, dep)
+            # In batches of pools only where one statement could hold too many values: the
+            # copy and the batches cost ~1 s at 10M runs (docs/benchmarks.md, Run AX).
+            work = (kept.copy_pooled(con, view.body, *KEPT_VIEWS[name])
+                    if runs > kept.POOL_ROWS else kept.copy_to(con, view.body))
+            self._kept.define(con, name, self._con_state, work)
+            self._con_views.add(name)
+            return
         body = self._settings_body() if name == "verdict_settings" else None
         try:
             con.execute(f"CREATE VIEW {view.name} AS {body or view.body}")
@@ -185,6 +210,17 @@ class Session:
                                else [])
         return self._con_sizes or None
 
+    def _runs(self, con: duckdb.DuckDBPyConnection) -> int:
+        """The warehouse's runs, counted from the runs files' Parquet footers (once per
+        connection): no scan, where :meth:`_large` counts the passed runs with a time (and no
+        pyarrow import, ~35 MB for a one-query CLI process)."""
+        if self._con_runs is None:
+            files = [str(p) for p in self.table_files("runs")]
+            self._con_runs = con.execute(
+                "SELECT COALESCE(SUM(num_rows), 0) FROM parquet_file_metadata(?)", [files]
+            ).fetchall()[0][0] if files else 0
+        return self._con_runs
+
     def _settings_body(self) -> str | None:
         """The ``verdict_settings`` view's body for this session's minimum effect, None for the
         view's own."""
@@ -221,7 +257,7 @@ class Session:
                 raise QueryError(f"cannot read the warehouse's tables: {first_line(exc)} "
                                  "(kidata check lists every unreadable file)") from None
             self._con, self._con_state, self._con_views = con, state, set()
-            self._con_stored = self._con_sizes = None
+            self._con_stored = self._con_sizes = self._con_runs = None
             return con
         raise AssertionError("unreachable")
 

@@ -108,3 +108,92 @@ def test_a_closed_session_opens_a_new_connection_on_its_next_query(tmp_path):
 
     with pytest.raises(QueryError, match="mine"):
         wh.sql("SELECT x FROM mine")
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["one statement", "pooled"])
+def test_a_large_warehouses_envelopes_are_worked_out_once_per_snapshot(tmp_path, monkeypatch,
+                                                                       pooled):
+    """Past contexts.CHUNK_RUNS runs a session works noise_envelopes out once per snapshot, in
+    a file every later connection of the session reads (the report opens one per query), in
+    one statement or, past kept.POOL_ROWS runs, a few pools at a time; the answers are the
+    view's own, and a commit's new snapshot works them out again."""
+    from kidata.core import engine
+    from kidata.query import kept
+    from kidata.store import contexts
+
+    if pooled:
+        monkeypatch.setattr(kept, "POOL_ROWS", 3)
+
+    path = tmp_path / "wh"
+    assert Warehouse(path).load([str(VIEWS / "verdicts.jsonl")]).ok
+    questions = ("SELECT * FROM noise_envelopes ORDER BY ALL",
+                 "SELECT * FROM regressions ORDER BY ALL", "SELECT * FROM speedups ORDER BY ALL")
+    plain = {q: fresh(path, q) for q in questions}  # under CHUNK_RUNS: the view as written
+    assert plain[questions[0]]  # the fixture's re-runs make an envelope
+
+    def source(wh: Warehouse) -> str:
+        return wh.connect().sql("SELECT sql FROM duckdb_views() "
+                                "WHERE view_name = 'noise_envelopes'").fetchall()[0][0]
+
+    assert "read_parquet" not in source(Warehouse(path))
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 3)
+    wh = Warehouse(path)
+    for query in questions:
+        assert same_rows(wh.sql(query).fetchall(), plain[query]), query
+    first = source(wh)
+    assert "read_parquet" in first  # the kept file, not the view's body
+    assert ("rows-00000.parquet" in first) == pooled  # copy_pooled's batch files
+    # Working them out handed DuckDB's memory back (engine.give_back) and left the session's
+    # memory limit as it was opened with.
+    limit = "SELECT current_setting('memory_limit')"
+    assert wh.connect().sql(limit).fetchall() == \
+        engine.connect(engine.reading_settings()).sql(limit).fetchall()
+    wh.session.close()  # as the report does after each query: the next connection reads it
+    assert same_rows(wh.sql(questions[1]).fetchall(), plain[questions[1]])
+    assert source(wh) == first
+    # A load commits a new snapshot: its re-runs count, in a file of their own.
+    assert Warehouse(path).load([str(SEEDS)]).ok
+    after = wh.sql(questions[0]).fetchall()
+    assert source(wh) != first
+    monkeypatch.setattr(contexts, "CHUNK_RUNS", 50_000)
+    assert same_rows(after, fresh(path, questions[0]))
+
+
+def test_pooled_rows_are_the_views_rows_whatever_the_batches(tmp_path):
+    """kept.copy_pooled works noise_envelopes out a few pools at a time: the rows are the
+    view's over every change, whether the pools share a batch, have one each, or one pool holds
+    more than a batch may (it is a batch of its own); a pool keyed by a null is one pool, and
+    no changes at all give no rows (a file with the view's columns)."""
+    import duckdb
+
+    from kidata.core.viewfiles import load_views
+    from kidata.query import kept
+
+    body = load_views()["noise_envelopes"].body
+    con = duckdb.connect()
+    con.execute("CREATE TABLE rerun_changes (source VARCHAR, gpu VARCHAR, size_decade BIGINT, "
+                "log_change DOUBLE, run_id VARCHAR)")
+    sizes = {("liger", "h100", 1): 40, ("liger", "h100", 2): 7, ("liger", "a100", 1): 3,
+             ("tk", "h100", 0): 25, (None, "h100", 1): 12}
+    rows = [(s, g, d, ((i * 37) % 101 - 50) / 1000, f"r{i}")
+            for (s, g, d), n in sizes.items() for i in range(n)]
+    con.executemany("INSERT INTO rerun_changes VALUES (?, ?, ?, ?, ?)", rows)
+    whole = sorted(con.sql(body).fetchall(), key=repr)
+    assert len(whole) == len(sizes)
+    keys, values = ("source", "gpu", "size_decade"), ("log_change",)
+    # In key order (nulls last): 3, 40, 7, 25, 12 changes. At most 35 a batch: 3 (40 would
+    # overflow it); 40 alone (over it); 7 + 25; the null source's 12.
+    for most, batches in ((10_000, 1), (35, 4), (1, 5)):
+        folder = tmp_path / f"most-{most}"
+        files = kept.copy_pooled(con, body, "rerun_changes", keys, values, most)(folder)
+        assert len(files) == batches and not (folder / "_source.parquet").exists()
+        got = con.sql(f"SELECT * FROM read_parquet({[str(f) for f in files]})").fetchall()
+        assert sorted(got, key=repr) == whole, most
+    # The session's own rerun_changes is untouched, and nothing of the batches is left.
+    assert con.sql("SELECT count(*) FROM rerun_changes").fetchall() == [(len(rows),)]
+    assert con.sql("SELECT count(*) FROM duckdb_schemas() WHERE schema_name LIKE '_kidata%'"
+                   ).fetchall() == [(0,)]
+    con.execute("DELETE FROM rerun_changes")
+    files = kept.copy_pooled(con, body, "rerun_changes", keys, values)(tmp_path / "none")
+    read = con.sql(f"SELECT * FROM read_parquet({[str(f) for f in files]})")
+    assert read.fetchall() == [] and read.columns == con.sql(body).columns
