@@ -164,7 +164,9 @@ def load(
         n = len(report.compacted)
         why = "KIDATA_COMPACT_AT sets when"
         if "step_context" in report.compacted:  # contexts.edits_due, before that many files
-            why += ", or stored steps whose edits are many (a tenth of them, or 500,000)"
+            from kidata.store.contexts import EDITS_MOST
+
+            why += f", or stored steps whose edits are many (a tenth of them, or {EDITS_MOST:,})"
         out.note(f"merged the small files of {n} table{'s' if n != 1 else ''} after the load "
                  f"(files: {merged}; {why})")
     if report.unchanged and not quiet:

@@ -339,8 +339,10 @@ def _batch_views(con: duckdb.DuckDBPyConnection, measurements: Path, groups: str
 EDITS_SHARE = 0.1
 EDITS_AT = 100_000
 # ... or once it holds this many rows, whatever the share: at 10M runs a tenth is 1.2M voids,
-# and the query's join with 322k of them already spilled at 2M (Run AW).
-EDITS_MOST = 500_000
+# and the query's join with 322k of them already spilled at 2M (Run AW); at 10M, with 243k
+# voids a count of trends took 9 s and 400 MB, with 486k it ran out of the default 300MB: the
+# join's hash table holds each void's run id (~450 bytes a void in all; Run AX).
+EDITS_MOST = 200_000
 
 
 def edits_due(root: Path) -> bool:
