@@ -162,13 +162,8 @@ def load(
     if report.compacted and not quiet:
         merged = ", ".join(f"{t} {a:,} -> {b:,}" for t, (a, b) in report.compacted.items())
         n = len(report.compacted)
-        why = "KIDATA_COMPACT_AT sets when"
-        if "step_context" in report.compacted:  # contexts.edits_due, before that many files
-            from kidata.store.contexts import EDITS_MOST
-
-            why += f", or stored steps whose edits are many (a tenth of them, or {EDITS_MOST:,})"
         out.note(f"merged the small files of {n} table{'s' if n != 1 else ''} after the load "
-                 f"(files: {merged}; {why})")
+                 f"(files: {merged}; {report.compacted_why})")
     if report.unchanged and not quiet:
         n = len(report.unchanged)
         out.note(f"{n:,} file{'s' if n != 1 else ''} unchanged since a load without rejects: "

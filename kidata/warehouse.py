@@ -275,6 +275,13 @@ class Warehouse:
                          f"files failed ({exc}); run kidata compact")
             return
         report.compacted = {t: n for t, n in done.tables.items() if n[0] != n[1]}
+        if report.compacted:
+            from kidata.store.contexts import EDITS_MOST, EDITS_SHARE
+
+            report.compacted_why = "KIDATA_COMPACT_AT sets when"
+            if "step_context" in report.compacted:  # contexts.edits_due, before that many files
+                report.compacted_why += (f", or stored steps whose edits reach {EDITS_SHARE:.0%} "
+                                         f"of them or {EDITS_MOST:,} rows")
 
     # -- query --------------------------------------------------------------------------------
 

@@ -137,6 +137,8 @@ class LoadReport(Tally):
     # Tables whose small files the load merged after its commit: files before and after
     # (kidata.store.compaction.auto).
     compacted: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Why those tables: the rule that merged them, in words (empty when none was merged).
+    compacted_why: str = ""
     # Rejected records beyond max_kept_rejects(): counted, not kept in the rejects table.
     rejects_not_kept: int = 0
     # Runs the load staged (records read, less rejects and documents without a run): what

@@ -253,6 +253,9 @@ def test_a_load_that_voids_many_steps_rebuilds_them_in_one_file(records, tmp_pat
         monkeypatch.setattr(contexts, "EDITS_MOST", voids)
     report = wh.load(write(tmp_path / "early-2.jsonl", early))
     assert report.compacted.get("step_context") == (3, 1)
+    # The rule, as `kidata load` prints it, with the thresholds in force.
+    share, most = contexts.EDITS_SHARE, contexts.EDITS_MOST
+    assert report.compacted_why.endswith(f"edits reach {share:.0%} of them or {most:,} rows")
     assert len(list((wh_path / "step_context").glob("*.parquet"))) == 1
     after = stored(wh_path)
     assert "void" not in after and after["step"] == steps(wh_path)
