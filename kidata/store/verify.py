@@ -328,16 +328,33 @@ def _examples(rows: list[tuple]) -> str:
     return shown + (", …" if len(rows) > SHOWN else "")
 
 
+# Past this many runs a check asks its questions one statement each. In one statement DuckDB
+# works their joins and groupings side by side: at 10M runs the reference checks' anti-joins
+# (each building a hash table of every run id) ran out of the default 300MB together, and pass
+# one at a time (docs/benchmarks.md, Run AX). On the few rows of the test suite's checks one
+# statement is the cheaper: a statement costs ~2-8 ms whatever its rows.
+APART_RUNS = 50_000
+
+
+def _rows(con: duckdb.DuckDBPyConnection, report: CheckReport, selects: list[str]
+          ) -> list[tuple]:
+    """The rows of ``selects`` (the same columns), in one statement or, past
+    :data:`APART_RUNS` runs, one statement each."""
+    if report.rows.get("runs", 0) > APART_RUNS:
+        return [row for select in selects for row in con.sql(select).fetchall()]
+    return con.sql(union_all(selects)).fetchall()
+
+
 def _check_nulls(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     required = {table: [f.name for f in schema if not f.nullable]
                 for table, schema in TABLES.items() if report.rows.get(table)}
     required = {table: columns for table, columns in required.items() if columns}
     if not required:
         return
-    counts = dict(con.sql(union_all(
+    counts = dict(_rows(con, report, [
         f"SELECT {quote_literal(table)}, [" + ", ".join(f"count(*) FILTER (WHERE {q(c)} IS NULL)"
                                                 for c in columns) + f"] FROM {q(table)}"
-        for table, columns in required.items())).fetchall())
+        for table, columns in required.items()]))
     for table, columns in required.items():
         for column, n in zip(columns, counts[table], strict=True):
             if n:
@@ -350,9 +367,9 @@ def _check_identities(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
             if key and table in TABLES and report.rows.get(table)}
     if not keys:
         return
-    totals = dict(con.sql(union_all(
+    totals = dict(_rows(con, report, [
         f"SELECT {quote_literal(table)}, (SELECT count(*) FROM (SELECT {cols} FROM {q(table)} "
-        "GROUP BY ALL HAVING count(*) > 1))" for table, cols in keys.items())).fetchall())
+        "GROUP BY ALL HAVING count(*) > 1))" for table, cols in keys.items()]))
     for table, cols in keys.items():
         total = totals[table]
         if not total:
@@ -384,10 +401,11 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
         f"SELECT DISTINCT t.{q(column)} FROM {q(table)} t WHERE NOT EXISTS (SELECT 1 FROM "
         f"{q(target)} r WHERE r.{q(target_column)} = t.{q(column)})"
         for table, column, target, target_column, _ in checked]
-    # How many of each, in one statement; the examples only where there are some.
-    counts = con.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM ({sql}))"
-                                           for sql in [*orphan_sql, missing_median])
-                     ).fetchall()[0]
+    # How many of each (in one statement where the warehouse is small); the examples only
+    # where there are some.
+    counts = [n for _, n in sorted(_rows(con, report, [
+        f"SELECT {i}, (SELECT count(*) FROM ({sql}))"
+        for i, sql in enumerate([*orphan_sql, missing_median])]))]
     for (table, column, target, _, why), sql, n in zip(checked, orphan_sql, counts,
                                                          strict=False):
         if n:

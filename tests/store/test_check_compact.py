@@ -514,3 +514,28 @@ def test_loads_do_not_merge_where_folders_cannot_be_swapped(tmp_path: Path, monk
         assert report.runs_added == 5 and report.compacted == {} and report.warnings == []
     assert len(list((wh.path / "runs").glob("*.parquet"))) == 3
     assert not any((wh.path / "_kidata" / "compact").iterdir())
+
+
+def test_a_large_warehouses_check_asks_one_question_at_a_time_with_the_same_answers(
+        several_loads: Path, monkeypatch):
+    """Past verify.APART_RUNS runs each check asks its questions one statement each (at 10M
+    runs its reference anti-joins ran out of memory side by side): the same problems found."""
+    from kidata.store import verify
+
+    source = _seed_runs_file(several_loads)
+    shutil.copy(source, source.with_name("part-copy.parquet"))  # identities, loads
+    _first(several_loads / "measurements").unlink()  # a run without its median
+    path = sorted((several_loads / "runs").glob("*.parquet"))[2]
+    _first(several_loads / "run_documents").unlink()  # a run without its document
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("kernel")
+    pq.write_table(table.set_column(at, table.schema.field("kernel").with_nullable(True),
+                                    pa.nulls(table.num_rows, pa.string())), path)  # nulls
+    together = Warehouse(several_loads).check().problems
+    monkeypatch.setattr(verify, "APART_RUNS", 0)
+    apart = Warehouse(several_loads).check().problems
+    assert apart == together
+    found = "\n".join(apart)
+    for what in ("appear more than once", "have no kernel", "have no median",
+                 "that are not in run_documents"):
+        assert what in found, what
