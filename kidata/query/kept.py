@@ -26,6 +26,7 @@ import duckdb
 
 from kidata.core import engine, scratch
 from kidata.core.sql import quote_identifier, quote_literal
+from kidata.store import contexts
 
 
 class _Folder:
@@ -141,7 +142,8 @@ def copy_pooled(con: duckdb.DuckDBPyConnection, body: str, source: str, keys: tu
                 WHERE EXISTS (SELECT 1 FROM {groups} g WHERE {same})""")
             con.execute(f"CREATE VIEW {_POOLS}._rows AS {body}")
             # With no rows at all, one batch of no groups: a file of the body's columns.
-            for number, batch in enumerate(_pools(counts, most or POOL_ROWS) or [[]]):
+            plan = list(contexts.batched(counts, most or POOL_ROWS, keys=len(keys)))
+            for number, batch in enumerate(plan or [[]]):
                 con.execute(f"DELETE FROM {groups}")
                 if batch:
                     marks = ", ".join("?" for _ in keys)
@@ -158,16 +160,3 @@ def copy_pooled(con: duckdb.DuckDBPyConnection, body: str, source: str, keys: tu
 
     return work
 
-
-def _pools(counts: list[tuple], most: int) -> list[list[tuple]]:
-    """``counts`` (keys..., rows) cut into batches of groups, in order, each holding at most
-    ``most`` rows unless one group alone holds more."""
-    batches: list[list[tuple]] = []
-    size = most  # the first group starts a batch
-    for *key, n in counts:
-        if size + n > most:
-            batches.append([])
-            size = 0
-        batches[-1].append(tuple(key))
-        size += n
-    return batches

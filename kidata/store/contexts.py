@@ -211,26 +211,28 @@ def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
     counts = con.execute(
         f"SELECT kernel, pass, gpu, count(*) FROM _all_runs {where} GROUP BY ALL ORDER BY ALL",
         {"load_id": load_id} if load_id is not None else None).fetchall()
-    for number, batch in enumerate(_batches(counts, size)):
+    for number, batch in enumerate(batched(counts, size)):
         con.execute("DELETE FROM _touched")
         con.executemany("INSERT INTO _touched VALUES (?, ?, ?)", batch)
         _touched_views(con, batch)
         yield number
 
 
-def _batches(counts: list[tuple], most: int | None = None) -> Iterator[list[tuple]]:
-    """``counts`` (kernel, pass, GPU, runs[, pairs]) as lists of (kernel, pass, GPU) of about
-    ``most`` (:data:`CHUNK_RUNS`) runs and at most :data:`CHUNK_PAIRS` pairs each, in order (a
-    group of more is a batch of its own)."""
+def batched(counts: list[tuple], most: int | None = None, keys: int = 3
+            ) -> Iterator[list[tuple]]:
+    """``counts`` (``keys`` key columns, by default kernel, pass and GPU, then runs[, pairs])
+    as lists of keys of about ``most`` (:data:`CHUNK_RUNS`) runs and at most
+    :data:`CHUNK_PAIRS` pairs each, in order (a group of more is a batch of its own)."""
     most = CHUNK_RUNS if most is None else most
     batch: list[tuple] = []
     size = pairs = 0
-    for kernel, pass_, gpu, n, *more in counts:
+    for row in counts:
+        key, (n, *more) = tuple(row[:keys]), row[keys:]
         p = more[0] if more else 0
         if batch and (size + n > most or pairs + p > CHUNK_PAIRS):
             yield batch
             batch, size, pairs = [], 0, 0
-        batch.append((kernel, pass_, gpu))
+        batch.append(key)
         size += n
         pairs += p
     if batch:
@@ -271,16 +273,16 @@ def compute(con: duckdb.DuckDBPyConnection, folder: Path, counts: list[tuple]) -
         con.execute(f"CREATE TEMP TABLE {groups} (kernel VARCHAR, pass VARCHAR, gpu VARCHAR)")
         whole = engine.query_memory() is None
         if whole:
-            batches: Iterable[list[tuple]] = [[row[:3] for row in counts]]
+            plan: Iterable[list[tuple]] = [[row[:3] for row in counts]]
             con.execute(f"CREATE VIEW {_BATCH}.runs AS SELECT * FROM main.runs")
             con.execute(f"CREATE VIEW {_BATCH}.measurements AS SELECT * FROM main.measurements")
         else:
-            batches = _batches(counts)
+            plan = batched(counts)
             _copy_measurements(con, measurements)
             _batch_views(con, measurements, groups, [])
         for name in viewfiles.with_dependencies([VIEW]):
             con.execute(f"CREATE VIEW {_BATCH}.{name} AS {views[name].body}")
-        for number, batch in enumerate(batches):
+        for number, batch in enumerate(plan):
             if not whole:  # (all at once, the views read every run)
                 con.execute(f"DELETE FROM {groups}")
                 con.executemany(f"INSERT INTO {groups} VALUES (?, ?, ?)", batch)
@@ -345,42 +347,39 @@ EDITS_AT = 100_000
 EDITS_MOST = 200_000
 
 
+def _footer_rows(layout: Layout, table: str) -> int:
+    """``table``'s rows, counted from its files' Parquet footers (no scan); OSError or
+    ValueError where a file is unreadable (kidata check names it)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(table))
+
+
 def edits_due(root: Path) -> bool:
     """Whether step_edits has grown to :data:`EDITS_SHARE` of step_context's rows (or to
     :data:`EDITS_MOST` rows) and :data:`EDITS_AT` rows (counted from the files' Parquet
     footers): time to rebuild the stored steps in one file with no voids (:func:`rebuild`)."""
-    import pyarrow.parquet as pq
-
     layout = Layout(root)
     try:
-        edits = sum(pq.read_metadata(p).num_rows for p in layout.table_files(EDITS))
-        if edits < EDITS_AT:
-            return False
-        steps = sum(pq.read_metadata(p).num_rows for p in layout.table_files(TABLE))
-    except (OSError, ValueError):  # unreadable: kidata check names it
+        edits = _footer_rows(layout, EDITS)
+        return edits >= EDITS_AT and edits >= min(EDITS_SHARE * _footer_rows(layout, TABLE),
+                                                  EDITS_MOST)
+    except (OSError, ValueError):  # unreadable: rebuild nothing
         return False
-    return edits >= min(EDITS_SHARE * steps, EDITS_MOST)
 
 
 def due(root: Path) -> bool:
     """Whether a writer of ``root`` stores steps: from ``KIDATA_CONTEXTS_AT`` runs on
     (counted from the runs files' Parquet footers)."""
-    import pyarrow.parquet as pq
-
     from kidata.core import config
 
     at = config.current().contexts_at
     if not at:
         return True
-    runs = 0
-    for path in Layout(root).table_files("runs"):
-        try:
-            runs += pq.read_metadata(path).num_rows
-        except (OSError, ValueError):  # unreadable: kidata check names it; store nothing
-            return False
-        if runs >= at:
-            return True
-    return False
+    try:
+        return _footer_rows(Layout(root), "runs") >= at
+    except (OSError, ValueError):  # unreadable: store nothing
+        return False
 
 
 def store(root: Path, writer_id: str, only_load: bool = False,
