@@ -32,8 +32,6 @@ from kidata.store.tablesql import documents_in_runs, steps_unread, table_sql
 from kidata.store.unload import NO_MEDIAN, damaged_loads
 
 SHOWN = 5  # examples shown per problem
-# Run documents fetched at a time when they are checked against their rows.
-DOCUMENT_BATCH = 10_000
 q = quote_identifier
 
 
@@ -560,38 +558,94 @@ def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
         if bad:
             report.problems.append(f"{table}: {len(bad):,} documents do not hash to their "
                                    f"{key} (declared, actual): {_examples(bad)}")
+    _check_run_documents(con, report)
+
+
+def _run_disagreements(declared: dict[str, str]) -> str:
+    """SQL for the key (``md5_number`` of the run id) of every run whose document disagrees
+    with its row, as :func:`_run_disagreement` decides it, one row per disagreeing pair.
+
+    Each side is cut to fixed-width values before the join: the run id to its 128-bit MD5,
+    and each digest the document declares (a JSON string; null or absent is undeclared) and
+    the row's column to theirs. A hash table of 10M runs' ids and digests as text did not fit
+    the default 300MB at 10M runs (nor did the documents, 11.7 GB); of 16-byte numbers it
+    spills and passes (docs/benchmarks.md, Run AY). Two run ids with one MD5 can only add a
+    pair to report, never hide one; a declared digest and a row's value with one MD5 would
+    hide one, which takes a forged MD5 collision of two digests."""
+    paths = ", ".join(quote_literal(f"$.spec.{key}") for key in declared)
+    digests = ", ".join(f"v[{i + 2}] AS d{i}" for i in range(len(declared)))
+    kinds = " OR ".join(f"coalesce(json_type(d{i}), 'NULL') NOT IN ('NULL', 'VARCHAR')"
+                        for i in range(len(declared)))
+    differ = " OR ".join(
+        f"(json_type(d.d{i}) = 'VARCHAR' AND md5_number(d.d{i} ->> '$') "
+        f"IS DISTINCT FROM r.h{i})" for i in range(len(declared)))
+    hashed = ", ".join(f"md5_number({q(column)}) AS h{i}"
+                       for i, column in enumerate(declared.values()))
+    # The document is parsed only where it is a JSON object: json_extract raises on any other
+    # text, and CASE evaluates its branch for the rows it selects only.
+    return f"""
+        WITH parsed AS (
+            SELECT run_id,
+                   CASE WHEN valid THEN json_type(document) = 'OBJECT' ELSE false END AS object,
+                   CASE WHEN valid
+                        THEN json_extract(document, ['$.metadata.name', {paths}]) END AS v
+            FROM (SELECT *, coalesce(json_valid(document), false) AS valid
+                  FROM run_documents)),
+        documents AS (
+            SELECT md5_number(run_id) AS k, {digests},
+                   NOT object
+                   OR json_type(v[1]) IS DISTINCT FROM 'VARCHAR'
+                   OR v[1] ->> '$' IS DISTINCT FROM run_id
+                   OR {kinds} AS wrong
+            FROM parsed)
+        SELECT d.k FROM documents d
+        JOIN (SELECT md5_number(run_id) AS k, {hashed} FROM runs) r USING (k)
+        WHERE d.wrong OR {differ}"""
+
+
+def _check_run_documents(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
+    """Each run's document names its run and declares the digests its row holds (those it
+    declares: a digest a document leaves out is not checked). DuckDB finds the runs in
+    disagreement (:func:`_run_disagreements`); Python says why for the first few by run id."""
     declared = {SPEC_DIGESTS[table]: key for table, key in DOCUMENT_KEYS.items()}
-    cols = ", ".join(declared.values())
-    # Streamed, unordered: every run's document is read once, a batch at a time (ordering
-    # them sorted every document's text, and fetching them all held it: GBs at 1M runs); the
-    # runs in disagreement are counted, and the first of them by run id shown.
-    shown: list[tuple[str, str]] = []
-    disagree = 0
-    result = con.execute(f"SELECT run_id, d.document, {cols} FROM runs JOIN run_documents d "
-                         "USING (run_id)")
-    for batch in iter(lambda: result.fetchmany(DOCUMENT_BATCH), []):
-        for run_id, document, *ids in batch:
-            why = _run_disagreement(run_id, document, declared, ids)
-            if why is not None:
-                disagree += 1
-                shown.append((run_id, why))
-        shown = sorted(shown)[:SHOWN + 1]  # the smallest run ids only
-    if disagree:
-        report.problems.append(f"runs: {disagree:,} run documents disagree with their "
-                               f"row: {_examples(shown)}")
-
-
-def _run_disagreement(run_id: str, document: str, declared: dict[str, str],
-                      ids: list[str | None]) -> str | None:
-    """What a run's document says against its row (None: they agree): not JSON, another
-    run's name, or a declared digest other than the row's."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _disagreeing AS "
+                + _run_disagreements(declared))
     try:
-        doc = json.loads(document)
-        spec, name = doc.get("spec") or {}, (doc.get("metadata") or {}).get("name")
-    except (ValueError, TypeError, AttributeError):
+        [(disagree,)] = con.execute("SELECT count(*) FROM _disagreeing").fetchall()
+        if not disagree:
+            return
+        first = [r for (r,) in con.execute(
+            "SELECT DISTINCT run_id FROM runs WHERE md5_number(run_id) IN "
+            f"(SELECT k FROM _disagreeing) ORDER BY run_id LIMIT {SHOWN + 1}").fetchall()]
+    finally:
+        con.execute("DROP TABLE _disagreeing")
+    cols = ", ".join(q(column) for column in declared.values())
+    shown = sorted(
+        (run_id, _run_disagreement(run_id, document, declared, ids)
+         or "its document disagrees with its row")
+        for run_id, document, *ids in con.execute(
+            f"SELECT run_id, d.document, {cols} FROM runs JOIN run_documents d "
+            "USING (run_id) WHERE run_id IN (SELECT unnest($1))", [first]).fetchall())
+    report.problems.append(f"runs: {disagree:,} run documents disagree with their "
+                           f"row: {_examples(shown[:SHOWN + 1])}")
+
+
+def _run_disagreement(run_id: str, document: str | None, declared: dict[str, str],
+                      ids: list[str | None]) -> str | None:
+    """What a run's document says against its row (None: they agree): not a JSON object,
+    another run's name, or a declared digest other than the row's. The words of what
+    :func:`_run_disagreements` finds in SQL."""
+    try:
+        doc = json.loads(document)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        doc = None
+    if not isinstance(doc, dict):
         return "document is not a JSON object"
+    metadata, spec = doc.get("metadata"), doc.get("spec")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
     if name != run_id:
         return f"document names run {name!r}"
+    spec = spec if isinstance(spec, dict) else {}
     for (key, column), ident in zip(declared.items(), ids, strict=True):
         if spec.get(key) is not None and spec.get(key) != ident:
             return f"{key} {spec.get(key)} but {column} {ident}"

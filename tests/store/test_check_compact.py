@@ -178,10 +178,9 @@ def test_check_finds_a_run_document_that_names_another_run(several_loads: Path, 
 
 def test_check_counts_every_disagreeing_run_document_and_shows_the_first_by_run_id(
         several_loads: Path, cli, monkeypatch):
-    """Documents are checked a batch at a time, in no order: the count is of all of them and
-    the examples are the smallest run ids, as if sorted."""
+    """Documents are checked in no order: the count is of all of them and the examples are
+    the smallest run ids, as if sorted."""
     monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
-    monkeypatch.setattr("kidata.store.verify.DOCUMENT_BATCH", 3)  # several batches
     path = sorted((several_loads / "run_documents").glob("*.parquet"))[-1]  # runs 10-19
     table = pq.read_table(path)
     # Both files of the load in descending run id order: the check reads them in no order of
@@ -203,6 +202,66 @@ def test_check_counts_every_disagreeing_run_document_and_shows_the_first_by_run_
     shown = ", ".join(f"('{r}', \"document names run 'x'\")" for r in first)
     assert (f"problem: runs: {table.num_rows} run documents disagree with their row: "
             f"{shown}, …") in result.err
+
+
+ZEROS = "sha256:" + "0" * 64
+
+
+def _spec(key, value):
+    def edit(doc):
+        doc["spec"][key] = value
+        return json.dumps(doc)
+    return edit
+
+
+def _undeclared(doc):
+    del doc["spec"]["protocolDigest"]
+    doc["spec"]["workloadDigest"] = None
+    return json.dumps(doc)
+
+
+def _metadata_list(doc):
+    doc["metadata"] = [doc["metadata"]]
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    (_spec("protocolDigest", ZEROS), f"protocolDigest {ZEROS} but protocol_id {{protocol_id}}"),
+    (_spec("environmentDigest", 7), "environmentDigest 7 but environment_id {environment_id}"),
+    (lambda doc: json.dumps(doc)[:-1], "document is not a JSON object"),  # cut short
+    (lambda doc: json.dumps([doc]), "document is not a JSON object"),
+    (_metadata_list, "document names run None"),
+    # What a document leaves out (or declares null) is not checked, and a spec that is no
+    # object declares nothing: the check passes.
+    (_undeclared, None),
+    (lambda doc: json.dumps({**doc, "spec": [doc["spec"]]}), None),
+], ids=["another digest", "a number", "cut short", "an array", "metadata a list",
+        "undeclared", "spec a list"])
+def test_check_reads_what_each_run_document_declares_against_its_row(
+        several_loads: Path, cli, monkeypatch, edit, why):
+    """The run documents are read in SQL (kidata.store.verify._run_disagreements), each
+    field as :func:`kidata.store.verify._run_disagreement` words it: a declared digest that
+    is not the row's, a document that is no JSON object or names no run, and nothing for a
+    digest the document does not declare."""
+    monkeypatch.setenv("KIDATA_WAREHOUSE", str(several_loads))
+    path = sorted((several_loads / "run_documents").glob("*.parquet"))[-1]  # runs 10-19
+    table = pq.read_table(path)
+    docs = table["document"].to_pylist()
+    run_id = min(table["run_id"].to_pylist())
+    at = table["run_id"].to_pylist().index(run_id)
+    docs[at] = edit(json.loads(docs[at]))
+    column = table.schema.get_field_index("document")
+    pq.write_table(table.set_column(column, table.schema.field("document"), pa.array(docs)),
+                   path)
+    result = cli("check")
+    if why is None:
+        assert result.code == 0, result.err
+        return
+    [row] = duckdb.sql(f"SELECT * FROM read_parquet('{several_loads}/runs/*.parquet') "
+                       f"WHERE run_id = '{run_id}'").pl().to_dicts()
+    assert result.code == 1
+    assert (f"problem: runs: 1 run documents disagree with their row: ('{run_id}', "
+            f"{why.format(**row)!r})") in result.err
 
 
 def test_check_finds_a_run_without_its_document_and_a_document_without_its_run(
