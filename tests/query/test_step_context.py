@@ -368,6 +368,34 @@ def test_the_stored_rows_are_what_is_read(records, tmp_path):
     assert series(wh_path) == before
 
 
+@pytest.mark.parametrize(("column", "stored", "fresh", "same"), [
+    # A mean of log changes that nearly cancel: its last bits follow the order AVG added in
+    # (relative to its inputs, not to itself), so it is compared within 1e-12.
+    ("together_log_change", 2e-10, 2e-10 + 3e-17, True),
+    ("together_log_change", 0.0, 1e-13, True),
+    ("together_log_change", 0.01, 0.0100001, False),
+    ("together_log_change", None, 0.0, False),
+    # Other floats are worked out row by row, the same in any order: within 1e-9 of the
+    # larger only.
+    ("log_change", 2e-10, 2e-10 + 3e-17, False),
+    ("log_change", 0.25, 0.25 * (1 + 1e-12), True),
+    ("median", None, None, True),
+    ("run_id", "a", "a", True),
+    ("run_id", "a", None, False),
+])
+def test_check_compares_each_column_of_a_step_as_its_computation_allows(column, stored, fresh,
+                                                                        same):
+    """kidata check compares stored steps with steps computed afresh (contexts.agree): a 10M
+    run check reported a stored step different once, and not when run again, as a mean near
+    zero took its last bits from the order of its additions."""
+    import duckdb
+
+    rows = duckdb.sql(f"SELECT {contexts.agree(column, 'c', 'f')} FROM "
+                      f"(SELECT $1 AS {column}) c, (SELECT $2 AS {column}) f",
+                      params=[stored, fresh]).fetchall()
+    assert rows == [(same,)]
+
+
 def test_a_restricted_query_builds_no_semi_join_from_the_steps(records, tmp_path):
     """A filter on the series views (the report's --kernel, a user's WHERE) shrinks DuckDB's
     estimate of the stored steps, and the stored body's rule that only complete writers count
