@@ -327,11 +327,16 @@ def _copy_measurements(con: duckdb.DuckDBPyConnection, measurements: Path) -> No
     :func:`compute`'s batches then picks its own from this copy by those columns instead of
     joining every measurement of the warehouse to its runs again (at 5M runs, 0.65 s of a
     batch's 1.4 s). Sorting the copy (and the runs) so that batches skip row groups cost more
-    than it saved (2.5 s for the runs of a window of 477k at 5M)."""
+    than it saved (2.5 s for the runs of a window of 477k at 5M). The join's key is the run
+    id's 128-bit MD5: with the id's text in its hash table, a window of 5M runs ran out of the
+    default 300MB (docs/benchmarks.md, Run AY); two run ids of one MD5 in one window, the
+    odds ~1e-25 at 10M unless forged, would give each the other's measurements too."""
     con.execute(f"""
-        COPY (SELECT m.*, r.kernel AS {_KEYS[0]}, r.pass AS {_KEYS[1]}, r.gpu AS {_KEYS[2]}
-              FROM main.measurements m
-              JOIN (SELECT run_id, kernel, pass, gpu FROM main.runs) r ON r.run_id = m.run_id)
+        COPY (SELECT m.* EXCLUDE (k), r.kernel AS {_KEYS[0]}, r.pass AS {_KEYS[1]},
+                     r.gpu AS {_KEYS[2]}
+              FROM (SELECT *, md5_number(run_id) AS k FROM main.measurements) m
+              JOIN (SELECT md5_number(run_id) AS k, kernel, pass, gpu FROM main.runs) r
+                  USING (k))
         TO {quote_literal(str(measurements))} (FORMAT parquet)""")
 
 
