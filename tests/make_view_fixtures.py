@@ -59,12 +59,12 @@ def bundle(run_id: str, benchmark: str, implementation: str, gpu: str, median_ns
 
 
 def jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]],
-                 clock: tuple[int, int] = (10, 0)):
+                 clock: tuple[int, int] = (10, 0), liger_later: int = 0):
     """jsd forward on the H100 PCIe in two sessions a month apart (releases v1 and v2, as
     Liger labels every provider), one workload w1, w2, ... per ``(torch µs, liger's move,
     torch's move)``, w<i> i minutes after ``clock`` (hour, minute) on the 1st of the month:
-    liger at half torch's latency, timed a second before it; p20/p80 at +-1%. Loaded into a
-    fresh warehouse."""
+    liger at half torch's latency, timed a second before it (``liger_later`` seconds later
+    than that); p20/p80 at +-1%. Loaded into a fresh warehouse."""
     from datetime import datetime, timedelta
 
     from kidata import Warehouse
@@ -73,7 +73,8 @@ def jsd_sessions(tmp_path: Path, moves: list[tuple[float, float, float]],
     for day, version in ((1, "v1"), (2, "v2")):
         for i, (base, liger_move, torch_move) in enumerate(moves, start=1):
             work = workload(f"w{i}", "jsd")
-            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1), 0),
+            for impl, us, minute in (("liger", base / 2 * (liger_move if day == 2 else 1),
+                                      liger_later),
                                      ("torch", base * (torch_move if day == 2 else 1), 1)):
                 ns = us * 1000
                 rows.append(bundle(f"{impl}-w{i}-{version}", "jsd/forward", impl,

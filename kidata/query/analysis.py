@@ -19,6 +19,8 @@ from kidata.core.viewfiles import load_views
 from kidata.errors import UsageError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from kidata.query.session import Queryable
 
 # The verdict rule's minimum effect by default, as sql/verdict_settings.sql states it (asv's
@@ -401,15 +403,12 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
 # implementation measured within those hours moved the same way by at least half as much at
 # some workload (the echo), and it exceeds the threshold; session_shift when what it leaves
 # (code_change) is within the threshold. Pairs of two implementations get nulls.
+#
+# It runs over two tables (:func:`sessions`): ``pairs``, the rows of :func:`pairs_sql`, and
+# ``results``, the passed results it may read: those in the hours of the pairs' runs and the
+# hours beside them, as any result within an hour of a pair's is.
 SESSIONS_SQL = """
-    WITH pairs AS ({query}),
-    results AS MATERIALIZED (
-        SELECT run_id, kernel, pass, gpu, family, implementation, variant, workload,
-            center_statistic, center_us, observed_at
-        FROM latencies
-        WHERE status = 'passed'
-    ),
-    timed AS (
+    WITH timed AS (
         SELECT p.*, lb.family, lb.observed_at AS baseline_at, lc.observed_at AS candidate_at,
             LN(p.latency_ratio) AS log_ratio,
             lb.implementation = lc.implementation
@@ -484,6 +483,46 @@ SESSIONS_SQL = """
 """
 
 
+# The passed results the session model may read (SESSIONS_SQL's ``results``): those measured
+# in the given hours.
+RESULTS_SQL = """
+    SELECT run_id, kernel, pass, gpu, family, implementation, variant, workload,
+        center_statistic, center_us, observed_at
+    FROM latencies
+    WHERE status = 'passed' AND observed_at >= $lo AND observed_at < $hi
+        AND DATE_TRUNC('hour', observed_at) IN (SELECT UNNEST($hours))
+"""
+
+
+def sessions(db: Queryable, query: str, params: dict, threshold: float) -> pa.Table:
+    """The rows of :func:`pairs_sql`'s ``query`` with the session model (:data:`SESSIONS_SQL`),
+    in three statements: the pairs (one row per shared key), then the passed results in the
+    hours of their runs and the hours beside them (bounded by constants, so that the scan of
+    ``runs`` skips the rest), then the model over both in memory. In one statement the model
+    read every passed result of the warehouse beside the pairs' own reading, which ran
+    ``kidata compare`` and ``kidata gate`` out of the default 300MB at 10M runs
+    (docs/benchmarks.md, Run AY)."""
+    from datetime import timedelta
+
+    pairs = db.sql(query, params=params).to_arrow_table()
+    ids = pairs.column("baseline_run_id").to_pylist() + pairs.column("candidate_run_id").to_pylist()
+    hours = [h for (h,) in db.sql(
+        "SELECT DISTINCT DATE_TRUNC('hour', observed_at) + TO_HOURS(d.shift) FROM runs "
+        "CROSS JOIN (VALUES (-1), (0), (1)) AS d(shift) "
+        "WHERE observed_at IS NOT NULL AND run_id IN (SELECT UNNEST($ids))",
+        params={"ids": ids}).fetchall()] if ids else []
+    results = db.sql(RESULTS_SQL, params={  # no pairs: no hours, no results
+        "lo": min(hours, default=None), "hours": hours,
+        "hi": max(hours) + timedelta(hours=1) if hours else None}).to_arrow_table()
+    local = engine.connect()  # over the rows in memory, with kidata's settings
+    try:
+        local.register("pairs", pairs)
+        local.register("results", results)
+        return local.sql(SESSIONS_SQL, params={"threshold": float(threshold)}).to_arrow_table()
+    finally:
+        local.close()
+
+
 def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
             threshold: float | None = None) -> Comparison:
     """Compare the latest passed run of every key selected by ``baseline`` with the one
@@ -514,10 +553,9 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     """
     threshold = min_effect(db, threshold)
     query, params = pairs(db, baseline, candidate)
-    params = {**params, "threshold": float(threshold)}
-    # The rows are computed once (the session model reads every result twice more) and the
+    # The rows are computed once (the session model reads the results twice more) and the
     # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
-    table = db.sql(SESSIONS_SQL.format(query=query), params=params).to_arrow_table()
+    table = sessions(db, query, params, threshold)
     local = engine.connect()  # over the rows in memory, with kidata's settings
     local.register("pairs", table)
     rows = local.sql("SELECT * FROM pairs ORDER BY kernel, pass, workload, gpu, "

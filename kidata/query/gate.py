@@ -31,7 +31,8 @@ import duckdb
 
 from kidata.core import engine
 from kidata.errors import UsageError
-from kidata.query.analysis import SESSIONS_SQL, check_threshold, min_effect, pairs
+from kidata.query import analysis
+from kidata.query.analysis import check_threshold, min_effect, pairs
 
 if TYPE_CHECKING:
     from kidata.query.session import Queryable
@@ -280,14 +281,17 @@ def gate(db: Queryable, baseline: str, candidate: str, thresholds: Thresholds | 
 
 def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
            sessions: bool = False) -> GateResult:
-    query, params = pairs(db, baseline, candidate)
-    params = {**params, "th": th.threshold, "ns": th.no_spread}
+    query, side_params = pairs(db, baseline, candidate)
+    # The pairs (with the session model) are worked out first, in their own statements
+    # (analysis.sessions: in one with the rest, the model ran out of memory at 10M runs), and
+    # judged in memory beside the few rows of gpus and acknowledgements they need.
+    found = (analysis.sessions(db, query, side_params, th.threshold) if sessions
+             else db.sql(query, params=side_params).to_arrow_table())
+    params: dict = {"th": th.threshold, "ns": th.no_spread}
     shift = ""
     if sessions:
         # The session's effect must exceed the global threshold; the code's part is held to
         # the key's own.
-        query = SESSIONS_SQL.format(query=query)
-        params["threshold"] = th.threshold
         shift = ("WHEN (basis = 'percent' OR placement = 'above') AND change > threshold "
                  "AND session_change IS NOT NULL AND code_change <= threshold "
                  "THEN 'session shift'")
@@ -312,8 +316,7 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
     threshold_sql = " ".join(threshold_case + ["ELSE $th END"]) if threshold_case[1:] else "$th"
     mode_sql = " ".join(mode_case + ["ELSE $ns END"]) if mode_case[1:] else "$ns"
     judged = f"""
-        WITH pairs AS ({query}),
-        ruled AS (
+        WITH ruled AS (
             SELECT p.*, {threshold_sql} AS threshold, {mode_sql} AS no_spread,
                 -- kidata ack: the table is defined (empty) in every session
                 p.candidate_run_id IN (SELECT run_id FROM acknowledgements) AS acknowledged
@@ -346,8 +349,13 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
     # and the rows printed or exported all come from these. A relation over the query would
     # run it again (as long: the noise model reads every run) each time it was read.
     local = engine.connect()  # over the rows in memory, with kidata's settings
-    local.register("judged", db.sql(f"{judged} SELECT {columns} FROM judged",
-                                    params=params).to_arrow_table())
+    local.register("pairs", found)
+    local.register("gpus", db.sql("SELECT gpu, family FROM gpus").to_arrow_table())
+    local.register("acknowledgements", db.sql(
+        "SELECT run_id FROM acknowledgements WHERE run_id IN (SELECT UNNEST($ids))",
+        params={"ids": found.column("candidate_run_id").to_pylist()}).to_arrow_table())
+    local.register("judged", local.sql(f"{judged} SELECT {columns} FROM judged",
+                                       params=params).to_arrow_table())
     rows = local.sql("SELECT * FROM judged "
                      "ORDER BY kernel, pass, workload, gpu, implementation, variant")
     table = rows.fetchall()

@@ -550,6 +550,22 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
     assert across.rows.filter("session_change IS NOT NULL OR session_shift").fetchall() == []
 
 
+def test_compare_reads_the_echo_in_the_hour_beside_the_pairs(tmp_path):
+    """compare reads the session model's results in the hours of the pairs' runs and the
+    hours beside them only (analysis.sessions: every passed result of the warehouse ran it out
+    of memory at 10M runs). The test above with liger timed 45 minutes after torch: torch at
+    10:41-10:44, liger at 11:26-11:29, each within the hour of its workload's pair, in an hour
+    no pair is in. Its echo (+11%) still makes the four keys the session's."""
+    wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
+                                 (400, 1.11, 1.12)], clock=(10, 40), liger_later=45 * 60)
+    assert wh.sql("SELECT DISTINCT implementation, hour(observed_at) FROM runs ORDER BY 1"
+                  ).fetchall() == [("liger", 11), ("torch", 10)]
+    result = wh.compare("torch,version=v1", "torch,version=v2")
+    assert (result.shared, result.slower, result.shifted) == (4, 0, 4)
+    result = wh.gate("torch,version=v1", "torch,version=v2", sessions=True)
+    assert (result.shared, result.slower, result.shifted) == (4, 0, 4)
+
+
 def test_the_gate_leaves_a_sessions_shift_out_when_asked(tmp_path):
     """`kidata gate --sessions` applies compare's session model (the test above): torch +12%
     at four workloads with liger beside it moving +1%, +1%, +11%, +11% fails the plain gate
