@@ -494,14 +494,17 @@ RESULTS_SQL = """
 """
 
 
-def sessions(db: Queryable, query: str, params: dict, threshold: float) -> pa.Table:
+def sessions(db: Queryable, query: str, params: dict, threshold: float,
+             local: duckdb.DuckDBPyConnection) -> pa.Table:
     """The rows of :func:`pairs_sql`'s ``query`` with the session model (:data:`SESSIONS_SQL`),
     in three statements: the pairs (one row per shared key), then the passed results in the
     hours of their runs and the hours beside them (bounded by constants, so that the scan of
-    ``runs`` skips the rest), then the model over both in memory. In one statement the model
-    read every passed result of the warehouse beside the pairs' own reading, which ran
-    ``kidata compare`` and ``kidata gate`` out of the default 300MB at 10M runs
-    (docs/benchmarks.md, Run AY)."""
+    ``runs`` skips the rest), then the model over both on ``local``, the caller's connection
+    over rows in memory (no second database; the pairs stay registered as ``pairs`` there,
+    for the caller to replace by the rows returned). In one statement the model read every
+    passed result of the warehouse beside the pairs' own reading, which ran ``kidata
+    compare`` and ``kidata gate`` out of the default 300MB at 10M runs (docs/benchmarks.md,
+    Run AY)."""
     from datetime import timedelta
 
     pairs = db.sql(query, params=params).to_arrow_table()
@@ -514,13 +517,12 @@ def sessions(db: Queryable, query: str, params: dict, threshold: float) -> pa.Ta
     results = db.sql(RESULTS_SQL, params={  # no pairs: no hours, no results
         "lo": min(hours, default=None), "hours": hours,
         "hi": max(hours) + timedelta(hours=1) if hours else None}).to_arrow_table()
-    local = engine.connect()  # over the rows in memory, with kidata's settings
+    local.register("pairs", pairs)
+    local.register("results", results)
     try:
-        local.register("pairs", pairs)
-        local.register("results", results)
         return local.sql(SESSIONS_SQL, params={"threshold": float(threshold)}).to_arrow_table()
     finally:
-        local.close()
+        local.unregister("results")
 
 
 def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
@@ -555,9 +557,8 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     query, params = pairs(db, baseline, candidate)
     # The rows are computed once (the session model reads the results twice more) and the
     # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
-    table = sessions(db, query, params, threshold)
     local = engine.connect()  # over the rows in memory, with kidata's settings
-    local.register("pairs", table)
+    local.register("pairs", sessions(db, query, params, threshold, local))
     rows = local.sql("SELECT * FROM pairs ORDER BY kernel, pass, workload, gpu, "
                      "implementation, variant")
     slower = "placement = 'above' AND change > $threshold"

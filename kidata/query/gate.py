@@ -285,7 +285,8 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
     # The pairs (with the session model) are worked out first, in their own statements
     # (analysis.sessions: in one with the rest, the model ran out of memory at 10M runs), and
     # judged in memory beside the few rows of gpus and acknowledgements they need.
-    found = (analysis.sessions(db, query, side_params, th.threshold) if sessions
+    local = engine.connect()  # over the rows in memory, with kidata's settings
+    found = (analysis.sessions(db, query, side_params, th.threshold, local) if sessions
              else db.sql(query, params=side_params).to_arrow_table())
     params: dict = {"th": th.threshold, "ns": th.no_spread}
     shift = ""
@@ -318,7 +319,7 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
     judged = f"""
         WITH ruled AS (
             SELECT p.*, {threshold_sql} AS threshold, {mode_sql} AS no_spread,
-                -- kidata ack: the table is defined (empty) in every session
+                -- kidata ack: the pairs' candidates acknowledged (registered below)
                 p.candidate_run_id IN (SELECT run_id FROM acknowledgements) AS acknowledged
             FROM pairs p LEFT JOIN gpus g ON g.gpu = p.gpu
         ),
@@ -348,7 +349,6 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
     # Judged once, and held as compare holds its rows: the counts, the exit code, the summary
     # and the rows printed or exported all come from these. A relation over the query would
     # run it again (as long: the noise model reads every run) each time it was read.
-    local = engine.connect()  # over the rows in memory, with kidata's settings
     local.register("pairs", found)
     local.register("gpus", db.sql("SELECT gpu, family FROM gpus").to_arrow_table())
     local.register("acknowledgements", db.sql(
