@@ -307,6 +307,11 @@ class Warehouse:
         asks a costly view (``trends`` at a million runs) several questions."""
         self.session.keep(view)
 
+    def release(self) -> None:
+        """Hand back to the system the memory DuckDB keeps after the queries made so far
+        (:meth:`kidata.query.session.Session.release`)."""
+        self.session.release()
+
     def relation(self, name: str) -> duckdb.DuckDBPyRelation:
         """A table or view by name."""
         return self.session.relation(name)

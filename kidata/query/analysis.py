@@ -8,6 +8,7 @@ The questions themselves are answered by SQL views (``sql/audit.sql``, ``sql/tre
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -155,11 +156,11 @@ def acknowledged_regressions(db: Queryable, threshold: float | None = None) -> i
 # joined with its run `r`. A label is `label.<name>` (runs.labels).
 SELECT_FIELDS = {
     "implementation": "l.implementation", "variant": "l.variant", "version": "l.version",
-    "load": "r.load_id", "gpu": "l.gpu", "gpu_family": "l.gpu_family", "family": "l.family",
+    "load": "l.load_id", "gpu": "l.gpu", "gpu_family": "l.gpu_family", "family": "l.family",
     "kernel": "l.kernel", "pass": "l.pass", "workload": "l.workload",
     # The commit a source names for the run (its label `commit`: github-action-benchmark's
     # commit.id), else the load's; the branch and CI run of the load that added the run.
-    "commit": "coalesce(json_extract_string(r.labels, '$.commit'), ld.commit)",
+    "commit": "coalesce(json_extract_string(l.labels, '$.commit'), ld.commit)",
     "branch": "ld.branch", "ci_run": "ld.ci_run",
 }
 COMPARE_COLUMNS = ("kernel", "pass", "workload", "gpu", "implementation", "variant",
@@ -227,7 +228,7 @@ def _side(selector: dict[str, str], prefix: str, params: dict) -> str:
         params[name] = value
         if field.startswith("label."):
             params[f"{name}_path"] = "$." + field[len("label."):]
-            conditions.append(f"json_extract_string(r.labels, ${name}_path) = ${name}")
+            conditions.append(f"json_extract_string(l.labels, ${name}_path) = ${name}")
         else:
             conditions.append(f"{SELECT_FIELDS[field]} = ${name}")
     return " AND ".join(conditions)
@@ -260,9 +261,8 @@ _NOISE_SIDE = """
     LEFT JOIN noise_envelopes n
         ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
         AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)
-    LEFT JOIN sample_medians m
+    LEFT JOIN {medians} m
         ON m.run_id = l.run_id AND m.metric = 'latency' AND m.high IS NOT NULL
-    WHERE l.rn = 1
 """
 _NOISE_PAIR = """
     {c}.log_variance + {b}.log_variance AS log_variance,
@@ -316,24 +316,91 @@ _NOISE_RULE = """
 """
 
 
-def pairs(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str]
-          ) -> tuple[str, dict]:
-    """:func:`pairs_sql`, to run on ``db``. Each side joins ``noise_envelopes``, a few dozen
-    rows worked out from every run, and DuckDB computes a view at each reference: the session
-    keeps its rows first, so they are computed once, not once per side (~2 s each at 1M runs).
-    A common table expression read by both sides would be computed once too, but beside the
-    rest of the query: with the session model's results it raised compare's peak memory from
-    1.1 to 1.4 GB at 1M runs (docs/benchmarks.md, Run AI)."""
-    query, params = pairs_sql(baseline, candidate)
-    db.keep("noise_envelopes")
-    return query, params
+def pairs(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[str, str],
+          local: duckdb.DuckDBPyConnection) -> pa.Table:
+    """compare's rows (one per shared key, with the verdict; :func:`pairs_sql`), worked out
+    in three statements: the latest run of each key on each side (run ids only), then those
+    runs' latencies with their noise, both on ``db``; then the pairing on ``local``, the
+    caller's connection over rows in memory (where ``latest``, ``chosen`` and the verdict
+    rule's small views stay registered). In one statement DuckDB ranked every selected
+    latency with all its columns, and at ~5M runs a side (one load against another of a
+    10M-run warehouse) ran the default 300MB out (docs/benchmarks.md, Run AZ).
+
+    The sides join ``noise_envelopes``, a few dozen rows worked out from every run, which
+    the session keeps first, so that its rows are computed once (~2 s at 1M runs)."""
+    query = pairs_sql(baseline, candidate)
+    for name in RULE_VIEWS:
+        local.register(name, db.sql(f"SELECT * FROM {name}").to_arrow_table())
+    latest = db.sql(query.latest, params=query.params).to_arrow_table()
+    db.release()
+    ids = sorted({i for c in ("baseline_run_id", "candidate_run_id")
+                  for i in latest.column(c).to_pylist() if i is not None})
+    local.register("latest", latest)
+    # noise_envelopes is worked out from every run, and so is read from db.
+    envelopes = db.sql("SELECT * FROM noise_envelopes").to_arrow_table()
+    db.release()
+    local.register("chosen", _of_runs(db, ids, query.chosen, ["latencies", "sample_medians"],
+                                      {"noise_envelopes": envelopes}))
+    return local.sql(query.pairing).to_arrow_table()
 
 
-def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
-              ) -> tuple[str, dict]:
-    """The query of :func:`compare`'s rows (one per shared key, with the verdict), and its
-    parameters: the pairing every comparing command shares (``compare``, ``gate``), which
-    run it through :func:`pairs`."""
+def _of_runs(db: Queryable, ids: list[str], query: str, reads: list[str],
+             given: dict[str, pa.Table] | None = None) -> pa.Table:
+    """The rows of ``query``, which reads the views ``reads`` (and the tables ``given``), where
+    the warehouse holds only the runs ``ids``: their rows of the tables those views read are
+    copied from ``db`` (DuckDB skips the rest of the files while reading them), and the views
+    are defined over the copies on a connection of their own. On ``db`` the views would work
+    out the statistics of every run before keeping those of ``ids`` (DuckDB does not take a
+    filter on the run id through their grouping): ~11 s and the whole memory limit at 10M
+    runs, for a few ten thousand (docs/benchmarks.md, Run AZ)."""
+    from kidata.core.viewfiles import load_views, strip_comments, with_dependencies
+
+    views = with_dependencies(reads)
+    found = load_views()
+    tables = sorted({t for v in views for t in found[v].sources} - set(views))
+    # The columns the views name (a word of their bodies): a run's whole row is ~800 bytes,
+    # its title, labels and digests among them, which no view reads.
+    words = set(re.findall(r"\w+", " ".join(strip_comments(found[v].body) for v in views)))
+    con = engine.connect(engine.reading_settings())
+    try:
+        for table in tables:
+            columns = db.sql(f"SELECT * FROM {table} LIMIT 0").columns
+            named = ", ".join(quote_identifier(c) for c in columns if c in words)
+            filtered = ("WHERE run_id IN (SELECT UNNEST(CAST($ids AS VARCHAR[])))"
+                        if "run_id" in columns else "")
+            con.register(table, db.sql(f"SELECT {named} FROM {table} {filtered}",
+                                       params={"ids": ids} if filtered else None).to_arrow_table())
+            db.release()
+        for name, rows in (given or {}).items():
+            con.register(name, rows)
+        for view in views:
+            con.execute(f"CREATE VIEW {view} AS {found[view].body}")
+        return con.sql(query).to_arrow_table()
+    finally:
+        con.close()
+
+
+# The views the pairing reads besides the runs chosen: a few rows each.
+RULE_VIEWS = ("student_t", "verdict_settings", "verdict_rule")
+
+
+@dataclass(frozen=True)
+class PairsQuery:
+    """:func:`pairs_sql`'s answer, three statements (:func:`pairs` runs them): ``latest``, with
+    ``params``, the latest run of each key on each side (``baseline_run_id``,
+    ``candidate_run_id``); ``chosen``, the latencies with their noise of the runs in ``$ids``;
+    ``pairing``, the rows, over those two tables and the verdict rule's views."""
+
+    latest: str
+    params: dict
+    chosen: str
+    pairing: str
+
+
+def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]) -> PairsQuery:
+    """The queries of :func:`compare`'s rows (one per shared key, with the verdict): the
+    pairing every comparing command shares (``compare``, ``gate``), which run them through
+    :func:`pairs`."""
     a = parse_selector(baseline) if isinstance(baseline, str) else dict(baseline)
     b = parse_selector(candidate) if isinstance(candidate, str) else dict(candidate)
     if a == b:
@@ -350,21 +417,31 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
     shown = "x.implementation, x.variant" if own else \
         "CONCAT(y.implementation, ' vs ', x.implementation) AS implementation, " \
         "y.variant AS variant"
-    query = f"""
-        WITH a AS (
-            SELECT l.*, ROW_NUMBER() OVER (PARTITION BY {partition}
-                ORDER BY l.observed_at DESC NULLS LAST, l.run_id DESC) AS rn
-            FROM latencies l JOIN runs r ON r.run_id = l.run_id
-                LEFT JOIN loads ld ON ld.load_id = r.load_id WHERE {where_a}
-        ),
-        b AS (
-            SELECT l.*, ROW_NUMBER() OVER (PARTITION BY {partition}
-                ORDER BY l.observed_at DESC NULLS LAST, l.run_id DESC) AS rn
-            FROM latencies l JOIN runs r ON r.run_id = l.run_id
-                LEFT JOIN loads ld ON ld.load_id = r.load_id WHERE {where_b}
-        ),
-        x AS ({_NOISE_SIDE.format(side="a")}),
-        y AS ({_NOISE_SIDE.format(side="b")}),
+    # Greatest observed_at, none last, then the greatest run id (as latest_latencies).
+    order = ("(l.observed_at IS NOT NULL, COALESCE(l.observed_at, TIMESTAMPTZ "
+             "'1970-01-01 00:00:00+00'), l.run_id)")
+    # Read from the runs, not from latencies: DuckDB would work out every run's statistics
+    # and join them with the runs on their text ids first, and beside this aggregate the two
+    # ran the default 300MB out at 10M runs. What latencies adds here is whether the run has a
+    # center (a latency median or mean), asked of the measurements on the run id's MD5.
+    latest = f"""
+        SELECT arg_max(l.run_id, {order}) FILTER (WHERE {where_a}) AS baseline_run_id,
+            arg_max(l.run_id, {order}) FILTER (WHERE {where_b}) AS candidate_run_id
+        FROM (SELECT r.*, COALESCE(p.family, r.protocol_id) AS family,
+                  COALESCE(g.family, r.gpu) AS gpu_family
+              FROM runs r LEFT JOIN protocols p ON p.protocol_id = r.protocol_id
+                  LEFT JOIN gpus g ON g.gpu = r.gpu) l
+            LEFT JOIN loads ld ON ld.load_id = l.load_id
+        WHERE (({where_a}) OR ({where_b}))
+            AND md5_number(l.run_id) IN (
+                SELECT md5_number(run_id) FROM measurements WHERE metric = 'latency'
+                    AND statistic IN ('median', 'mean') AND value IS NOT NULL)
+        GROUP BY {partition}
+    """
+    pairing = f"""
+        WITH x AS (SELECT * FROM chosen
+                   WHERE run_id IN (SELECT baseline_run_id FROM latest)),
+        y AS (SELECT * FROM chosen WHERE run_id IN (SELECT candidate_run_id FROM latest)),
         paired AS (
             SELECT x.kernel, x.pass, x.workload, x.gpu, {shown},
                 x.center_us AS baseline_us, y.center_us AS candidate_us,
@@ -393,7 +470,8 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]
         SELECT * FROM pairs
         ORDER BY kernel, pass, workload, gpu, implementation, variant
     """
-    return query, params
+    chosen = _NOISE_SIDE.format(side="latencies", medians="sample_medians")
+    return PairsQuery(latest, params, chosen, pairing)
 
 
 # compare's rows with the session model of series_steps (docs/statistics.md section 4) over
@@ -483,41 +561,43 @@ SESSIONS_SQL = """
 """
 
 
-# The passed results the session model may read (SESSIONS_SQL's ``results``): those measured
-# in the given hours.
+# The passed results the session model may read (SESSIONS_SQL's ``results``), over a warehouse
+# that holds those measured in the given hours only (:func:`sessions`).
 RESULTS_SQL = """
     SELECT run_id, kernel, pass, gpu, family, implementation, variant, workload,
         center_statistic, center_us, observed_at
     FROM latencies
-    WHERE status = 'passed' AND observed_at >= $lo AND observed_at < $hi
-        AND DATE_TRUNC('hour', observed_at) IN (SELECT UNNEST($hours))
+    WHERE status = 'passed'
 """
 
 
-def sessions(db: Queryable, query: str, params: dict, threshold: float,
+def sessions(db: Queryable, found: pa.Table, threshold: float,
              local: duckdb.DuckDBPyConnection) -> pa.Table:
-    """The rows of :func:`pairs_sql`'s ``query`` with the session model (:data:`SESSIONS_SQL`),
-    in three statements: the pairs (one row per shared key), then the passed results in the
-    hours of their runs and the hours beside them (bounded by constants, so that the scan of
-    ``runs`` skips the rest), then the model over both on ``local``, the caller's connection
-    over rows in memory (no second database; the pairs stay registered as ``pairs`` there,
-    for the caller to replace by the rows returned). In one statement the model read every
-    passed result of the warehouse beside the pairs' own reading, which ran ``kidata
-    compare`` and ``kidata gate`` out of the default 300MB at 10M runs (docs/benchmarks.md,
-    Run AY)."""
+    """``found``, the rows of :func:`pairs`, with the session model (:data:`SESSIONS_SQL`):
+    the passed runs in the hours of their runs and the hours beside them are found on ``db``
+    (bounded by constants, so that the scan of ``runs`` skips the rest), their results read
+    over a copy of them (:func:`_of_runs`), then the model runs over both on ``local``, the
+    caller's connection over rows in memory (the pairs stay registered as ``pairs`` there,
+    for the caller to replace by the rows returned). In one statement with the pairs, the
+    model read every passed result of the warehouse beside the pairs' own reading, which ran
+    ``kidata compare`` and ``kidata gate`` out of the default 300MB at 10M runs
+    (docs/benchmarks.md, Run AY)."""
     from datetime import timedelta
 
-    pairs = db.sql(query, params=params).to_arrow_table()
-    ids = pairs.column("baseline_run_id").to_pylist() + pairs.column("candidate_run_id").to_pylist()
+    ids = found.column("baseline_run_id").to_pylist() + found.column("candidate_run_id").to_pylist()
     hours = [h for (h,) in db.sql(
         "SELECT DISTINCT DATE_TRUNC('hour', observed_at) + TO_HOURS(d.shift) FROM runs "
         "CROSS JOIN (VALUES (-1), (0), (1)) AS d(shift) "
         "WHERE observed_at IS NOT NULL AND run_id IN (SELECT UNNEST($ids))",
         params={"ids": ids}).fetchall()] if ids else []
-    results = db.sql(RESULTS_SQL, params={  # no pairs: no hours, no results
-        "lo": min(hours, default=None), "hours": hours,
-        "hi": max(hours) + timedelta(hours=1) if hours else None}).to_arrow_table()
-    local.register("pairs", pairs)
+    in_hours = [i for (i,) in db.sql(
+        "SELECT run_id FROM runs WHERE status = 'passed' AND observed_at >= $lo "
+        "AND observed_at < $hi AND DATE_TRUNC('hour', observed_at) IN (SELECT UNNEST($hours))",
+        params={"lo": min(hours), "hi": max(hours) + timedelta(hours=1),
+                "hours": hours}).fetchall()] if hours else []  # no pairs: no hours, no results
+    db.release()
+    results = _of_runs(db, in_hours, RESULTS_SQL, ["latencies"])
+    local.register("pairs", found)
     local.register("results", results)
     try:
         return local.sql(SESSIONS_SQL, params={"threshold": float(threshold)}).to_arrow_table()
@@ -554,11 +634,11 @@ def compare(db: Queryable, baseline: str | dict[str, str], candidate: str | dict
     code's part is not beyond the threshold, is counted in ``shifted``, not in ``slower``.
     """
     threshold = min_effect(db, threshold)
-    query, params = pairs(db, baseline, candidate)
     # The rows are computed once (the session model reads the results twice more) and the
     # summary is asked of them: as many rows as shared keys, which the CLI prints anyway.
     local = engine.connect()  # over the rows in memory, with kidata's settings
-    local.register("pairs", sessions(db, query, params, threshold, local))
+    local.register("pairs", sessions(db, pairs(db, baseline, candidate, local), threshold,
+                                     local))
     rows = local.sql("SELECT * FROM pairs ORDER BY kernel, pass, workload, gpu, "
                      "implementation, variant")
     slower = "placement = 'above' AND change > $threshold"

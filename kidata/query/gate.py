@@ -281,13 +281,14 @@ def gate(db: Queryable, baseline: str, candidate: str, thresholds: Thresholds | 
 
 def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
            sessions: bool = False) -> GateResult:
-    query, side_params = pairs(db, baseline, candidate)
     # The pairs (with the session model) are worked out first, in their own statements
-    # (analysis.sessions: in one with the rest, the model ran out of memory at 10M runs), and
-    # judged in memory beside the few rows of gpus and acknowledgements they need.
+    # (analysis.pairs and analysis.sessions: in one with the rest, they ran out of memory at
+    # 10M runs), and judged in memory beside the few rows of gpus and acknowledgements they
+    # need.
     local = engine.connect()  # over the rows in memory, with kidata's settings
-    found = (analysis.sessions(db, query, side_params, th.threshold, local) if sessions
-             else db.sql(query, params=side_params).to_arrow_table())
+    found = pairs(db, baseline, candidate, local)
+    if sessions:
+        found = analysis.sessions(db, found, th.threshold, local)
     params: dict = {"th": th.threshold, "ns": th.no_spread}
     shift = ""
     if sessions:

@@ -53,6 +53,8 @@ class Queryable(Protocol):
 
     def keep(self, view: str) -> None: ...
 
+    def release(self) -> None: ...
+
 
 class Session:
     """Queries over the warehouse at :attr:`path`; ``require`` raises unless it is one."""
@@ -260,6 +262,14 @@ class Session:
             self._con_stored = self._con_sizes = self._con_runs = None
             return con
         raise AssertionError("unreachable")
+
+    def release(self) -> None:
+        """Hand back to the system the memory DuckDB's allocator keeps after this session's
+        statements (:func:`kidata.core.engine.give_back`), keeping the connection and what it
+        holds: between costly statements whose rows Python keeps meanwhile (compare's, at 10M
+        runs 394 MB held after the first of them, 126 MB after this)."""
+        if self._con is not None:
+            engine.give_back(self._con, engine.query_memory())
 
     def keep(self, view: str) -> None:
         """Compute ``view`` once, now, and answer every later query of this session that

@@ -23,7 +23,7 @@ from kidata import Warehouse
 VIEWS = Path(__file__).parents[1] / "data" / "views"
 KIDATA = Path(sys.executable).parent / "kidata"
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from make_view_fixtures import RERUN_CHANGES, jsd_sessions  # noqa: E402
+from make_view_fixtures import RERUN_CHANGES, bundle, jsd_sessions, workload  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -564,6 +564,50 @@ def test_compare_reads_the_echo_in_the_hour_beside_the_pairs(tmp_path):
     assert (result.shared, result.slower, result.shifted) == (4, 0, 4)
     result = wh.gate("torch,version=v1", "torch,version=v2", sessions=True)
     assert (result.shared, result.slower, result.shifted) == (4, 0, 4)
+
+
+def test_compare_and_gate_pair_each_sides_latest_run_with_a_latency(tmp_path):
+    """Each side's run of a key is its latest passed run with a latency center (greatest
+    observed_at, none last, then the greatest run id, as latest_latencies), chosen from the runs
+    before any statistics are worked out (analysis.pairs). liger on jsd w1, version v2: a and b
+    at 10:00 (b wins the tie on its run id), c with no time (last), d later but failed, e
+    latest but a memory run (no latency). v1: one run at 100 µs. So b, 120 µs: 1.2."""
+    import json
+
+    work = workload("w1", "jsd")
+
+    def run(name, us, at, version, status="passed"):
+        return bundle(name, "jsd/forward", "liger", "NVIDIA H100 PCIe", us * 1000, work, "f",
+                      p20=us * 990, p80=us * 1010, at=at, version=version, status=status)
+
+    memory = run("k-v2-e", 700, "2024-02-01T12:00:00Z", "v2")
+    memory["run"]["spec"]["timing"] = {}
+    memory["run"]["spec"]["measurements"] = [
+        {"metric": "memory", "statistic": "median", "unit": "MB", "value": 700.0}]
+    rows = [run("k-v1", 100, "2024-01-01T09:00:00Z", "v1"),
+            run("k-v2-a", 110, "2024-02-01T10:00:00Z", "v2"),
+            run("k-v2-b", 120, "2024-02-01T10:00:00Z", "v2"),
+            run("k-v2-c", 300, None, "v2"),
+            run("k-v2-d", 500, "2024-02-01T11:00:00Z", "v2", status="failed"), memory]
+    # a and b in two loads, in either order: the same answer (a tie is not settled by the
+    # order the runs are read in).
+    b_run = rows.pop(2)
+    for order, loads in (("b first", [[b_run], rows]), ("b last", [rows, [b_run]])):
+        wh = Warehouse(tmp_path / order)
+        for i, runs in enumerate(loads):
+            path = tmp_path / f"{order}-{i}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+            assert wh.load([str(path)]).ok
+        assert wh.sql("SELECT count(*) FROM runs").fetchall() == [(6,)]
+        result = wh.compare("liger,version=v1", "liger,version=v2")
+        assert [r[6:9] + r[13:15] for r in result.rows.fetchall()] == [
+            (100.0, 120.0, pytest.approx(1.2), "k-v1", "k-v2-b")], order
+        # The other way round too (each side is chosen alone), and by the gate.
+        back = wh.compare("liger,version=v2", "liger,version=v1")
+        assert [r[13:15] for r in back.rows.fetchall()] == [("k-v2-b", "k-v1")], order
+        gate = wh.gate("liger,version=v1", "liger,version=v2")
+        assert gate.rows.select("baseline_run_id, candidate_run_id").fetchall() == [
+            ("k-v1", "k-v2-b")], order
 
 
 def test_the_gate_leaves_a_sessions_shift_out_when_asked(tmp_path):
