@@ -228,3 +228,24 @@ def test_writers_spill_into_scratch_folders_not_the_working_folder(tmp_path, mon
         assert (path.parent == temp and path.name.startswith("kidata-")) or \
             path.is_relative_to(wh.path / "_kidata" / "staging"), name
     assert [p.name for p in work.iterdir()] == [".tmp"]
+
+
+def test_release_keeps_the_sessions_limit_and_what_it_kept(seeded, monkeypatch):
+    """``Warehouse.release`` flushes DuckDB's allocator by setting the memory limit again
+    (compare and gate call it between their steps: docs/benchmarks.md, Run AZ): the limit must
+    stay the session's own, and the connection, with the views it kept, must stay usable."""
+    monkeypatch.setenv("KIDATA_QUERY_MEMORY", "100MB")
+    wh = Warehouse(seeded.path)
+    wh.keep("latencies")
+    before = wh.sql("SELECT count(*), sum(center_us) FROM latencies").fetchall()
+    kept = wh.sql("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall()
+    assert kept[0][0] >= 1
+    wh.sql("CREATE TEMP TABLE mine AS SELECT 42 AS answer")
+    wh.release()
+    assert wh.sql("SELECT current_setting('memory_limit')").fetchall() == [("95.3 MiB",)]
+    assert wh.sql("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall() == \
+        [(kept[0][0] + 1,)]
+    assert wh.sql("SELECT answer FROM mine").fetchall() == [(42,)]
+    assert wh.sql("SELECT count(*), sum(center_us) FROM latencies").fetchall() == before
+    # Before any query there is no connection to release: nothing happens, nothing fails.
+    Warehouse(seeded.path).release()

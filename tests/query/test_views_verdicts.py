@@ -23,7 +23,8 @@ from kidata import Warehouse
 VIEWS = Path(__file__).parents[1] / "data" / "views"
 KIDATA = Path(sys.executable).parent / "kidata"
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from make_view_fixtures import RERUN_CHANGES, bundle, jsd_sessions, workload  # noqa: E402
+from make_view_fixtures import RERUN_CHANGES, bundle, jsd_sessions  # noqa: E402
+from make_view_fixtures import workload as workload_doc  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -574,7 +575,7 @@ def test_compare_and_gate_pair_each_sides_latest_run_with_a_latency(tmp_path):
     latest but a memory run (no latency). v1: one run at 100 µs. So b, 120 µs: 1.2."""
     import json
 
-    work = workload("w1", "jsd")
+    work = workload_doc("w1", "jsd")
 
     def run(name, us, at, version, status="passed"):
         return bundle(name, "jsd/forward", "liger", "NVIDIA H100 PCIe", us * 1000, work, "f",
