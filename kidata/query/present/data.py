@@ -91,27 +91,36 @@ def latency_points(db: Queryable, filters: Filters) -> pl.DataFrame:
     vary across the sweep (e.g. "B=8, T=2048" when V is swept at two B x T settings; "" when
     nothing else varies). A line may join only workloads with the same ``others``. A workload
     on two sweeps appears once per sweep."""
-    import polars as pl
-
     where, params = filters.condition("k")
     # The latest passed run of each key with its numbers (latest_latencies: the loads'
     # latest_runs rows, whose statistics a commit works out by latencies' own rule), so no
     # run's statistics are worked out here (latencies at 1M runs: ~1 s); charts draw medians.
+    # As the speedups view: the latest run counts, untimed runs before timed ones. Keys tied
+    # in the drawing order come in the order of their first run (untimed first, then by time
+    # and run id). Chosen and ordered here, not in Polars, whose allocator kept ~45 MB of the
+    # sort and grouping after them, under every later query of the report
+    # (docs/benchmarks.md, Run AZ).
+    key = ("k.kernel, k.pass, k.gpu, k.family, k.implementation, k.variant, k.workload, "
+           "s.parameter")
     frame = _frame(db, f"""
-        SELECT k.run_id, k.kernel, k.pass, k.implementation, k.variant, k.workload, k.gpu,
-               k.family, k.median_us, k.p20_us, k.p80_us, k.observed_at, k.version,
-               r.workload_id, s.parameter, s.size
-        FROM latest_latencies k
-        JOIN runs r ON r.run_id = k.run_id
-        LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
-        WHERE k.median_us IS NOT NULL AND {where}""", params)
-    key = ["kernel", "pass", "gpu", "family", "implementation", "variant", "workload",
-           "parameter"]
-    # As the speedups view: the latest run counts, untimed runs before timed ones.
-    frame = (frame.sort(["observed_at", "run_id"], nulls_last=False)
-             .group_by(key, maintain_order=True).last()
-             .sort(["kernel", "pass", "gpu", "parameter", "size", "workload"], nulls_last=True)
-             .with_columns(pl.col("size").cast(pl.Float64)))
+        WITH points AS (
+            SELECT k.run_id, k.kernel, k.pass, k.implementation, k.variant, k.workload, k.gpu,
+                   k.family, k.median_us, k.p20_us, k.p80_us, k.observed_at, k.version,
+                   r.workload_id, s.parameter, CAST(s.size AS DOUBLE) AS size,
+                   ROW_NUMBER() OVER (PARTITION BY {key}
+                       ORDER BY k.observed_at DESC NULLS LAST, k.run_id DESC) AS latest,
+                   FIRST_VALUE(k.observed_at) OVER (PARTITION BY {key}
+                       ORDER BY k.observed_at NULLS FIRST, k.run_id) AS first_at,
+                   FIRST_VALUE(k.run_id) OVER (PARTITION BY {key}
+                       ORDER BY k.observed_at NULLS FIRST, k.run_id) AS first_run
+            FROM latest_latencies k
+            JOIN runs r ON r.run_id = k.run_id
+            LEFT JOIN workload_sizes s ON s.workload_id = r.workload_id
+            WHERE k.median_us IS NOT NULL AND {where}
+        )
+        SELECT * EXCLUDE (latest, first_at, first_run) FROM points WHERE latest = 1
+        ORDER BY kernel, pass, gpu, parameter NULLS LAST, size NULLS LAST, workload NULLS LAST,
+            first_at NULLS FIRST, first_run""", params)
     return _with_others(db, frame).drop("workload_id")
 
 
