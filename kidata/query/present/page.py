@@ -108,8 +108,12 @@ def _read(db: Queryable, filters: Filters, release: Callable[[], None] | None) -
             release()
         return frame
 
-    points = read(data.latency_points(db, filters))
+    # The costliest queries first, before the process holds the other frames (at 1M runs the
+    # speedups rows peaked at ~500 MB after the points, and kernel_speedups at ~480 MB last;
+    # docs/benchmarks.md, Run AZ).
     speedups = read(data.speedups(db, filters))
+    kernels = read(data.kernel_speedups(db, filters))
+    points = read(data.latency_points(db, filters))
     regressions = read(data.regressions(db, filters))
     drawn_series, series = read(data.trend_series(db, filters, charts_mod.MAX_SERIES,
                                                   regressions["run_id"].to_list()))
@@ -124,7 +128,6 @@ def _read(db: Queryable, filters: Filters, release: Callable[[], None] | None) -
     # Every frame before the first figure: DuckDB's working memory is given back before the
     # figures take theirs (at 1M runs the kernel_speedups query, run beside the drawn
     # figures, set the report's peak: 1.04 GB under a 500MB KIDATA_QUERY_MEMORY; Run AM).
-    kernels = read(data.kernel_speedups(db, filters))
     return _Frames(points, speedups, regressions, series, trends, shifts, efficiency, compute,
                    audit, envelopes, effect, summary, kernels)
 
