@@ -244,7 +244,8 @@ def check_threshold(threshold: float) -> None:
 
 # The verdict rule's noise model over two sides, as sql/speedups.sql works it out (a view
 # cannot take the two sides as input, so compare and gate repeat its steps here; a test holds
-# the two to the same answers on the same pairs). Each side: a latencies row with its envelope.
+# the two to the same answers on the same pairs). Each run chosen: its latencies row with its
+# envelope and its samples' interval.
 _NOISE_SIDE = """
     SELECT l.*,
         CASE WHEN l.center_statistic = 'mean' AND l.samples >= 2 AND l.stddev_us >= 0
@@ -258,11 +259,11 @@ _NOISE_SIDE = """
         m.low / 1000 - COALESCE(l.resolution_us, 0) / 2 AS sample_wide_low_us,
         m.high / 1000 + COALESCE(l.resolution_us, 0) / 2 AS sample_wide_high_us,
         n.log_envelope, n.changes AS envelope_changes
-    FROM {side} l
+    FROM latencies l
     LEFT JOIN noise_envelopes n
         ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
         AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)
-    LEFT JOIN {medians} m
+    LEFT JOIN sample_medians m
         ON m.run_id = l.run_id AND m.metric = 'latency' AND m.high IS NOT NULL
 """
 _NOISE_PAIR = """
@@ -471,8 +472,7 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]) -
         SELECT * FROM pairs
         ORDER BY kernel, pass, workload, gpu, implementation, variant
     """
-    chosen = _NOISE_SIDE.format(side="latencies", medians="sample_medians")
-    return PairsQuery(latest, params, chosen, pairing)
+    return PairsQuery(latest, params, _NOISE_SIDE, pairing)
 
 
 # compare's rows with the session model of series_steps (docs/statistics.md section 4) over
