@@ -341,7 +341,7 @@ def pairs(db: Queryable, baseline: str | dict[str, str], candidate: str | dict[s
     # noise_envelopes is worked out from every run, and so is read from db.
     envelopes = db.sql("SELECT * FROM noise_envelopes").to_arrow_table()
     db.release()
-    local.register("chosen", _of_runs(db, ids, query.chosen, ["latencies", "sample_medians"],
+    local.register("chosen", _of_runs(db, ids, _NOISE_SIDE, ["latencies", "sample_medians"],
                                       {"noise_envelopes": envelopes}))
     return local.sql(query.pairing).to_arrow_table()
 
@@ -388,14 +388,14 @@ RULE_VIEWS = ("student_t", "verdict_settings", "verdict_rule")
 
 @dataclass(frozen=True)
 class PairsQuery:
-    """:func:`pairs_sql`'s answer, three statements (:func:`pairs` runs them): ``latest``, with
-    ``params``, the latest run of each key on each side (``baseline_run_id``,
-    ``candidate_run_id``); ``chosen``, the latencies with their noise of the runs in ``$ids``;
-    ``pairing``, the rows, over those two tables and the verdict rule's views."""
+    """:func:`pairs_sql`'s answer, two of the three statements :func:`pairs` runs: ``latest``,
+    with ``params``, the latest run of each key on each side (``baseline_run_id``,
+    ``candidate_run_id``); ``pairing``, the rows, over that table, ``chosen`` (those runs'
+    latencies with their noise: :data:`_NOISE_SIDE`, the same for every pair of sides) and the
+    verdict rule's views."""
 
     latest: str
     params: dict
-    chosen: str
     pairing: str
 
 
@@ -472,7 +472,7 @@ def pairs_sql(baseline: str | dict[str, str], candidate: str | dict[str, str]) -
         SELECT * FROM pairs
         ORDER BY kernel, pass, workload, gpu, implementation, variant
     """
-    return PairsQuery(latest, params, _NOISE_SIDE, pairing)
+    return PairsQuery(latest, params, pairing)
 
 
 # compare's rows with the session model of series_steps (docs/statistics.md section 4) over
