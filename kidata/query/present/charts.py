@@ -309,14 +309,58 @@ def latency_plan(points: pl.DataFrame) -> list[tuple[str, pl.DataFrame, list[str
     return plan
 
 
+@dataclass
+class LatencyLine:
+    """One line of a latency panel: its points in drawing order (``x`` is the size, or the
+    workload's position when the panel has no swept parameter) and how it is drawn."""
+
+    x: list[Any]
+    median: list[float]
+    low: list[float | None]
+    high: list[float | None]
+    colour: Any
+    dash: str
+
+
+@dataclass
+class LatencyPanel:
+    """One panel of a latency figure: its title, the swept parameter (None: workloads by
+    name, ``order`` fastest first), its lines, and the values that choose its log axes."""
+
+    title: str
+    parameter: str | None
+    order: list[str]
+    lines: list[LatencyLine]
+    sizes: list[Any]
+    medians: list[float]
+
+
+@dataclass
+class LatencyFigure:
+    """Everything a latency figure draws, worked out from the rows (Polars) before drawing
+    (matplotlib alone): the drawing helper (:mod:`kidata.query.present.drawing`) is handed
+    this, plain values only, so it never imports Polars."""
+
+    kernel: str
+    panels: list[LatencyPanel]
+    legend: dict[str, Any]  # implementation label -> colour, in order of first line
+    settings: list[tuple[str, str]]  # (dash style, legend label) of each setting kept
+
+
 def latency_chart(kernel: str, drawn: pl.DataFrame, palette: Palette, omitted: list[str]
                   ) -> Chart:
     """The latency figure of ``kernel``: a panel per pass, GPU and swept parameter of
     ``drawn`` (one kernel's rows of :func:`latency_plan`, in its order); the lines a panel
     leaves out are added to ``omitted``."""
+    return draw_latency(latency_figure(kernel, drawn, palette, omitted))
+
+
+def latency_figure(kernel: str, drawn: pl.DataFrame, palette: Palette, omitted: list[str]
+                   ) -> LatencyFigure:
+    """What :func:`latency_chart` draws for ``kernel``, without drawing it; the lines its
+    panels leave out are added to ``omitted``."""
     import polars as pl
 
-    panels = list(drawn.group_by(["pass", "gpu", "parameter"], maintain_order=True))
     # Per swept parameter (rope sweeps H at one setting of T and T at one of H), the
     # settings with the most results, a dash style each.
     kept: list[str] = []
@@ -329,29 +373,46 @@ def latency_chart(kernel: str, drawn: pl.DataFrame, palette: Palette, omitted: l
                            for i, o in enumerate(settings)}
         kept += [o for o in settings if o not in kept]
     families = drawn["family"].n_unique()
-    grid = _figure(len(panels))
     legend: dict[str, Any] = {}
-    for ax, ((pass_, gpu, parameter), panel) in zip(grid.axes, panels, strict=True):
-        left = _latency_panel(ax, panel, parameter, palette, dash[parameter], families,
-                              legend, grid)
-        ax.set_title(f"{pass_} · {gpu}", loc="left")
+    panels = []
+    for (pass_, gpu, parameter), panel in drawn.group_by(["pass", "gpu", "parameter"],
+                                                          maintain_order=True):
+        figure_panel, left = _latency_panel(panel, parameter, palette, dash[parameter],
+                                            families, legend)
+        figure_panel.title = f"{pass_} · {gpu}"
+        panels.append(figure_panel)
         if left:
             every = _distinct(sorted(set(panel["others"].to_list())))
             omitted.append(f"{kernel} {pass_} · {gpu}, {parameter} sweep: the lines at "
                            f"{'; '.join(every[o] for o in left)} (restrict with --gpu or "
                            "--implementation)")
-    handles, labels = list(legend.values()), list(legend)
-    named = _distinct(kept)
+    settings: list[tuple[str, str]] = []
     if len(kept) > 1 or (kept and kept[0]):
-        from matplotlib.lines import Line2D
-
+        named = _distinct(kept)
         styles = {o: style for sweep in dash.values() for o, style in sweep.items()}
-        handles += [Line2D([], [], color="dimgrey", linestyle=styles[o], linewidth=1.2)
-                    for o in kept]
-        labels += [_shorten(named[o]) for o in kept]
-    grid.finish(f"{kernel}: latency against workload size (median, p20–p80 band)",
+        settings = [(styles[o], _shorten(named[o])) for o in kept]
+    return LatencyFigure(kernel, panels, legend, settings)
+
+
+def draw_latency(figure: LatencyFigure) -> Chart:
+    """Draw a :class:`LatencyFigure` (matplotlib only)."""
+    from matplotlib.lines import Line2D
+
+    grid = _figure(len(figure.panels))
+    for ax, panel in zip(grid.axes, figure.panels, strict=True):
+        _draw_latency_panel(ax, panel, grid)
+        ax.set_title(panel.title, loc="left")
+    # Colour names the implementation and dash style the setting, each once in the legend.
+    handles = [Line2D([], [], color=colour, marker="o", markersize=3, linewidth=1.2)
+               for colour in figure.legend.values()]
+    labels = list(figure.legend)
+    handles += [Line2D([], [], color="dimgrey", linestyle=style, linewidth=1.2)
+                for style, _ in figure.settings]
+    labels += [label for _, label in figure.settings]
+    grid.finish(f"{figure.kernel}: latency against workload size (median, p20–p80 band)",
                 handles, labels)
-    return Chart(slug("latency", kernel), "latency", kernel, LATENCY_CAPTION, grid.fig)
+    return Chart(slug("latency", figure.kernel), "latency", figure.kernel, LATENCY_CAPTION,
+                 grid.fig)
 
 
 def panel_share(counts: list[int], most: int, total: int) -> int:
@@ -364,23 +425,24 @@ def panel_share(counts: list[int], most: int, total: int) -> int:
     return share
 
 
-def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette: Palette,
-                   dash: dict[str, str], families: int, legend: dict[str, Any],
-                   grid: _Grid) -> list[str]:
-    """Draw one panel (the lines at the settings in ``dash``), adding its implementations to
-    the figure's ``legend``; returns the settings left out."""
+def _latency_panel(panel: pl.DataFrame, parameter: str | None, palette: Palette,
+                   dash: dict[str, str], families: int, legend: dict[str, Any]
+                   ) -> tuple[LatencyPanel, list[str]]:
+    """One panel's lines (those at the settings in ``dash``), its implementations added to
+    the figure's ``legend``, and the settings left out."""
     import polars as pl
 
     sized = parameter is not None
+    order: list[str] = []
     if not sized:
         order = (panel.group_by("workload").agg(m=pl.col("median_us").min())
                  .sort(["m", "workload"])["workload"].to_list())
         position = {w: i for i, w in enumerate(order)}
     left = sorted(o for o in set(panel["others"].to_list()) if o not in dash)
     panel = panel.filter(pl.col("others").is_in(list(dash)))
-    series = panel.group_by(["implementation", "variant", "family", "others"],
-                            maintain_order=True)
-    for (implementation, variant, family, others), line in series:
+    lines = []
+    for (implementation, variant, family, others), line in panel.group_by(
+            ["implementation", "variant", "family", "others"], maintain_order=True):
         if sized:
             line = line.sort("size")
             x = line["size"].to_list()
@@ -388,36 +450,36 @@ def _latency_panel(ax: Any, panel: pl.DataFrame, parameter: str | None, palette:
             line = line.with_columns(_x=pl.col("workload").replace_strict(position)).sort("_x")
             x = line["_x"].to_list()
         colour = palette(implementation, variant)
-        # Colour names the implementation and dash style the setting, each once in the legend.
-        drawn = ax.plot(x, line["median_us"].to_list(), marker="o", markersize=3,
-                        linewidth=1.2, color=colour, linestyle=dash[others])
-        label = _label(implementation, variant, family, families)
-        if label not in legend:
-            from matplotlib.lines import Line2D
+        legend.setdefault(_label(implementation, variant, family, families), colour)
+        lines.append(LatencyLine(x, line["median_us"].to_list(), line["p20_us"].to_list(),
+                                 line["p80_us"].to_list(), colour, dash[others]))
+    return LatencyPanel("", parameter, order, lines, panel["size"].to_list(),
+                        panel["median_us"].to_list()), left
 
-            legend[label] = Line2D([], [], color=colour, marker=drawn[0].get_marker(),
-                                   markersize=3, linewidth=1.2)
-        low, high = line["p20_us"].to_list(), line["p80_us"].to_list()
-        band = [(xi, lo, hi) for xi, lo, hi in zip(x, low, high, strict=True)
+
+def _draw_latency_panel(ax: Any, panel: LatencyPanel, grid: _Grid) -> None:
+    """Draw one panel of a latency figure on ``ax``."""
+    for line in panel.lines:
+        ax.plot(line.x, line.median, marker="o", markersize=3, linewidth=1.2,
+                color=line.colour, linestyle=line.dash)
+        band = [(xi, lo, hi) for xi, lo, hi in zip(line.x, line.low, line.high, strict=True)
                 if lo is not None and hi is not None]
         if len(band) > 1:
             ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
-                            color=colour, alpha=0.2, linewidth=0)
+                            color=line.colour, alpha=0.2, linewidth=0)
         elif band:
-            ax.errorbar([band[0][0]], [line["median_us"][0]], color=colour, capsize=2,
-                        yerr=[[line["median_us"][0] - band[0][1]],
-                              [band[0][2] - line["median_us"][0]]])
-    if sized:
-        ax.set_xlabel(parameter)
-        if _decades(panel["size"].to_list()):
+            ax.errorbar([band[0][0]], [line.median[0]], color=line.colour, capsize=2,
+                        yerr=[[line.median[0] - band[0][1]], [band[0][2] - line.median[0]]])
+    if panel.parameter is not None:
+        ax.set_xlabel(panel.parameter)
+        if _decades(panel.sizes):
             _log(ax.xaxis, base=2)
     else:
-        _categories(ax, order, grid)
+        _categories(ax, panel.order, grid)
         ax.set_xlabel("workload")
     ax.set_ylabel("latency (µs)")
-    if _decades(panel["median_us"].to_list()):
-        _log(ax.yaxis, values=panel["median_us"].to_list())
-    return left
+    if _decades(panel.medians):
+        _log(ax.yaxis, values=panel.medians)
 
 
 def _categories(ax: Any, names: list[str], grid: _Grid) -> None:

@@ -5,9 +5,12 @@ generated runs the report's 12 latency figures (144 panels) took ~8 s of its ~18
 heatmaps and forest plots ~3.5 s more, all on one core of two (docs/benchmarks.md, Run AT).
 :class:`SharedDrawing` hands the latency figures of :func:`charts.latency_plan` to a helper
 process, which draws them from the front of the plan while this process draws the page's other
-figures and then takes the plan from the back; each figure is drawn by the same function
-(:func:`draw`) and written as SVG where it was drawn, so the page is the same byte for byte
-whichever process drew a figure.
+figures and then takes the plan from the back; each figure is worked out from its rows in this
+process (:func:`prepare`, Polars), then drawn by the same function (:func:`draw`, matplotlib
+alone) and written as SVG where it was drawn, so the page is the same byte for byte whichever
+process drew a figure. The helper is handed the worked-out figure, plain values, so it never
+imports Polars, a third of its memory (docs/benchmarks.md, Run BB); the thread that feeds it
+works out the next figure while the helper draws the current one.
 
 The helper is a fresh interpreter (``python -c`` :data:`HELPER_MAIN`, started by
 :mod:`kidata.core.child` as the load's staging workers are), reading pickled jobs on its
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
 
     import polars as pl
 
-    from kidata.query.present.charts import Chart, Palette
+    from kidata.query.present.charts import Chart, LatencyFigure, Palette
 
 HELPER_MAIN = "from kidata.query.present.drawing import serve; serve()"
 # Latency panels from which a helper is worth starting: its interpreter, polars and matplotlib
@@ -44,18 +47,28 @@ class HelperError(Exception):
     """The helper process failed or ended; what it had not drawn is drawn here."""
 
 
-def draw(kernel: str, rows: pl.DataFrame, palette: Palette) -> tuple[Chart, list[str]]:
-    """One latency figure of the plan, written as SVG and its figure freed: the chart (its
-    ``text`` set, no ``figure``) and the lines its panels left out."""
+def prepare(kernel: str, rows: pl.DataFrame, palette: Palette
+            ) -> tuple[LatencyFigure, list[str]]:
+    """One latency figure of the plan worked out from its rows, not drawn: what
+    :func:`draw` draws, and the lines its panels leave out. Done in the report's process, so
+    that the helper draws from plain values and never imports Polars."""
     from kidata.query.present import charts
 
     omitted: list[str] = []
+    return charts.latency_figure(kernel, rows, palette, omitted), omitted
+
+
+def draw(figure: LatencyFigure) -> Chart:
+    """A latency figure drawn and written as SVG, its figure freed: the chart (its ``text``
+    set, no ``figure``)."""
+    from kidata.query.present import charts
+
     with charts.style():
-        chart = charts.latency_chart(kernel, rows, palette, omitted)
+        chart = charts.draw_latency(figure)
         text = chart.svg()
     chart.figure.clear()
     chart.figure, chart.text = None, text
-    return chart, omitted
+    return chart
 
 
 def helper_wanted(panels: int) -> bool:
@@ -66,15 +79,21 @@ def helper_wanted(panels: int) -> bool:
 
 
 class Helper:
-    """The helper process: :meth:`draw` sends one job and waits for its figure."""
+    """The helper process: :meth:`send` hands it one job, :meth:`receive` waits for its
+    figure (one job at a time)."""
 
     def __init__(self) -> None:
         self.proc = child.start(HELPER_MAIN)
 
-    def draw(self, job: tuple[str, pl.DataFrame, Palette]) -> tuple[Chart, list[str]]:
+    def send(self, job: LatencyFigure) -> None:
         try:
             pickle.dump(job, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
+        except OSError as exc:
+            raise HelperError(f"the drawing helper ended: {exc}") from exc
+
+    def receive(self) -> Chart:
+        try:
             status, result = pickle.load(self.proc.stdout)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
             raise HelperError(f"the drawing helper ended: {exc}") from exc
@@ -94,7 +113,7 @@ def serve() -> None:
     inp, out = child.serving()
     for job in child.jobs(inp):
         try:
-            result: Any = ("ok", draw(*job))
+            result: Any = ("ok", draw(job))
         except Exception:  # noqa: BLE001 - the report's process draws it again and reports
             result = ("error", traceback.format_exc())
         try:
@@ -138,17 +157,45 @@ class SharedDrawing:
         with self.lock:
             self.helper = helper
         try:
-            while (i := self._take(front=True)) is not None:
-                kernel, rows, _ = self.plan[i]
+            job = self._prepared()
+            while job is not None:
+                i, figure, omitted = job
+                following = None
                 try:
-                    self.done[i] = helper.draw((kernel, rows, self.palette))
-                except HelperError:
-                    with self.lock:
-                        self.jobs.appendleft(i)  # drawn here instead
+                    helper.send(figure)
+                    # The next figure is worked out here while the helper draws this one.
+                    following = self._prepared()
+                    self.done[i] = helper.receive(), omitted
+                except Exception:  # noqa: BLE001 - this process draws (or fails on) it again
+                    self._give_back(i, following)
                     return
                 self.drawn_by_helper += 1
+                job = following
+        except Exception:  # noqa: BLE001 - _prepared gave its job back
+            return
         finally:
             helper.close()
+
+    def _prepared(self) -> tuple[int, LatencyFigure, list[str]] | None:
+        """The next job from the front of the plan, worked out (:func:`prepare`); None when
+        none is left. A job that fails to be worked out is given back first."""
+        i = self._take(front=True)
+        if i is None:
+            return None
+        kernel, rows, _ = self.plan[i]
+        try:
+            return (i, *prepare(kernel, rows, self.palette))
+        except Exception:
+            self._give_back(i, None)
+            raise
+
+    def _give_back(self, i: int, following: tuple | None) -> None:
+        """Jobs the helper will not draw, back to the front of the plan: this process draws
+        them (and, if they fail, reports their error)."""
+        with self.lock:
+            if following is not None:
+                self.jobs.appendleft(following[0])
+            self.jobs.appendleft(i)
 
     def close(self) -> None:
         """End the helper: a page that failed (or was interrupted) before its latency figures
@@ -168,15 +215,15 @@ class SharedDrawing:
         order; this process draws what the helper has not taken, then waits for the helper."""
         if self.thread is None:  # one by one, in order: one figure held at a time
             for kernel, rows, cut in self.plan:
-                omitted += cut
-                chart, left = draw(kernel, rows, self.palette)
-                omitted += left
-                yield chart
+                figure, left = prepare(kernel, rows, self.palette)
+                omitted += cut + left
+                yield draw(figure)
             return
         while True:
             while (i := self._take(front=False)) is not None:
                 kernel, rows, _ = self.plan[i]
-                self.done[i] = draw(kernel, rows, self.palette)
+                figure, left = prepare(kernel, rows, self.palette)
+                self.done[i] = draw(figure), left
             self.thread.join()
             if not self.jobs:  # else the helper failed and gave its job back
                 break
