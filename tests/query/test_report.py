@@ -690,3 +690,28 @@ def test_a_report_leaves_the_warehouses_own_session_as_it_was(liger: Warehouse,
     liger.sql("CREATE TEMP TABLE mine AS SELECT 42 AS answer")
     liger.report(tmp_path / "r.html", kernels=["rms_norm"])
     assert liger.sql("SELECT answer FROM mine").fetchall() == [(42,)]
+
+
+def test_matplotlib_is_imported_only_after_the_reports_queries(tmp_path: Path):
+    """The report's queries run without matplotlib in the process (~33 MB that would sit
+    beside DuckDB's working memory at the report's peak); it is imported once they are done,
+    and the page is drawn (a fresh interpreter: the test process may have imported it)."""
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).load([str(SEEDS)]).ok
+    script = f"""
+import sys
+from kidata import Warehouse
+from kidata.query.present import data
+seen = []
+for name in ("speedups", "summary"):  # the first query and the last
+    def wrapped(*args, _query=getattr(data, name), **kwargs):
+        seen.append("matplotlib" in sys.modules)
+        return _query(*args, **kwargs)
+    setattr(data, name, wrapped)
+result = Warehouse({str(wh)!r}).report({str(tmp_path / "r.html")!r})
+print(seen, "matplotlib" in sys.modules, len(result.charts))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[False,", "False]", "True", "5"]
