@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from kidata.query.present.charts import Chart, LatencyFigure, Palette
 
 HELPER_MAIN = "from kidata.query.present.drawing import serve; serve()"
-# Latency panels from which a helper is worth starting: its interpreter, polars and matplotlib
-# cost ~1 CPU s to import, about what 20 panels cost to draw.
+# Latency panels from which a helper is worth starting: its interpreter and matplotlib cost up
+# to ~1 CPU s to import, about what 20 panels cost to draw.
 MIN_PANELS = 24
 
 
