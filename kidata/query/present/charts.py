@@ -440,15 +440,13 @@ def _latency_panel(panel: pl.DataFrame, parameter: str | None, palette: Palette,
         position = {w: i for i, w in enumerate(order)}
     left = sorted(o for o in set(panel["others"].to_list()) if o not in dash)
     panel = panel.filter(pl.col("others").is_in(list(dash)))
+    if not sized:  # each workload's position, once for the panel's lines
+        panel = panel.with_columns(_x=pl.col("workload").replace_strict(position))
     lines = []
     for (implementation, variant, family, others), line in panel.group_by(
             ["implementation", "variant", "family", "others"], maintain_order=True):
-        if sized:
-            line = line.sort("size")
-            x = line["size"].to_list()
-        else:
-            line = line.with_columns(_x=pl.col("workload").replace_strict(position)).sort("_x")
-            x = line["_x"].to_list()
+        line = line.sort("size" if sized else "_x")
+        x = line["size" if sized else "_x"].to_list()
         colour = palette(implementation, variant)
         legend.setdefault(_label(implementation, variant, family, families), colour)
         lines.append(LatencyLine(x, line["median_us"].to_list(), line["p20_us"].to_list(),
