@@ -41,9 +41,8 @@ ZEROED = ("records", "duplicates", "rejected", "rejects_not_kept")
 # The runs (``r``) that have no median (or primary statistic) measurement of their metric: a
 # run stored without its measurements. A mean-only source (KernelBench, old nvbench) names its
 # primary statistic. (kidata check lists them; damaged_loads counts them per load.)
-# Two plain anti-joins rather than one whose condition held a subquery on protocols: DuckDB
-# planned that one at 39 s and 512 MB over 5M runs, these at 3.5 s and 424 MB, the same runs
-# (docs/benchmarks.md, Run BA).
+# Two plain anti-joins: one whose condition held a subquery on protocols was ~11x slower at 5M
+# runs (docs/benchmarks.md, Run BA).
 NO_MEDIAN = (
     "NOT EXISTS (SELECT 1 FROM measurements m WHERE m.run_id = r.run_id AND m.metric = r.metric "
     "AND m.statistic = 'median') AND NOT EXISTS (SELECT 1 FROM measurements m JOIN protocols p "

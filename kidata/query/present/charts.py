@@ -377,9 +377,8 @@ def latency_figure(kernel: str, drawn: pl.DataFrame, palette: Palette, omitted: 
     panels = []
     for (pass_, gpu, parameter), panel in drawn.group_by(["pass", "gpu", "parameter"],
                                                           maintain_order=True):
-        figure_panel, left = _latency_panel(panel, parameter, palette, dash[parameter],
-                                            families, legend)
-        figure_panel.title = f"{pass_} · {gpu}"
+        figure_panel, left = _latency_panel(panel, f"{pass_} · {gpu}", parameter, palette,
+                                            dash[parameter], families, legend)
         panels.append(figure_panel)
         if left:
             every = _distinct(sorted(set(panel["others"].to_list())))
@@ -425,11 +424,11 @@ def panel_share(counts: list[int], most: int, total: int) -> int:
     return share
 
 
-def _latency_panel(panel: pl.DataFrame, parameter: str | None, palette: Palette,
+def _latency_panel(panel: pl.DataFrame, title: str, parameter: str | None, palette: Palette,
                    dash: dict[str, str], families: int, legend: dict[str, Any]
                    ) -> tuple[LatencyPanel, list[str]]:
-    """One panel's lines (those at the settings in ``dash``), its implementations added to
-    the figure's ``legend``, and the settings left out."""
+    """The panel ``title`` with its lines (those at the settings in ``dash``), its
+    implementations added to the figure's ``legend``, and the settings left out."""
     import polars as pl
 
     sized = parameter is not None
@@ -451,7 +450,7 @@ def _latency_panel(panel: pl.DataFrame, parameter: str | None, palette: Palette,
         legend.setdefault(_label(implementation, variant, family, families), colour)
         lines.append(LatencyLine(x, line["median_us"].to_list(), line["p20_us"].to_list(),
                                  line["p80_us"].to_list(), colour, dash[others]))
-    return LatencyPanel("", parameter, order, lines, panel["size"].to_list(),
+    return LatencyPanel(title, parameter, order, lines, panel["size"].to_list(),
                         panel["median_us"].to_list()), left
 
 

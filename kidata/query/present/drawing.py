@@ -167,7 +167,7 @@ class SharedDrawing:
                     following = self._prepared()
                     self.done[i] = helper.receive(), omitted
                 except Exception:  # noqa: BLE001 - this process draws (or fails on) it again
-                    self._give_back(i, following)
+                    self._give_back(i, *([following[0]] if following else []))
                     return
                 self.drawn_by_helper += 1
                 job = following
@@ -186,16 +186,14 @@ class SharedDrawing:
         try:
             return (i, *prepare(kernel, rows, self.palette))
         except Exception:
-            self._give_back(i, None)
+            self._give_back(i)
             raise
 
-    def _give_back(self, i: int, following: tuple | None) -> None:
-        """Jobs the helper will not draw, back to the front of the plan: this process draws
-        them (and, if they fail, reports their error)."""
+    def _give_back(self, *jobs: int) -> None:
+        """Jobs the helper will not draw, back to the front of the plan in their order: this
+        process draws them (and, if they fail, reports their error)."""
         with self.lock:
-            if following is not None:
-                self.jobs.appendleft(following[0])
-            self.jobs.appendleft(i)
+            self.jobs.extendleft(reversed(jobs))
 
     def close(self) -> None:
         """End the helper: a page that failed (or was interrupted) before its latency figures
