@@ -5,10 +5,12 @@ bytes. The loading process writes their rows while it stages them straight into 
 becomes ``<table>/part-<load>.parquet`` (:class:`DirectWriter`): the final schema, zstd, the
 final row groups, ``load_id`` and ``loaded_at`` filled in. A staged run carries its document,
 which goes to ``run_documents`` (one row per run), so that ``runs`` rows stay narrow.
-``measurements`` and ``run_documents`` are in input order; ``runs`` hold one GPU per row
-group, ordered by kernel, pass and time within it (its rows wait in a buffer per GPU,
-:data:`CLUSTER_BYTES` in all: :class:`kidata.store.pqwrite.Clustered`), so a filter on one GPU
-skips the other GPUs' row groups in a load's own file, as in a compacted one. The columns
+``measurements`` and ``run_documents`` are in input order; ``runs`` are sorted by GPU,
+kernel, pass and time across the file, one GPU per row group (an external merge sort: its
+rows wait in a buffer per GPU, :data:`CLUSTER_BYTES` in all, go to sorted chunks in the
+staging folder and are merged when staging ends: :class:`kidata.store.pqwrite.Clustered`), so
+a filter on one GPU skips the other GPUs' row groups in a load's own file, as in a compacted
+one, and a filter on a kernel most of each GPU's. The columns
 only the commit needs (the record's number ``_seq``, its position, a run's latency quantiles:
 :data:`SIDECAR`) go, row for row, to a small sidecar file beside it, which never leaves the
 staging folder. Worker processes hand their rows to the loading process (as
@@ -18,7 +20,7 @@ pass would write it.
 At the commit (:func:`finish`), a table whose staged rows are all kept (no duplicate, no
 conflict, no richer variant of a stored run) is linked to the name the commit renames, without
 reading it; otherwise its kept rows are copied into a new file, in the same order (``runs``:
-still one GPU per row group), and only then. Either way the commit's DuckDB queries see the
+still sorted, one GPU per row group), and only then. Either way the commit's DuckDB queries see the
 staged rows, sidecar included, as one relation (:func:`staged_source`, a positional join),
 while the files are being finished.
 
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING
 from kidata.errors import WarehouseError
 from kidata.store import durable
 from kidata.store.durable import fault
-from kidata.store.layout import direct_file, direct_sidecar, staged_glob
+from kidata.store.layout import direct_file, direct_sidecar, sort_spill, staged_glob
 from kidata.store.schema import COLUMNS, KEYS, STAGED_LATENCY, clustered_keys
 
 if TYPE_CHECKING:
@@ -59,14 +61,14 @@ CONSTANT = ("load_id", "loaded_at")
 # Rows read at a time when a commit copies the kept rows (runs: ~18 MB of documents).
 BATCH = 8192
 # Compressed bytes of ``runs`` rows (documents included) a load keeps waiting for their GPU's
-# row group (kidata.store.pqwrite.Clustered): a load's own file holds one GPU per row group, so a
-# filter on one GPU skips the others' before any compaction (docs/benchmarks.md, Run AN). 16 MB
-# hold about 128 MB of rows: the full row groups (GROUP_BYTES) of sixteen GPUs.
+# next sorted chunk (kidata.store.pqwrite.Clustered): a load's own file is sorted, one GPU per
+# row group, so a filter on one GPU skips the others' before any compaction (docs/benchmarks.md,
+# Runs AN and BC). 16 MB hold about 128 MB of rows: the full chunks (GROUP_BYTES) of sixteen
+# GPUs.
 CLUSTER_BYTES = 16 * 1024 * 1024
-# Bytes of a row group of a load's own clustered file (``runs``; kidata.store.pqwrite.MAX_BYTES
-# elsewhere): a row group is sorted by a copy of it as it goes out, so half the usual size keeps
-# a 1M-run load's peak where an input-order file had it (~463 MB; 499-505 MB with 16 MB groups:
-# docs/benchmarks.md, Run AO).
+# Bytes of a row group, and of a sorted chunk, of a load's own sorted file (``runs``;
+# kidata.store.pqwrite.MAX_BYTES elsewhere): a chunk is sorted by a copy of it, so half the usual
+# size keeps a 1M-run load's peak where an input-order file had it (Run AO).
 GROUP_BYTES = 8 * 1024 * 1024
 # How each commit of this process finished its direct tables, per table: ``as-staged`` (the
 # staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.
@@ -85,7 +87,8 @@ class DirectWriter:
     and sidecars in ``staging``; rows arrive in input order (``_seq`` ascending) with the
     staged schema (:func:`kidata.store.schema.staged_schema`) and go out in that order, but
     for the tables :func:`kidata.store.schema.clustered_keys` orders (``runs``), which go out
-    one GPU per row group; a file and its sidecar stay row for row either way."""
+    sorted by those keys, one GPU per row group, once :meth:`close` has merged them; a file
+    and its sidecar stay row for row either way."""
 
     def __init__(self, staging: Path, load_id: str, loaded_at: datetime):
         self.staging = staging
@@ -122,7 +125,8 @@ class DirectWriter:
                          GroupedWriter(direct_sidecar(self.staging, table), side,
                                        before_write=lambda: fault("stage-write")))
             found = self.writers[table] = (
-                pair, Clustered(pair, keys, CLUSTER_BYTES) if keys else pair)
+                pair, Clustered(pair, keys, CLUSTER_BYTES,
+                                sort_spill(direct_file(self.staging, table))) if keys else pair)
         pair, sink = found
         n = data.num_rows
         # The final columns, then the sidecar's: one table, so that clustering moves a row's
@@ -160,7 +164,9 @@ class DirectWriter:
 
     def abort(self) -> None:
         writers, self.writers = self.writers, {}
-        for pair, _ in writers.values():
+        for pair, sink in writers.values():
+            if sink is not pair:
+                sink.abort()
             pair.abort()
 
 
@@ -250,16 +256,16 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
            before_write: Callable[[], None] | None = None) -> int:
     """Put the final file of a direct ``table`` at ``path``: the staged rows whose ``_seq``
     is in ``keep`` (None: every staged row, as the commit knows when the load adds every run
-    it staged), in their staged order (``runs``: one GPU per row group, ordered within). When
+    it staged), in their staged order (``runs``: sorted, one GPU per row group). When
     every staged row is kept, ``path`` is a hard link to the staged file (nothing is read or
     written); otherwise the kept rows are copied into it (memory: :data:`BATCH` rows at a
-    time, and ``runs``' :data:`CLUSTER_BYTES`). The file is fsync'd. Returns the rows in
+    time). The file is fsync'd. Returns the rows in
     it (0: no file)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from kidata.store.pqwrite import Clustered, GroupedWriter
+    from kidata.store.pqwrite import GroupedWriter, InOrder
     from kidata.store.schema import TABLES
 
     data = direct_file(staging, table)
@@ -289,8 +295,9 @@ def finish(staging: Path, table: str, keep: pa.Array | None, path: Path,
     keys = clustered_keys(table)
     with GroupedWriter(path, schema, max_bytes=group_bytes(table),
                        before_write=before_write) as writer:
-        # The staged file holds a GPU per row group (DirectWriter); its kept rows keep that.
-        sink = Clustered(writer, keys, CLUSTER_BYTES) if keys else writer
+        # The staged file is sorted, a GPU per row group (DirectWriter): its kept rows, read
+        # in file order, are too; cut again at each GPU.
+        sink = InOrder(writer, keys[0]) if keys else writer
         for batch in pq.ParquetFile(data).iter_batches(batch_size=BATCH):
             # The mask is sliced by the rows *read*, not the rows kept: advancing by the kept
             # rows (0.2.5-0.2.7) shifted the mask after the first batch with a dropped row,

@@ -15,6 +15,8 @@
     <warehouse>/_kidata/staging/<load>/final/enriched-<table>-<n>.parquet
                                                  a stored file rewritten with a load's richer rows
     <warehouse>/_kidata/staging/<load>/spill/    where the load's commit spills beyond its memory
+    <folder>/.<file>.sort/                       sorted chunks of a runs or latest_runs file being
+                                                 written (beside it; gone before it is used)
     <warehouse>/<reference>/reference.parquet    a reference table (gpus, dtypes, …): one file
     <warehouse>/_kidata/files/<load>.json        the input files a load read in full (skip list)
     <warehouse>/_kidata/compact/<name>/          work folders of commits other than loads
@@ -199,6 +201,12 @@ def final_file(staging: Path, table: str) -> Path:
 def spill_folder(staging: Path) -> Path:
     """Where DuckDB spills while a load in ``staging`` commits (beyond its memory limit)."""
     return staging / SPILL
+
+
+def sort_spill(file: Path) -> Path:
+    """Where the rows of ``file`` wait, sorted in chunks, while it is written in order
+    (kidata.store.pqwrite.Clustered): a folder beside it, removed before the file is used."""
+    return file.with_name(f".{file.name}.sort")
 
 
 def enriched_file(final: Path, table: str, n: int) -> Path:

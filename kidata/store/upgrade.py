@@ -14,7 +14,7 @@ that stores steps.
 Layout 1 → 2 (kidata 0.3.14): each run's document leaves its ``runs`` row for ``run_documents``
 (issue 30: a scan of ``runs`` read ~1 KB of JSON per run, and its row groups were cut at a few
 thousand runs). Every ``runs`` file ``<name>`` becomes a narrow file of the same name, its rows
-one GPU per row group as a load writes them, and a ``run_documents/<name>`` file holds its
+sorted as a load writes them, and a ``run_documents/<name>`` file holds its
 runs' documents, row for row, with their ``load_id`` and ``loaded_at``: each load's rows stay
 in files of their own (``kidata unload`` and the snapshot rule are unchanged). One
 :class:`~kidata.store.commit.Transaction` makes the change: the documents' files, then
@@ -140,6 +140,7 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     import pyarrow.parquet as pq
 
     from kidata.store import finalize
+    from kidata.store.layout import sort_spill
     from kidata.store.pqwrite import Clustered, GroupedWriter, write_reader
     from kidata.store.schema import TABLES, clustered_keys
 
@@ -149,7 +150,7 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     with GroupedWriter(runs_out, runs_schema, max_bytes=finalize.group_bytes("runs")) as rw, \
             GroupedWriter(docs_out, docs_schema) as dw:
         # A file written before 0.3.12 is in input order: clustered as a load writes now.
-        sink = Clustered(rw, clustered_keys("runs"), finalize.CLUSTER_BYTES)
+        sink = Clustered(rw, clustered_keys("runs"), finalize.CLUSTER_BYTES, sort_spill(runs_out))
         documented = 0
         for batch in source.iter_batches(batch_size=BATCH):
             rows = pa.Table.from_batches([batch])
