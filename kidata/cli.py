@@ -762,7 +762,8 @@ def compact(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Merge each table's small files into one, without changing any query result (runs
-    files whose row groups mix GPUs are rewritten with one GPU per row group)."""
+    files not sorted by GPU, kernel, pass and time, as older versions wrote them, are
+    rewritten sorted)."""
     report = _wh(warehouse).compact(tables or None)
     for line in report.upgraded:
         out.echo(line)
@@ -770,8 +771,8 @@ def compact(
         mixed = report.reclustered.get(table)
         if before != after or mixed:
             out.echo(f"{table}: {before:,} files -> {after:,}" + (
-                f" ({mixed:,} {'file' if mixed == 1 else 'files'} rewritten with one GPU per "
-                "row group)" if mixed else ""))
+                f" ({mixed:,} {'file' if mixed == 1 else 'files'} rewritten sorted by GPU, "
+                "kernel, pass and time)" if mixed else ""))
     out.echo(f"compacted: {report.files_removed:,} fewer files, {report.rows:,} rows "
              "rewritten")
 

@@ -107,11 +107,13 @@ def tables_markdown() -> str:
         out += [f"## {name}", "", f"Identity: {key}.", ""]
         order = clustered_keys(name)
         if order:
-            out += [f"Files: one `{order[0]}` per row group, rows ordered by "
-                    + ", ".join(f"`{k}`" for k in order) + " within it (a load's files since "
-                    "0.3.12, a compaction's since 0.3.4; the row groups' statistics let any "
-                    f"Parquet reader skip the other {order[0].upper()}s' row groups for a "
-                    f"filter on `{order[0]}`).", ""]
+            out += ["Files: sorted by " + ", ".join(f"`{k}`" for k in order)
+                    + f" from the first row to the last, one `{order[0]}` per row group (a "
+                    "load's files and a compaction's since 0.3.26; one GPU per row group, "
+                    "sorted within it only, since 0.3.12 and 0.3.4; `kidata compact` sorts "
+                    "older files): the row groups' statistics let any Parquet reader skip the "
+                    f"other {order[0].upper()}s' row groups for a filter on `{order[0]}`, and "
+                    f"most of each {order[0].upper()}'s for a filter on `{order[1]}`.", ""]
         out += ["| column | type | null | meaning |", "|---|---|---|---|"]
         for f in schema:
             meaning = description(f).replace("|", "\\|")

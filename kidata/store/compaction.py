@@ -16,17 +16,19 @@ is completed by the next writer. Compaction holds the writer lock throughout, so
 commits meanwhile, and it keeps every row as it was, ``load_id`` included, so kidata's
 snapshot filter is unaffected.
 
-A merged ``runs`` or ``latest_runs`` file holds one GPU per row group, ordered by kernel, pass
-and time within it (:data:`kidata.store.schema.CLUSTERED`), so its row groups' statistics
-let DuckDB, Spark or any Parquet reader skip the row groups of other GPUs: merging many loads'
-files in file order would interleave them in every row group. Other tables keep file order.
+A merged ``runs`` or ``latest_runs`` file is sorted by GPU, kernel, pass and time
+(:data:`kidata.store.schema.CLUSTERED`) from its first row to its last, one GPU per row group
+(:class:`kidata.store.pqwrite.Clustered`: an external merge sort in bounded memory), so its
+row groups' statistics let DuckDB, Spark or any Parquet reader skip the row groups of other
+GPUs, and, within a GPU, of other kernels: merging many loads' files in file order would
+interleave them in every row group. Other tables keep file order.
 
 ``kidata compact`` (not the merge after a load) also rewrites every file of those two tables
-whose row groups mix GPUs (:func:`is_clustered`), whatever its size: a load's own file written
-before 0.3.12, in input order (one load of 300k runs wrote a 24 MB ``runs`` file, one row group
-per ~9.4k runs; loads now cluster their files as a merge does: kidata.store.finalize), or any
-merged file of a warehouse written before 0.3.4. It reads each file's row-group statistics only;
-a file already clustered is left as it is, so a second compaction rewrites nothing.
+that is not so sorted (:func:`is_sorted`, from the row groups' statistics), whatever its size:
+a load's own file written before 0.3.12 (input order), or before 0.3.26 (one GPU per row group,
+sorted within each row group only: every row group of a GPU spans its kernels), or a merged
+file of a warehouse written before 0.3.4 or 0.3.26. A file already sorted is left as it is,
+so a second compaction rewrites nothing.
 
 Limit: a query that listed the old folder and opens a merged-away file after the swap fails
 with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
@@ -104,8 +106,8 @@ def chosen(tables: list[str] | None) -> list[str]:
 def compact(layout: Layout, writer_lock: Callable[[], AbstractContextManager[Any]],
             tables: list[str] | None = None, small_bytes: int | None = None) -> CompactReport:
     """Merge the small files of each table (default: every table loads write) into one, and
-    with them the files of ``runs`` and ``latest_runs`` whose row groups mix GPUs
-    (:func:`is_clustered`), under ``writer_lock()`` (the facade's, so that it records what
+    with them the files of ``runs`` and ``latest_runs`` not sorted
+    (:func:`is_sorted`), under ``writer_lock()`` (the facade's, so that it records what
     recovery did). ``small_bytes``: :data:`SMALL_BYTES`."""
     picked = chosen(tables)
     small_bytes = SMALL_BYTES if small_bytes is None else small_bytes
@@ -161,29 +163,80 @@ def _rebuild_contexts(layout: Layout, report: CompactReport, if_files: int) -> N
 def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False
            ) -> tuple[list[Path], list[Path], list[Path]]:
     """A table's files, those of them smaller than ``small_bytes``, and (``recluster``, for
-    the tables :func:`sort_keys` orders) those that are not :func:`is_clustered`."""
+    the tables :func:`kidata.store.schema.clustered_keys` orders) those that are not
+    :func:`is_sorted`."""
     files = layout.table_files(table)
     small = [f for f in files if f.stat().st_size < small_bytes]
-    mixed = [f for f in files if not is_clustered(f)] if recluster and clustered_keys(table) else []
+    mixed = [f for f in files if not is_sorted(f)] if recluster and clustered_keys(table) else []
     return files, small, mixed
 
 
-def is_clustered(path: Path) -> bool:
-    """Whether each row group of the Parquet file holds one GPU (nulls counting as one), as
-    its row groups' statistics say: what lets a reader skip the other GPUs' row groups."""
+def is_sorted(path: Path) -> bool:
+    """Whether the Parquet file is in the order kidata writes ``runs`` and ``latest_runs``
+    (:data:`kidata.store.schema.CLUSTERED`), as far as its row groups' statistics tell: each
+    row group holds one GPU (nulls counting as one); the GPUs come in order, nulls last, each
+    in consecutive row groups; and each row group of a GPU starts at or after where the one
+    before it ended, by kernel, then (where both hold one kernel) by pass, then by time.
+    Statistics cannot see rows out of order inside a row group, nor between two row groups
+    whose ranges only touch; a file kidata wrote unsorted (input order, or one GPU per row
+    group sorted within it, before 0.3.26) has row groups whose kernels overlap."""
     meta = pq.ParquetFile(path).metadata
-    index = meta.schema.to_arrow_schema().get_field_index(CLUSTERED[0])
-    if index < 0:
+    arrow = meta.schema.to_arrow_schema()
+    columns = [arrow.get_field_index(c) for c in CLUSTERED]
+    if min(columns) < 0:
         return False
+    before: list[_Range] | None = None
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
-        stats = group.column(index).statistics
-        if stats is None:
+        ranges = []
+        for index in columns:
+            stats = group.column(index).statistics
+            if stats is None:
+                return False
+            if stats.null_count == group.num_rows:
+                ranges.append(_Range(None, None, True, True))
+            elif not stats.has_min_max:
+                return False
+            else:
+                ranges.append(_Range(stats.min, stats.max, stats.null_count > 0, False))
+        if not ranges[0].constant:
+            return False  # more than one GPU in the row group
+        if before is not None and not _after(before, ranges):
             return False
-        if stats.null_count == group.num_rows:
-            continue  # no GPU at all: one value too
-        if not stats.has_min_max or stats.null_count or stats.min != stats.max:
-            return False
+        before = ranges
+    return True
+
+
+@dataclass(frozen=True)
+class _Range:
+    """A column's values in one row group: least and greatest (None: all null), whether any
+    and whether all are null. Ascending, nulls last: a null is above every value."""
+
+    low: Any
+    high: Any
+    nulls: bool
+    all_null: bool
+
+    @property
+    def constant(self) -> bool:
+        return self.all_null or (self.low == self.high and not self.nulls)
+
+    @property
+    def top(self) -> tuple:
+        return (1,) if self.nulls else (0, self.high)
+
+    @property
+    def bottom(self) -> tuple:
+        return (1,) if self.all_null else (0, self.low)
+
+
+def _after(before: list[_Range], ranges: list[_Range]) -> bool:
+    """Whether a row group of ``ranges`` may follow one of ``before`` in sorted order."""
+    for a, b in zip(before, ranges, strict=True):
+        if a.top != b.bottom:
+            return a.top < b.bottom
+        if not (a.constant and b.constant):
+            return True  # they touch at one value; the rows there are ordered by later keys
     return True
 
 
@@ -215,8 +268,8 @@ def _compact_table(layout: Layout, table: str, small: list[Path], keep: list[Pat
 
 def merge(table: str, files: list[Path], out: Path, *, clustered: bool = True) -> int:
     """Write the rows of ``files`` to ``out`` with the declared schema and return how many: in
-    file order, or, for the tables :func:`kidata.store.schema.clustered_keys` names, clustered
-    (:class:`~kidata.store.pqwrite.Clustered`): one GPU per row group, ordered within.
+    file order, or, for the tables :func:`kidata.store.schema.clustered_keys` names, sorted
+    by those keys (:class:`~kidata.store.pqwrite.Clustered`), one GPU per row group.
     ``clustered=False`` is file order for every table, as compactions before 0.3.4 wrote (the
     baseline of ``benchmarks/pruning.py``)."""
     declared = TABLES[table]

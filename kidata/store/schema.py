@@ -518,18 +518,19 @@ APART = ("acknowledgements",)
 # them (a reader checks that every committed load is covered), so none is filtered by load.
 AFTER_COMMIT = ("step_context", "step_edits")
 
-# The tables that have these columns are written with one GPU per row group, ordered by them
-# within it (then by the table's key), by every writer of their files: a load's own file, its
-# commit's copy and a compaction's merge (kidata.store.pqwrite.Clustered). A filter on one GPU
-# then reads that GPU's row groups only (docs/benchmarks.md, Runs AE and AN).
+# The tables that have these columns are written sorted by them (then by the table's key) from
+# a file's first row to its last, one GPU per row group, by every writer of their files: a
+# load's own file, its commit's copy and a compaction's merge (kidata.store.pqwrite.Clustered).
+# A filter on one GPU then reads that GPU's row groups only, on one kernel a few of each GPU's
+# (docs/benchmarks.md, Runs AE, AN and BC).
 CLUSTERED = ("gpu", "kernel", "pass", "observed_at")
 
 
 def clustered_keys(table: str) -> list[str]:
-    """The columns a file of ``table`` is ordered by: :data:`CLUSTERED`, then its key, for the
-    tables that have those columns (``runs``, ``latest_runs``); none (file order) for the
-    others."""
-    if not set(CLUSTERED) <= {c.name for c in COLUMNS[table]}:
+    """The columns a file of ``table`` is sorted by: :data:`CLUSTERED`, then its key, for the
+    tables loads write that have those columns (``runs``, ``latest_runs``); none (file order)
+    for the others (``step_context`` has them, but its own writer, kidata.store.contexts)."""
+    if table not in COMMIT_ORDER or not set(CLUSTERED) <= {c.name for c in COLUMNS[table]}:
         return []
     return [*CLUSTERED, *(k for k in KEYS[table] if k not in CLUSTERED)]
 

@@ -1,6 +1,6 @@
-"""A compaction writes ``runs`` and ``latest_runs`` with one GPU per row group, ordered by
-kernel, pass and time within it, in bounded memory, so a filter on one GPU reads its own row
-groups only; no query result changes."""
+"""A compaction (and a load) writes ``runs`` and ``latest_runs`` sorted by GPU, kernel, pass
+and time across the whole file, one GPU per row group, in bounded memory, so a filter on one
+GPU reads its own row groups only, and one on a kernel a few; no query result changes."""
 
 from __future__ import annotations
 
@@ -68,11 +68,13 @@ def _row_groups(path: Path, columns: list[str]) -> list[list[tuple]]:
 
 
 def _assert_clustered(path: Path, columns: list[str]) -> list[list[tuple]]:
-    """Each row group of ``path`` holds one GPU (its first column), in ``columns`` order."""
+    """Each row group of ``path`` holds one GPU (its first column), and the whole file is in
+    ``columns`` order (no nulls in these columns of generated runs)."""
     groups = _row_groups(path, columns)
     for rows in groups:
         assert len({r[0] for r in rows}) == 1, {r[0] for r in rows}
-        assert rows == sorted(rows)  # no nulls in these columns of generated runs
+    every = [r for rows in groups for r in rows]
+    assert every == sorted(every)
     return groups
 
 
@@ -108,19 +110,39 @@ def test_compaction_puts_one_gpu_in_each_row_group_so_a_filter_reads_its_own(
     _assert_clustered(_only_file(wh, "latest_runs"), ["gpu", "kernel", "pass", "observed_at"])
 
 
-def test_a_merge_over_its_memory_budget_writes_smaller_groups_of_one_gpu(parts, tmp_path,
-                                                                         monkeypatch):
+def test_a_merge_over_its_memory_budget_spills_and_still_writes_full_sorted_groups(
+        parts, tmp_path, monkeypatch):
+    """With no room at all (every GPU's rows spilled as they come, sixteen rows at a time),
+    the merge goes through many chunks in several passes (at most three chunks at a time):
+    the same rows, the file sorted, each row group full but each GPU's last."""
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
     monkeypatch.setattr(compaction, "ROW_GROUP", GROUP)
     monkeypatch.setattr(compaction, "BUFFER_BYTES", 1)  # every GPU's rows out as they come
+    monkeypatch.setattr(pqwrite, "FAN_IN", 3)
+    spilled = []
+    real_close = pqwrite.Clustered.close
+
+    def close(self):
+        real_close(self)
+        spilled.append(self.spilled)
+
+    monkeypatch.setattr(pqwrite.Clustered, "close", close)
     wh = _loaded(tmp_path / "wh", parts)
     stored = sorted(run_id for f in (wh.path / "runs").glob("*.parquet")
                     for run_id in pq.read_table(f, columns=["run_id"]).column(0).to_pylist())
+    spilled.clear()
     wh.compact(["runs"])
+    # 480 runs, 30 batches of 16 over several GPUs: each batch's part of a GPU a chunk, and
+    # the chunks merged three at a time, each merge a chunk more.
+    assert spilled and spilled[0] > 2 * 30
     groups = _assert_clustered(_only_file(wh, "runs"), ORDER)
     assert sorted(r[-1] for rows in groups for r in rows) == stored
-    # Each batch DuckDB hands over (16 rows) goes out GPU by GPU: more, smaller row groups.
-    assert len(groups) > math.ceil(len(stored) / GROUP) + 7
+    sizes: dict[str, list[int]] = {}
+    for rows in groups:
+        sizes.setdefault(rows[0][0], []).append(len(rows))
+    for gpu, counts in sizes.items():
+        assert all(n >= GROUP for n in counts[:-1]), (gpu, counts)
+    assert not list(wh.path.rglob("*.sort"))  # no spill folder left behind
     assert wh.check().ok
 
 
@@ -154,7 +176,7 @@ def test_a_load_writes_its_runs_one_gpu_per_row_group_so_compact_leaves_them(
     for gpu in gpus:
         mine = sum(rows[0][0] == gpu for rows in groups)
         assert _groups_to_read(path, "gpu", gpu) == mine < len(groups)
-    assert compaction.is_clustered(path)
+    assert compaction.is_sorted(path)
     _assert_clustered(_only_file(wh, "latest_runs"), ["gpu", "kernel", "pass", "observed_at"])
     before = everything(wh.path, SOME_VIEWS)
     # Nothing to merge (one file per table) and nothing to recluster.
@@ -193,12 +215,48 @@ def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch, cli)
     # before 0.3.4 by a compaction: rows in input order), with row groups of 16 rows.
     path = _only_file(wh, "runs")
     pq.write_table(pq.read_table(path).sort_by("run_id"), path, row_group_size=GROUP)
-    assert not compaction.is_clustered(path)
+    assert not compaction.is_sorted(path)
     monkeypatch.setenv("KIDATA_WAREHOUSE", str(wh.path))
     result = cli("compact", "runs")
     assert result.code == 0, result.err
     assert result.out.splitlines() == [
-        "runs: 1 files -> 1 (1 file rewritten with one GPU per row group)",
+        "runs: 1 files -> 1 (1 file rewritten sorted by GPU, kernel, pass and time)",
         f"compacted: 0 fewer files, {2 * PER_LOAD:,} rows rewritten"]
-    assert compaction.is_clustered(_only_file(wh, "runs"))
+    assert compaction.is_sorted(_only_file(wh, "runs"))
     assert wh.check().ok
+
+
+def test_compact_sorts_a_file_sorted_only_within_each_row_group(parts, tmp_path, monkeypatch):
+    """A ``runs`` file as 0.3.12-0.3.25 wrote it (one GPU per row group, each row group sorted
+    on its own, so every row group of a GPU spans its kernels) is not sorted for
+    ``is_sorted``; ``kidata compact`` rewrites it sorted, and a filter on one kernel then
+    reads fewer row groups; no query result changes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    monkeypatch.setattr(compaction, "ROW_GROUP", GROUP)
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(p) for p in parts[:2]]).committed
+    path = _only_file(wh, "runs")
+    table = pq.read_table(path)
+    schema = pq.ParquetFile(path).schema_arrow
+    with pq.ParquetWriter(path, schema) as writer:
+        for gpu in sorted(set(table.column("gpu").to_pylist())):
+            mine = table.filter(pc.equal(table["gpu"], gpu))
+            for half in range(4):  # a GPU's runs in four row groups, each sorted by itself
+                rows = mine.take(pa.array(range(half, mine.num_rows, 4)))
+                writer.write_table(rows.sort_by([(c, "ascending") for c in ORDER]))
+    assert not compaction.is_sorted(path)
+    kernel = table.column("kernel")[0].as_py()
+    reads_before = _groups_to_read(path, "kernel", kernel)
+    before = everything(wh.path, SOME_VIEWS)
+    report = wh.compact(["runs"])
+    assert report.reclustered == {"runs": 1}
+    path = _only_file(wh, "runs")
+    groups = _assert_clustered(path, ORDER)
+    assert sorted(r[-1] for rows in groups for r in rows) == sorted(table["run_id"].to_pylist())
+    assert compaction.is_sorted(path)
+    assert _groups_to_read(path, "kernel", kernel) < reads_before
+    assert wh.check().ok
+    assert everything(wh.path, SOME_VIEWS) == before
