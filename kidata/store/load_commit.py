@@ -506,8 +506,8 @@ class LoadCommit:
         once). ``enriching``: the runs planned ``enrich``
         (none: the runs' files are not looked at; nor are the workloads' when the load
         staged none)."""
-        from kidata.store.pqwrite import write_reader
-        from kidata.store.schema import TABLES
+        from kidata.store.pqwrite import clustered, write_reader
+        from kidata.store.schema import TABLES, clustered_keys
 
         tables = [table for table, there in (("runs", enriching), ("run_documents", enriching),
                                              ("workloads", "workloads" not in self.unstaged))
@@ -557,8 +557,12 @@ class LoadCommit:
                          f"file_row_number = true) f LEFT JOIN enrich_{table} e "
                          f"ON e.{q(key)} = f.{q(key)} ORDER BY f.file_row_number")
                 out = enriched_file(final, table, n)
+                # runs sorted again, one GPU per row group, as every writer of theirs does
+                # (a richer row may bring a time or a GPU the stored one lacked).
                 write_reader(out, TABLES[table],
-                             con.sql(query, params={"f": stored}).to_arrow_reader(8192))
+                             con.sql(query, params={"f": stored}).to_arrow_reader(8192),
+                             through=clustered(clustered_keys(table), finalize.CLUSTER_BYTES),
+                             max_bytes=finalize.group_bytes(table))
                 durable.fsync_file(out)
                 replaces.append((str(out.relative_to(self.path)),
                                  str(Path(stored).resolve().relative_to(self.path.resolve()))))
@@ -637,7 +641,7 @@ class LoadCommit:
         if "loaded_at" in TABLES[table].names:
             params["now"] = now
         reader = con.sql(self._select_final(table), params=params).to_arrow_reader(8192)
-        # runs: one GPU per row group, as finalize writes them
+        # runs: sorted, one GPU per row group, as finalize writes them
         return write_reader(path, TABLES[table], reader,
                             through=clustered(clustered_keys(table), finalize.CLUSTER_BYTES),
                             max_bytes=finalize.group_bytes(table),

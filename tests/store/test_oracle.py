@@ -55,6 +55,7 @@ from test_properties import tables as full_tables  # every column but provenance
 from kidata import Warehouse
 from kidata.ingest import stage
 from kidata.store import compaction, contexts, finalize, pqwrite
+from kidata.store.schema import clustered_keys
 
 LONG = os.environ.get("KIDATA_ORACLE_LONG", "") not in ("", "0")
 LONG_SEED = int(os.environ.get("KIDATA_ORACLE_SEED") or random.SystemRandom().randrange(2**32))
@@ -149,6 +150,11 @@ class _Settings:
                            # others as they are: both kinds, mixed in one buffer.
                            (pqwrite, "PACK_BYTES", size.group * 150),
                            (compaction, "ROW_GROUP", size.group),
+                           # The sort of runs and latest_runs (pqwrite.Clustered): chunks of
+                           # a few rows merged three at a time (passes) in batches of a few.
+                           (pqwrite, "FAN_IN", 3),
+                           (pqwrite, "MERGE_BATCH_BYTES", size.group * 100),
+                           (pqwrite, "MIN_BATCH_ROWS", 1),
                            (contexts, "CHUNK_RUNS", size.rows)]
         self.saved: list = []
         self.environ = {k: os.environ.get(k)
@@ -229,6 +235,25 @@ def assert_same_tables(got: dict[str, list], want: dict[str, list], label: str) 
                 f"{len(want[table]):,}; missing e.g. {missing}; not expected e.g. {extra}")
 
 
+def assert_sorted_files(wh: Warehouse, label: str) -> None:
+    """Every ``runs`` and ``latest_runs`` file holds one GPU per row group and is sorted by the
+    table's keys from its first row to its last (ascending, nulls last), as its writers promise
+    (:func:`kidata.store.schema.clustered_keys`)."""
+    import pyarrow.parquet as pq
+
+    for table in ("runs", "latest_runs"):
+        keys = clustered_keys(table)
+        for path in sorted((wh.path / table).glob("*.parquet")):
+            f = pq.ParquetFile(path)
+            rows = []
+            for g in range(f.metadata.num_row_groups):
+                group = f.read_row_group(g, columns=keys).to_pylist()
+                assert len({r[keys[0]] for r in group}) <= 1, (label, path.name, g)
+                rows += [tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys)
+                         for r in group]
+            assert rows == sorted(rows), (label, path.name)
+
+
 def check_scenario(sc: Scenario, plan: list[Load], size: Sizes) -> None:
     """Load the scenario's files as ``plan`` says, checking every load against the model
     (report, ``check``, every table); then, without conflicts, against one clean load."""
@@ -258,6 +283,7 @@ def check_scenario(sc: Scenario, plan: list[Load], size: Sizes) -> None:
             problems = wh.check().problems
             assert problems == [], (label, problems)
             assert_same_tables(projections(wh), model.tables(), label)
+            assert_sorted_files(wh, label)
         if not sc.conflicts:
             distinct = sc.distinct_records()
             bare = [r for r in distinct if r.form == "bare"]
