@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""What a compaction's clustering buys a filtered query: a table's small files merged in file
-order (kidata before 0.3.4) beside the same files merged with one GPU per row group, ordered by
-kernel, pass and time within it (``kidata.store.compaction.merge``), side by side in one
-process.
+"""What a compaction's sort buys a filtered query: a table's small files merged in file order
+(kidata before 0.3.4) beside the same files merged sorted by GPU, kernel, pass and time, one
+GPU per row group (``kidata.store.compaction.merge``; 0.3.4-0.3.25 sorted each row group by
+itself only), side by side in one process.
 
     .venv/bin/python benchmarks/pruning.py --runs 100k --loads 50 --out /tmp/prune
 

@@ -452,3 +452,21 @@ def test_commands_runs_a_command_per_tree_in_turns_and_refuses_different_answers
                   "select * from no_such_view")
     assert proc.returncode == 1
     assert "a: kidata -w" in proc.stderr and "failed (exit 1)" in proc.stderr
+
+
+def test_sort_runs_sorts_a_runs_file_in_each_trees_process(tmp_path, tiny):
+    from kidata import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(tiny / "bundles.ndjson")]).committed
+    [runs] = sorted((wh.path / "runs").glob("*.parquet"))
+    proc = _bench("sort_runs.py", runs, "--tree", "a=", "--tree", "b=", "--rounds", "1",
+                  "--batch", "16")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    measured = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [m["tree"] for m in measured] == ["a", "b"]
+    assert all(m["rows"] == 200 and m["sorted"] and m["kernel_reads"] >= 1 for m in measured)
+    table = [line.split("|") for line in proc.stdout.splitlines() if line.startswith("| a")
+             or line.startswith("| b")]
+    assert [row[1].strip() for row in table] == ["a", "b"]
+    assert all(row[5].strip() == "yes" and row[7].strip().endswith("×") for row in table)
