@@ -63,10 +63,10 @@ BATCH = 8192
 # it off). Every query and every load plans over each file (~1-2 ms a file), so without it
 # their cost would grow with the number of past loads rather than with the data.
 AUTO_AT = config.Config.compact_at
-# Compressed bytes of rows a clustered merge keeps waiting for their row group, all GPUs together
-# (kidata.store.pqwrite.Clustered). Beyond it the largest buffer goes out early, as a row group
-# smaller than kidata.store.pqwrite.MAX_BYTES: 32 MB hold ~250 MB of runs rows, the full row
-# groups of ~16 GPUs (docs/benchmarks.md, Runs AE and AO).
+# Compressed bytes of rows a sorted merge keeps waiting for their sorted chunk, all GPUs
+# together (kidata.store.pqwrite.Clustered). Beyond it the largest buffer goes out early, as a
+# smaller chunk (more chunks to merge; the row groups stay full): 32 MB hold ~250 MB of runs
+# rows, the full chunks of ~16 GPUs (docs/benchmarks.md, Runs AE, AO and BC).
 BUFFER_BYTES = 32 * 1024 * 1024
 
 
