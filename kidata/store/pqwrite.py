@@ -429,8 +429,9 @@ class InOrder:
             key = (value is None, value if value is not None else "")
             if self.current is not None and key != self.current:
                 if key < self.current:
+                    before = None if self.current[0] else self.current[1]
                     raise WarehouseError(f"rows out of order: {self.lead} {value!r} after "
-                                         f"{self.current[1]!r}")
+                                         f"{before!r}")
                 self.writer.cut()
             self.current = key
             self.writer.write(table.slice(start, end - start))
