@@ -11,8 +11,9 @@ turn (so every GPU's rows arrive throughout, each piece ordered within itself, a
 rows do), hands them ``--batch`` rows at a time to that tree's ``Clustered`` over a
 ``GroupedWriter`` with a load's settings (``finalize.GROUP_BYTES``, ``finalize.CLUSTER_BYTES``),
 and writes the file. ``--tree`` is ``LABEL=SPEC`` (``measure.trees``: a checkout, ``git:REV``
-or empty for the installed kidata). Prints, per tree: CPU seconds (the process's, start-up and
-reading included), wall seconds, peak memory (``measure.run``), the row groups written,
+or empty for the installed kidata). Prints, per tree: CPU seconds and peak memory (the
+process's high-water mark) when the file is written (start-up and reading included, the
+checks after it not), the process's wall seconds, the row groups written,
 whether the file is sorted across (every GPU's rows in order from its first row group to its
 last), and the row groups a filter on the input's most common kernel must read (from their
 statistics); and each tree's CPU and peak over the first tree's.
@@ -35,7 +36,7 @@ import measure  # noqa: E402
 
 # What each measured process runs (the tree's kidata on its PYTHONPATH).
 CHILD = r"""
-import inspect, json, sys, time
+import inspect, json, resource, sys, time
 from pathlib import Path
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
 from kidata.store import finalize, pqwrite
@@ -63,6 +64,8 @@ for g in order:
     del table
 sink.close()
 writer.close()
+cpu = time.process_time()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 written = pq.ParquetFile(out)
 rows, groups = [], []
 for g in range(written.metadata.num_row_groups):
@@ -77,7 +80,8 @@ index = written.schema_arrow.get_field_index("kernel")
 for g in range(written.metadata.num_row_groups):
     s = written.metadata.row_group(g).column(index).statistics
     reads += s is None or not s.has_min_max or s.min <= common <= s.max
-print(json.dumps({"row_groups": written.metadata.num_row_groups,
+print(json.dumps({"cpu_s": round(cpu, 2), "peak_mb": round(peak, 1),
+                  "row_groups": written.metadata.num_row_groups,
                   "sorted": [key(r) for r in rows] == sorted(key(r) for r in rows),
                   "rows": written.metadata.num_rows, "kernel": common, "kernel_reads": reads}))
 """
@@ -98,13 +102,13 @@ def main() -> int:
         for n in range(args.rounds):
             for tree in trees:
                 out = Path(tmp) / f"{tree.label}-{n}.parquet"
-                m = measure.run([sys.executable, "-c", CHILD, str(args.runs), str(out),
+                # -P: the tree's kidata, not the one in the current folder.
+                m = measure.run([sys.executable, "-P", "-c", CHILD, str(args.runs), str(out),
                                  str(args.batch)], env={**os.environ, **tree.env})
                 if not m.ok:
                     raise SystemExit(f"{tree.label}: the sort failed:\n{m.stderr[-2000:]}")
                 found = json.loads(m.stdout.strip().splitlines()[-1])
-                found.update(cpu_s=round(m.cpu_seconds, 2), wall_s=round(m.seconds, 2),
-                             peak_mb=round(m.peak_mb, 1))
+                found["wall_s"] = round(m.seconds, 2)
                 results.setdefault(tree.label, []).append(found)
                 print(json.dumps({"tree": tree.label, "round": n + 1, **found}), flush=True)
                 out.unlink(missing_ok=True)
