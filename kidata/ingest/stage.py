@@ -138,6 +138,9 @@ class Stage:
         """Process everything still pending and write the last staging files."""
         self._send()
         self._drain(block=True)
+        # The workers' memory (~200 MB) goes before the staged runs are merged in order
+        # (kidata.store.pqwrite.Clustered), which would otherwise add to it (Run BC).
+        self._stop_pool()
         self.stager.close()
 
     def summaries(self) -> list[dict[str, Any]]:
@@ -157,10 +160,20 @@ class Stage:
 
     def close(self) -> None:
         self.stager.abort()  # after finish(): nothing left to abort
-        if self.pool is not None:
-            for worker in self.pool:
+        self._stop_pool()
+
+    def _stop_pool(self) -> None:
+        if self.pool is None:
+            return
+        pool, self.pool = self.pool, None
+        failed: list[BaseException] = []
+        for worker in pool:  # every one, whatever another's end
+            try:
                 worker.close()
-            self.pool = None
+            except Exception as e:
+                failed.append(e)
+        if failed:
+            raise failed[0]
 
     def _full(self) -> bool:
         """Whether the collected lines and rows make a batch for a worker."""

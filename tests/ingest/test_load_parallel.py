@@ -166,3 +166,30 @@ def test_final_files_staged_in_final_form_are_the_ordered_query(tmp_path, monkey
     # All: 34 (see the test above); JSON Lines only: the same without the 8 bare runs and
     # the 2 seeds.
     assert streamed[2]["runs"] == (34 if files == "all" else 24)
+
+
+def test_the_workers_end_before_the_staged_runs_are_merged_in_order(tmp_path, monkeypatch,
+                                                                   inputs):
+    """The staged runs are merged in order (``pqwrite.Clustered.close``) once every worker
+    process has ended: the workers' memory (~200 MB at 1M runs) would add to the merge's
+    (docs/benchmarks.md, Run BC)."""
+    from kidata.ingest import stage_worker
+    from kidata.store import pqwrite
+
+    events: list[str] = []
+    worker_close, sort_close = stage_worker.WorkerProcess.close, pqwrite.Clustered.close
+
+    def closing_worker(self):
+        worker_close(self)
+        events.append("worker ended")
+
+    def closing_sort(self):
+        events.append("runs merged")
+        sort_close(self)
+
+    monkeypatch.setattr(stage_worker.WorkerProcess, "close", closing_worker)
+    monkeypatch.setattr(pqwrite.Clustered, "close", closing_sort)
+    monkeypatch.setenv("KIDATA_WORKERS", "2")
+    monkeypatch.setattr(stage, "BATCH_LINES", 1)  # the pool starts at once
+    assert Warehouse(tmp_path / "wh").load(inputs).committed
+    assert events[:3] == ["worker ended", "worker ended", "runs merged"], events
