@@ -9,7 +9,8 @@ RUNS.parquet is a ``runs`` file of a warehouse (``kidata load`` of ``benchmarks/
 runs writes one). Each measured process reads it a row group at a time, the GPUs' row groups in
 turn (so every GPU's rows arrive throughout, each piece ordered within itself, as a load's
 rows do), hands them ``--batch`` rows at a time to that tree's ``Clustered`` over a
-``GroupedWriter`` with a load's settings (``finalize.GROUP_BYTES``, ``finalize.CLUSTER_BYTES``),
+``GroupedWriter`` with a load's settings (``finalize.ROW_GROUP_BYTES``, or ``GROUP_BYTES``
+before 0.3.26, and ``finalize.CLUSTER_BYTES``),
 and writes the file. ``--tree`` is ``LABEL=SPEC`` (``measure.trees``: a checkout, ``git:REV``
 or empty for the installed kidata). Prints, per tree: CPU seconds and peak memory (the
 process's high-water mark) when the file is written (start-up and reading included, the
@@ -53,7 +54,8 @@ for g in range(f.metadata.num_row_groups):
 order = [groups[i] for i in range(max(map(len, by_gpu.values())))
          for groups in by_gpu.values() if i < len(groups)]
 keys = clustered_keys("runs")
-writer = pqwrite.GroupedWriter(out, f.schema_arrow, max_bytes=finalize.GROUP_BYTES)
+writer = pqwrite.GroupedWriter(out, f.schema_arrow,  # a load's row groups, in each tree
+                               max_bytes=getattr(finalize, "ROW_GROUP_BYTES", finalize.GROUP_BYTES))
 extra = ([out.with_name(out.name + ".sort")]
          if "spill" in inspect.signature(pqwrite.Clustered).parameters else [])
 sink = pqwrite.Clustered(writer, keys, finalize.CLUSTER_BYTES, *extra)

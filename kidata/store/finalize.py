@@ -66,10 +66,15 @@ BATCH = 8192
 # Runs AN and BC). 16 MB hold about 128 MB of rows: the full chunks (GROUP_BYTES) of sixteen
 # GPUs.
 CLUSTER_BYTES = 16 * 1024 * 1024
-# Bytes of a row group, and of a sorted chunk, of a load's own sorted file (``runs``;
-# kidata.store.pqwrite.MAX_BYTES elsewhere): a chunk is sorted by a copy of it, so half the usual
-# size keeps a 1M-run load's peak where an input-order file had it (Run AO).
+# Bytes of a row group of a commit's copy of a load's kept ``runs`` (and of a stored file
+# rewritten with richer runs; kidata.store.pqwrite.MAX_BYTES for other tables): the copy runs
+# beside the commit's DuckDB work, so its groups stay small (~10k narrow runs; Run AO).
 GROUP_BYTES = 8 * 1024 * 1024
+# Bytes of a row group of a load's own ``runs`` file: ~100k narrow runs (row groups of 10k took
+# DuckDB twice as long for a filtered read of the 1M-run file). Its rows are merged in order
+# once the workers have ended (kidata.ingest.stage), so the group does not add to their memory:
+# a 1M load peaked at 467 MB either way (docs/benchmarks.md, Run BC).
+ROW_GROUP_BYTES = 96 * 1024 * 1024
 # How each commit of this process finished its direct tables, per table: ``as-staged`` (the
 # staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.
 finished: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -107,7 +112,7 @@ class DirectWriter:
             return
         import pyarrow as pa
 
-        from kidata.store.pqwrite import Clustered, GroupedWriter, HandBack
+        from kidata.store.pqwrite import MAX_BYTES, Clustered, GroupedWriter, HandBack
         from kidata.store.schema import TABLES
 
         if table == "runs":  # the documents apart, in input order (schema.RUN_DOCUMENTS)
@@ -120,7 +125,7 @@ class DirectWriter:
             side = pa.schema([data.schema.field(n) for n in SIDECAR[table]])
             keys = clustered_keys(table)
             pair = _Pair(GroupedWriter(direct_file(self.staging, table), TABLES[table],
-                                       max_bytes=group_bytes(table),
+                                       max_bytes=ROW_GROUP_BYTES if keys else MAX_BYTES,
                                        before_write=lambda: fault(f"write-final:{table}")),
                          GroupedWriter(direct_sidecar(self.staging, table), side,
                                        before_write=lambda: fault("stage-write")))
@@ -204,7 +209,9 @@ class _Pair:
 
 
 def group_bytes(table: str) -> int:
-    """The byte limit of a row group of a load's own file of ``table``."""
+    """The byte limit of a row group of a file of ``table`` a commit writes (a copy of a load's
+    kept rows, a stored file rewritten with richer runs): small for ``runs`` (:data:`GROUP_BYTES`;
+    a load's own file: :data:`ROW_GROUP_BYTES`)."""
     from kidata.store.pqwrite import MAX_BYTES
 
     return GROUP_BYTES if clustered_keys(table) else MAX_BYTES

@@ -129,7 +129,8 @@ class Clustered:
     docs/benchmarks.md, Run AE; Run BB for 1M.)
 
     An external merge sort. Rows wait in one buffer per value of ``keys[0]``. A buffer that
-    reaches a row group's worth (the writer's rows or bytes), or, the largest first, any
+    reaches a row group's worth (the writer's rows or bytes, at most :data:`CHUNK_BYTES`),
+    or, the largest first, any
     buffer while all together hold more than ``budget`` bytes, is sorted and spilled to
     ``spill`` (a folder this object creates and removes) as a *chunk*: an lz4 Arrow IPC file
     of ~:data:`MERGE_BATCH_BYTES` batches. :meth:`close` writes the values in order (nulls
@@ -171,7 +172,7 @@ class Clustered:
             self.sizes[value] = rows + part.num_rows, size + part.nbytes, before + held
             self.held += held
             if (self.sizes[value][0] >= self.writer.group_rows
-                    or self.sizes[value][1] >= self.writer.max_bytes):
+                    or self.sizes[value][1] >= min(self.writer.max_bytes, CHUNK_BYTES)):
                 self._spill(value)
         while self.held > self.budget:
             self._spill(max(self.sizes, key=lambda v: self.sizes[v][2]))
@@ -245,6 +246,9 @@ class Clustered:
             path.unlink()
 
 
+# Arrow bytes of a sorted chunk at most (Clustered; a row group's worth when less): a chunk is
+# sorted by a copy of it, so chunks stay small while row groups may be large (Run BC).
+CHUNK_BYTES = 8 * 1024 * 1024
 # Chunks a merge reads at once (Clustered): with ~1 MB batches, ~16 MB of rows in the merge's
 # hands; more chunks are merged in passes. A load of 1M runs spills ~15 chunks per GPU.
 FAN_IN = 16
