@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from kidata.errors import WarehouseError
 from kidata.store import durable
 from kidata.store.durable import fault
-from kidata.store.layout import direct_file, direct_sidecar, sort_spill, staged_glob
+from kidata.store.layout import direct_file, direct_sidecar, staged_glob
 from kidata.store.schema import COLUMNS, KEYS, STAGED_LATENCY, clustered_keys
 
 if TYPE_CHECKING:
@@ -130,8 +130,7 @@ class DirectWriter:
                          GroupedWriter(direct_sidecar(self.staging, table), side,
                                        before_write=lambda: fault("stage-write")))
             found = self.writers[table] = (
-                pair, Clustered(pair, keys, CLUSTER_BYTES,
-                                sort_spill(direct_file(self.staging, table))) if keys else pair)
+                pair, Clustered(pair, keys, CLUSTER_BYTES) if keys else pair)
         pair, sink = found
         n = data.num_rows
         # The final columns, then the sidecar's: one table, so that clustering moves a row's
@@ -183,6 +182,7 @@ class _Pair:
         import pyarrow as pa
 
         self.final, self.sidecar = final, sidecar
+        self.path = final.path  # where a Clustered in front of the pair spills (beside it)
         self.schema = pa.schema([*final.schema, *sidecar.schema])
         self.width = len(final.schema)
         self.group_rows, self.max_bytes = final.group_rows, final.max_bytes

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from kidata.errors import WarehouseError
 from kidata.store import durable
+from kidata.store.layout import sort_spill
 
 # DuckDB's own default row-group size; Spark and DuckDB read such groups in parallel.
 ROWS = 122_880
@@ -132,7 +133,8 @@ class Clustered:
     reaches a row group's worth (the writer's rows or bytes, at most :data:`CHUNK_BYTES`),
     or, the largest first, any
     buffer while all together hold more than ``budget`` bytes, is sorted and spilled to
-    ``spill`` (a folder this object creates and removes) as a *chunk*: an lz4 Arrow IPC file
+    ``spill`` (a folder this object creates and removes; by default the one beside the
+    writer's file, :func:`kidata.store.layout.sort_spill`) as a *chunk*: an lz4 Arrow IPC file
     of ~:data:`MERGE_BATCH_BYTES` batches. :meth:`close` writes the values in order (nulls
     last): a value that never spilled is sorted in memory, as one buffer; the chunks of one
     that did are merged (:func:`merge_sorted`), :data:`FAN_IN` at a time, the merged chunk
@@ -145,12 +147,12 @@ class Clustered:
     chunk is cut early for want of room (docs/benchmarks.md, Run AO). Parts under
     :data:`PACK_BYTES` wait as they are. ``budget`` counts the bytes held."""
 
-    def __init__(self, writer: Any, keys: list[str], budget: int, spill: Path):
+    def __init__(self, writer: Any, keys: list[str], budget: int, spill: Path | None = None):
         self.writer = writer
         self.lead = keys[0]
         self.sort_keys = [(k, "ascending", "at_end") for k in keys]
         self.budget = budget
-        self.spill = spill
+        self.spill = sort_spill(writer.path) if spill is None else spill
         self.buffers: dict[object, list[pa.Buffer | pa.Table]] = {}
         self.sizes: dict[object, tuple[int, int, int]] = {}  # rows, Arrow bytes, held bytes
         self.held = 0
@@ -402,14 +404,9 @@ def _unpack(buffer: pa.Buffer) -> pa.Table:
 
 def clustered(keys: list[str], budget: int) -> Callable[[GroupedWriter], Clustered] | None:
     """The ``through`` of :func:`write_reader` that sorts by ``keys``
-    (:func:`kidata.store.schema.clustered_keys`) within ``budget`` bytes, spilling beside the
-    writer's file (:func:`kidata.store.layout.sort_spill`); None (file order) when ``keys`` is
-    empty."""
-    from kidata.store.layout import sort_spill
-
-    if not keys:
-        return None
-    return lambda writer: Clustered(writer, keys, budget, sort_spill(writer.path))
+    (:func:`kidata.store.schema.clustered_keys`) within ``budget`` bytes; None (file order)
+    when ``keys`` is empty."""
+    return (lambda writer: Clustered(writer, keys, budget)) if keys else None
 
 
 class InOrder:

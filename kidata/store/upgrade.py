@@ -140,7 +140,6 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     import pyarrow.parquet as pq
 
     from kidata.store import finalize
-    from kidata.store.layout import sort_spill
     from kidata.store.pqwrite import Clustered, GroupedWriter, write_reader
     from kidata.store.schema import TABLES, clustered_keys
 
@@ -150,7 +149,7 @@ def _split(stored: Path, work: Path, n: int) -> tuple[Path, int]:
     with GroupedWriter(runs_out, runs_schema, max_bytes=finalize.group_bytes("runs")) as rw, \
             GroupedWriter(docs_out, docs_schema) as dw:
         # A file written before 0.3.12 is in input order: clustered as a load writes now.
-        sink = Clustered(rw, clustered_keys("runs"), finalize.CLUSTER_BYTES, sort_spill(runs_out))
+        sink = Clustered(rw, clustered_keys("runs"), finalize.CLUSTER_BYTES)
         documented = 0
         for batch in source.iter_batches(batch_size=BATCH):
             rows = pa.Table.from_batches([batch])

@@ -167,7 +167,7 @@ class SharedDrawing:
                     following = self._prepared()
                     self.done[i] = helper.receive(), omitted
                 except Exception:  # noqa: BLE001 - this process draws (or fails on) it again
-                    self._give_back(i, *([following[0]] if following else []))
+                    self._give_back(i, *(following or ())[:1])
                     return
                 self.drawn_by_helper += 1
                 job = following
