@@ -207,7 +207,11 @@ def test_a_load_that_drops_duplicates_keeps_its_runs_clustered(parts, tmp_path, 
     assert wh.check().ok
 
 
-def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch, cli):
+def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch):
+    """Through the installed console script, as a user runs it."""
+    import subprocess
+    import sys
+
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
     wh = Warehouse(tmp_path / "wh")
     assert wh.load([str(p) for p in parts[:2]]).committed
@@ -216,10 +220,10 @@ def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch, cli)
     path = _only_file(wh, "runs")
     pq.write_table(pq.read_table(path).sort_by("run_id"), path, row_group_size=GROUP)
     assert not compaction.is_sorted(path)
-    monkeypatch.setenv("KIDATA_WAREHOUSE", str(wh.path))
-    result = cli("compact", "runs")
-    assert result.code == 0, result.err
-    assert result.out.splitlines() == [
+    result = subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w", str(wh.path),
+                             "compact", "runs"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
         "runs: 1 files -> 1 (1 file rewritten sorted by GPU, kernel, pass and time)",
         f"compacted: 0 fewer files, {2 * PER_LOAD:,} rows rewritten"]
     assert compaction.is_sorted(_only_file(wh, "runs"))
