@@ -324,39 +324,52 @@ def min_effect(db: Queryable) -> float:
     return float(db.sql("SELECT min_effect FROM verdict_settings").fetchall()[0][0])
 
 
-def _modelled(db: Queryable, view: str) -> str:
-    """``TRUE`` when some run has a row in ``view`` (``run_bytes``, ``run_flops``), else
-    ``FALSE``: the efficiency and roofline views work out the latency of every run before they
-    meet the few with a model (1.5 and 0.7 s at 1M generated runs, none with a model), and
-    DuckDB drops a plan whose condition is ``FALSE`` without running it (0.15 s)."""
-    return "TRUE" if db.sql(f"SELECT EXISTS (SELECT 1 FROM {view})").fetchall()[0][0] else "FALSE"
+def modelled(db: Queryable, view: str) -> bool:
+    """Whether some run has a row in ``view`` (``run_bytes``, ``run_flops``): the efficiency
+    and roofline views work out the latency of every run before they meet the few with a model
+    (1.5 and 0.7 s at 1M generated runs, none with a model), and DuckDB drops a plan whose
+    condition is ``FALSE`` without running it (0.15 s). The answer itself costs a pass over the
+    runs and their models (~180 MB beside DuckDB at 5M runs): the report asks it first, while
+    the process holds no frame yet (docs/benchmarks.md, Run BD)."""
+    return bool(db.sql(f"SELECT EXISTS (SELECT 1 FROM {view})").fetchall()[0][0])
 
 
-def efficiency(db: Queryable, filters: Filters) -> pl.DataFrame:
+def efficiency(db: Queryable, filters: Filters, has_bytes: bool | None = None
+               ) -> pl.DataFrame:
     """The ``efficiency`` view for the latest run of each key (``latest_latencies``, as the
-    latency charts), with each run's time."""
+    latency charts), with each run's time, in a fixed order (the panels' legends follow it);
+    none when ``has_bytes`` is false (default: asked, :func:`modelled`)."""
     where, params = filters.condition("e")
-    where = f"{_modelled(db, 'run_bytes')} AND {where}"
+    if has_bytes is None:
+        has_bytes = modelled(db, "run_bytes")
+    any_run = "TRUE" if has_bytes else "FALSE"
     return _frame(db, f"""
         SELECT e.kernel, e.pass, e.implementation, e.variant, e.workload, e.gpu, e.bytes,
                e.achieved_gbps, e.achieved_gbps_low, e.achieved_gbps_high, e.peak_gbps,
                e.peak_fraction, e.above_peak, e.bound, r.observed_at
         FROM efficiency e
         JOIN runs r ON r.run_id = e.run_id
-        WHERE e.run_id IN (SELECT run_id FROM latest_latencies) AND {where}""", params)
+        WHERE e.run_id IN (SELECT run_id FROM latest_latencies) AND {any_run} AND {where}
+        ORDER BY e.gpu, e.implementation, e.kernel, e.pass, e.workload, e.run_id""",
+                  params)
 
 
-def roofline(db: Queryable, filters: Filters) -> pl.DataFrame:
+def roofline(db: Queryable, filters: Filters, has_flops: bool | None = None) -> pl.DataFrame:
     """The ``roofline`` view (runs of kernels with a FLOP model) for the latest run of each
-    key, with each run's time."""
+    key, with each run's time, in a fixed order; none when ``has_flops`` is false (default:
+    asked, :func:`modelled`)."""
     where, params = filters.condition("f")
-    where = f"{_modelled(db, 'run_flops')} AND {where}"
+    if has_flops is None:
+        has_flops = modelled(db, "run_flops")
+    any_run = "TRUE" if has_flops else "FALSE"
     return _frame(db, f"""
         SELECT f.kernel, f.pass, f.implementation, f.variant, f.workload, f.gpu, f.flops,
                f.achieved_tflops, f.peak_tflops, f.compute_fraction, f.bound, r.observed_at
         FROM roofline f
         JOIN runs r ON r.run_id = f.run_id
-        WHERE f.run_id IN (SELECT run_id FROM latest_latencies) AND {where}""", params)
+        WHERE f.run_id IN (SELECT run_id FROM latest_latencies) AND {any_run} AND {where}
+        ORDER BY f.gpu, f.implementation, f.kernel, f.pass, f.workload, f.run_id""",
+                  params)
 
 
 def audit(db: Queryable, filters: Filters) -> pl.DataFrame:

@@ -108,9 +108,15 @@ def _read(db: Queryable, filters: Filters, release: Callable[[], None] | None) -
             release()
         return frame
 
-    # The costliest queries first, before the process holds the other frames (at 1M runs the
-    # speedups rows peaked at ~500 MB after the points, and kernel_speedups at ~480 MB last;
-    # docs/benchmarks.md, Run AZ).
+    # The costliest queries first, before the process holds the other frames: whether any run
+    # has a byte or FLOP model and the efficiency points (every run's latency worked out: with
+    # byte models at 1M runs, read after the other frames, they peaked the report at 620 MB;
+    # the question alone at 5M runs at ~500 MB; Run BD), then the speedups (at 1M runs they
+    # peaked at ~500 MB after the points, and kernel_speedups at ~480 MB last; Run AZ).
+    has_bytes = read(data.modelled(db, "run_bytes"))
+    has_flops = read(data.modelled(db, "run_flops"))
+    efficiency = read(data.efficiency(db, filters, has_bytes))
+    compute = read(data.roofline(db, filters, has_flops))
     speedups = read(data.speedups(db, filters))
     kernels = read(data.kernel_speedups(db, filters))
     points = read(data.latency_points(db, filters))
@@ -119,8 +125,6 @@ def _read(db: Queryable, filters: Filters, release: Callable[[], None] | None) -
                                                   regressions["run_id"].to_list()))
     trends = read(data.trend_steps(db, filters, drawn_series))
     shifts = read(data.shifts(db, filters))
-    efficiency = read(data.efficiency(db, filters))
-    compute = read(data.roofline(db, filters))
     audit = read(data.audit(db, filters))
     envelopes = read(data.noise_envelopes(db, filters))
     effect = data.min_effect(db)
