@@ -70,10 +70,11 @@ CLUSTER_BYTES = 16 * 1024 * 1024
 # rewritten with richer runs; kidata.store.pqwrite.MAX_BYTES for other tables): the copy runs
 # beside the commit's DuckDB work, so its groups stay small (~10k narrow runs; Run AO).
 GROUP_BYTES = 8 * 1024 * 1024
-# Bytes of a row group of a load's own ``runs`` file: ~100k narrow runs (row groups of 10k took
-# DuckDB twice as long for a filtered read of the 1M-run file). Its rows are merged in order
-# once the workers have ended (kidata.ingest.stage), so the group does not add to their memory:
-# a 1M load peaked at 467 MB either way (docs/benchmarks.md, Run BC).
+# Bytes of a row group of a load's own ``runs`` file, and of a compaction's merge: ~100k narrow
+# runs (row groups of 10k took DuckDB twice as long for a filtered read of the 1M-run file). A
+# load's rows are merged in order once the workers have ended (kidata.ingest.stage), so the
+# group does not add to their memory: a 1M load peaked at 467 MB either way, a compaction of
+# 1M runs at 510-541 MB with 16 MB groups or these (docs/benchmarks.md, Runs BC and BD).
 ROW_GROUP_BYTES = 96 * 1024 * 1024
 # How each commit of this process finished its direct tables, per table: ``as-staged`` (the
 # staged file as it was) or ``rewritten`` (its kept rows copied). For tests and profiling.

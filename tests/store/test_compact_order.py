@@ -146,6 +146,33 @@ def test_a_merge_over_its_memory_budget_spills_and_still_writes_full_sorted_grou
     assert wh.check().ok
 
 
+def test_a_merge_cuts_its_runs_row_groups_where_a_loads_own_file_does(
+        parts, tmp_path, monkeypatch):
+    """A compaction's merge of ``runs`` cuts its row groups at the bytes a load's own file
+    does (``finalize.ROW_GROUP_BYTES``: ~100k runs), not at ``pqwrite.MAX_BYTES`` (16 MB,
+    ~19k runs, the other tables'): made small here, it is what splits each GPU's rows."""
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    wh = _loaded(tmp_path / "wh", parts)
+    monkeypatch.setattr(compaction, "ROW_GROUP", 10**6)  # no cut by rows
+    monkeypatch.setattr(finalize, "ROW_GROUP_BYTES", 12_000)
+    monkeypatch.setattr(pqwrite, "MERGE_BATCH_BYTES", 1_000)  # slices of a few rows
+    monkeypatch.setattr(pqwrite, "MIN_BATCH_ROWS", 1)
+    assert wh.compact(["runs"]).tables["runs"] == (LOADS, 1)
+    path = _only_file(wh, "runs")
+    groups = _assert_clustered(path, ORDER)
+    f = pq.ParquetFile(path)
+    sizes: dict[str, list[int]] = {}
+    for g, rows in enumerate(groups):
+        sizes.setdefault(rows[0][0], []).append(f.read_row_group(g).nbytes)
+    # 480 runs over a few GPUs: ~60-160 runs (~50-140 KB of Arrow) per GPU, so several row
+    # groups each, none far past the limit (a slice of a few rows goes in whole).
+    assert len(sizes) >= 3
+    for gpu, nbytes in sizes.items():
+        assert len(nbytes) >= 3, (gpu, nbytes)
+        assert all(n < 3 * 12_000 for n in nbytes), (gpu, nbytes)
+    assert wh.check().ok
+
+
 def test_other_tables_keep_the_order_of_their_files(parts, tmp_path, monkeypatch):
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
     wh = _loaded(tmp_path / "wh", parts[:3])
