@@ -763,16 +763,20 @@ def compact(
 ) -> None:
     """Merge each table's small files into one, without changing any query result (runs
     files not sorted by GPU, kernel, pass and time, as older versions wrote them, are
-    rewritten sorted)."""
+    rewritten sorted, and sorted ones cut into small row groups rewritten in larger ones)."""
     report = _wh(warehouse).compact(tables or None)
     for line in report.upgraded:
         out.echo(line)
     for table, (before, after) in report.tables.items():
         mixed = report.reclustered.get(table)
-        if before != after or mixed:
-            out.echo(f"{table}: {before:,} files -> {after:,}" + (
-                f" ({mixed:,} {'file' if mixed == 1 else 'files'} rewritten sorted by GPU, "
-                "kernel, pass and time)" if mixed else ""))
+        fine = report.regrouped.get(table)
+        notes = ([f"{mixed:,} {'file' if mixed == 1 else 'files'} rewritten sorted by GPU, "
+                  "kernel, pass and time"] if mixed else []) + (
+            [f"{fine:,} {'file' if fine == 1 else 'files'} rewritten in larger row groups"]
+            if fine else [])
+        if before != after or notes:
+            out.echo(f"{table}: {before:,} files -> {after:,}"
+                     + (f" ({'; '.join(notes)})" if notes else ""))
     out.echo(f"compacted: {report.files_removed:,} fewer files, {report.rows:,} rows "
              "rewritten")
 

@@ -27,8 +27,10 @@ interleave them in every row group. Other tables keep file order.
 that is not so sorted (:func:`is_sorted`, from the row groups' statistics), whatever its size:
 a load's own file written before 0.3.12 (input order), or before 0.3.26 (one GPU per row group,
 sorted within each row group only: every row group of a GPU spans its kernels), or a merged
-file of a warehouse written before 0.3.4 or 0.3.26. A file already sorted is left as it is,
-so a second compaction rewrites nothing.
+file of a warehouse written before 0.3.4 or 0.3.26; and every sorted file cut into smaller row
+groups than a load's own file (:func:`is_coarse`: a commit's copy of kept runs, ~10k runs a
+row group; a merge before 0.3.27, ~19k), merged into row groups of ~100k runs. A file already
+sorted in such row groups is left as it is, so a second compaction rewrites nothing.
 
 Limit: a query that listed the old folder and opens a merged-away file after the swap fails
 with "file not found" (never a wrong answer); run it again. See ``docs/guarantees.md``.
@@ -73,12 +75,14 @@ BUFFER_BYTES = 32 * 1024 * 1024
 @dataclass
 class CompactReport:
     """Per table: files before and after, and the files rewritten only to be clustered
-    (``reclustered``: not merged for being small); ``rows`` merged in total; ``upgraded``:
+    (``reclustered``) or only to be cut into larger row groups (``regrouped``; neither merged
+    for being small); ``rows`` merged in total; ``upgraded``:
     what the writer lock did first to a warehouse of an older layout (kidata.store.upgrade;
     filled in by the facade, whose lock upgrades)."""
 
     tables: dict[str, tuple[int, int]] = field(default_factory=dict)
     reclustered: dict[str, int] = field(default_factory=dict)
+    regrouped: dict[str, int] = field(default_factory=dict)
     rows: int = 0
     upgraded: list[str] = field(default_factory=list)
 
@@ -141,7 +145,7 @@ def auto(layout: Layout) -> CompactReport:
     # (contexts.edits_due: every query joins the voids).
     contexts_due = (len(layout.table_files(contexts.TABLE)) >= at
                     or contexts.edits_due(layout.root))
-    if not (contexts_due or any(len(small) >= at for _, small, _ in plan.values())) \
+    if not (contexts_due or any(len(small) >= at for _, small, _, _ in plan.values())) \
             or not commit.can_exchange(layout.root):
         return CompactReport()  # where folders cannot be swapped, `kidata compact` says why
     report = _merge_tables(layout, plan, at)
@@ -161,14 +165,35 @@ def _rebuild_contexts(layout: Layout, report: CompactReport, if_files: int) -> N
 
 
 def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False
-           ) -> tuple[list[Path], list[Path], list[Path]]:
+           ) -> tuple[list[Path], list[Path], list[Path], list[Path]]:
     """A table's files, those of them smaller than ``small_bytes``, and (``recluster``, for
     the tables :func:`kidata.store.schema.clustered_keys` orders) those that are not
-    :func:`is_sorted`."""
+    :func:`is_sorted` and those sorted but cut finer than a load's own (not :func:`is_coarse`)."""
     files = layout.table_files(table)
     small = [f for f in files if f.stat().st_size < small_bytes]
-    mixed = [f for f in files if not is_sorted(f)] if recluster and clustered_keys(table) else []
-    return files, small, mixed
+    if not (recluster and clustered_keys(table)):
+        return files, small, [], []
+    mixed = [f for f in files if not is_sorted(f)]
+    fine = [f for f in files if f not in mixed and not is_coarse(f)]
+    return files, small, mixed, fine
+
+
+def is_coarse(path: Path) -> bool:
+    """Whether a sorted file's row groups are as large as a load's own: cut at
+    :data:`kidata.store.finalize.ROW_GROUP_BYTES` or more (the byte limit its writer stamped in
+    the file's metadata, :data:`kidata.store.pqwrite.GROUP_BYTES_KEY`), or one per GPU (nothing
+    to gain). A commit's copy of a load's kept runs is cut at 8 MB (~10k runs), a compaction
+    of 0.3.26 or before at 16 MB (~19k), a load's own file of 0.3.26 unstamped."""
+    meta = pq.ParquetFile(path).metadata
+    stamp = (meta.metadata or {}).get(pqwrite.GROUP_BYTES_KEY)
+    if stamp is not None and int(stamp) >= finalize.ROW_GROUP_BYTES:
+        return True
+    index = meta.schema.to_arrow_schema().get_field_index(CLUSTERED[0])
+    gpus = set()
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics  # one GPU each (is_sorted)
+        gpus.add(stats.min if stats is not None and stats.has_min_max else None)
+    return meta.num_row_groups <= len(gpus)
 
 
 def is_sorted(path: Path) -> bool:
@@ -240,24 +265,29 @@ def _after(before: list[_Range], ranges: list[_Range]) -> bool:
     return True
 
 
-def _merge_tables(layout: Layout, plan: dict[str, tuple[list[Path], list[Path], list[Path]]],
+def _merge_tables(layout: Layout,
+                  plan: dict[str, tuple[list[Path], list[Path], list[Path], list[Path]]],
                   at_least: int) -> CompactReport:
     """Merge the small files of each table in ``plan`` (:func:`_split`) that has ``at_least``
-    of them, with its files to recluster (under the writer lock)."""
+    of them, with its files to sort or to regroup (under the writer lock)."""
     report = CompactReport()
-    for table, (files, small, mixed) in plan.items():
-        if len(small) < at_least and not mixed:
+    for table, (files, small, mixed, fine) in plan.items():
+        if len(small) < at_least and not mixed and not fine:
             report.tables[table] = (len(files), len(files))
             continue
         # A file rewritten anyway takes the small ones with it.
-        merged = [f for f in files if f in small or f in mixed]
+        merged = [f for f in files if f in small or f in mixed or f in fine]
         report.rows += _compact_table(layout, table, merged,
                                       [f for f in files if f not in merged])
         report.tables[table] = (len(files), len(files) - len(merged) + 1)
-        # The files rewritten only because they mix GPUs (not merged for being small).
-        alone = [f for f in mixed if f not in small] if len(small) >= at_least else mixed
+        # The files rewritten only to be sorted, or regrouped (not merged for being small).
+        merging_small = len(small) >= at_least
+        alone = [f for f in mixed if f not in small] if merging_small else mixed
         if alone:
             report.reclustered[table] = len(alone)
+        alone = [f for f in fine if f not in small] if merging_small else fine
+        if alone:
+            report.regrouped[table] = len(alone)
     return report
 
 

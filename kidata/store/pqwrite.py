@@ -26,6 +26,10 @@ from kidata.store.layout import sort_spill
 ROWS = 122_880
 # A row group of wide rows (runs keep their JSON document) is cut early at this many bytes.
 MAX_BYTES = 16 * 1024 * 1024
+# The file's key-value metadata entry holding the byte limit its row groups were cut at
+# (GroupedWriter): `kidata compact` rewrites a sorted file cut finer than a load's own
+# (kidata.store.compaction.is_coarse).
+GROUP_BYTES_KEY = b"kidata.row_group_bytes"
 # Columns whose values are all or nearly all distinct. Dictionary-encoding them is wasted work
 # (pyarrow builds each column chunk's dictionary, then gives it up past 1 MB): a third of the
 # time of writing a runs file. Every other column is dictionary-encoded, as by default.
@@ -82,10 +86,16 @@ class GroupedWriter:
         data = pa.concat_tables(self._pending)
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, self.schema, **options(self.schema))
+            self._open()
         if self.before_write is not None:
             self.before_write()
         self._writer.write_table(data, row_group_size=max(self.group_rows, data.num_rows))
+
+    def _open(self) -> None:
+        # The byte limit goes in the file's metadata (GROUP_BYTES_KEY); readers ignore it.
+        stamped = self.schema.with_metadata({**(self.schema.metadata or {}),
+                                             GROUP_BYTES_KEY: str(self.max_bytes).encode()})
+        self._writer = pq.ParquetWriter(self.path, stamped, **options(self.schema))
 
     def cut(self) -> None:
         """End the current row group here: what is buffered is written as one."""
@@ -96,7 +106,7 @@ class GroupedWriter:
         try:
             self._flush()
             if self._writer is None and self.create_empty:
-                self._writer = pq.ParquetWriter(self.path, self.schema, **options(self.schema))
+                self._open()
         finally:
             if self._writer is not None:
                 self._writer.close()

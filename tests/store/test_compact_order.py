@@ -257,6 +257,61 @@ def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch):
     assert wh.check().ok
 
 
+def test_compact_regroups_a_sorted_file_cut_into_small_row_groups(parts, tmp_path,
+                                                                   monkeypatch):
+    """A commit's copy of a load's kept runs is cut into small row groups (8 MB of Arrow,
+    stamped in the file's metadata): ``kidata compact`` rewrites it in row groups of a
+    load's own size, the same rows and answers, and leaves it alone the second time; a load's
+    own file, stamped with that size, is left as it is however many row groups it has."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
+    monkeypatch.setattr(pqwrite, "ROWS", GROUP)  # many row groups per GPU
+    monkeypatch.setattr(finalize, "BATCH", 7)  # the copy reads 7 rows at a time
+    twice = tmp_path / "twice.ndjson"
+    lines = parts[0].read_text().splitlines(keepends=True)
+    twice.write_text("".join(lines) + parts[1].read_text() + "".join(lines[:PER_LOAD // 2]))
+    wh = Warehouse(tmp_path / "wh")
+    rewritten = finalize.finished[("runs", "rewritten")]
+    assert wh.load([str(twice)]).committed
+    assert finalize.finished[("runs", "rewritten")] == rewritten + 1  # the commit's copy
+    path = _only_file(wh, "runs")
+    groups = _assert_clustered(path, ORDER)
+    gpus = {rows[0][0] for rows in groups}
+    assert len(groups) > len(gpus) >= 3
+    assert compaction.is_sorted(path) and not compaction.is_coarse(path)
+    before = everything(wh.path, SOME_VIEWS)
+
+    kidata = str(Path(sys.executable).parent / "kidata")
+    result = subprocess.run([kidata, "-w", str(wh.path), "compact", "runs"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "runs: 1 files -> 1 (1 file rewritten in larger row groups)",
+        f"compacted: 0 fewer files, {2 * PER_LOAD:,} rows rewritten"]
+    path = _only_file(wh, "runs")
+    groups = _assert_clustered(path, ORDER)
+    assert len(groups) == len(gpus)  # 2 x 80 runs: one row group per GPU
+    assert compaction.is_coarse(path)
+    assert everything(wh.path, SOME_VIEWS) == before
+    assert wh.check().ok
+    again = wh.compact(["runs"])
+    assert (again.tables["runs"], again.regrouped, again.rows) == ((1, 1), {}, 0)
+
+    # A load's own file, its GPUs' rows merged from sorted chunks in slices of a few rows: as
+    # many row groups, not rewritten.
+    monkeypatch.setattr(pqwrite, "MERGE_BATCH_BYTES", 1_000)
+    monkeypatch.setattr(pqwrite, "MIN_BATCH_ROWS", 1)
+    own = Warehouse(tmp_path / "own")
+    assert own.load([str(parts[0]), str(parts[1])]).committed
+    path = _only_file(own, "runs")
+    assert pq.ParquetFile(path).metadata.num_row_groups > len(gpus)
+    assert compaction.is_coarse(path)
+    report = own.compact(["runs"])
+    assert (report.tables["runs"], report.regrouped, report.rows) == ((1, 1), {}, 0)
+
+
 def test_compact_sorts_a_file_sorted_only_within_each_row_group(parts, tmp_path, monkeypatch):
     """A ``runs`` file as 0.3.12-0.3.25 wrote it (one GPU per row group, each row group sorted
     on its own, so every row group of a GPU spans its kernels) is not sorted for
