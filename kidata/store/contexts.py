@@ -66,6 +66,10 @@ CHUNK_RUNS = 50_000
 # 141 s and 500 MB, 200k 100 s and 600 MB, 1M 28 s and 700 MB, all at once 58 s and 0.97 GB
 # (docs/benchmarks.md, Run AW).
 REBUILD_RUNS = 200_000
+# Rows of steps DuckDB hands over at a time. With 65,536 a rebuild of 1M runs' steps peaked at
+# ~500 MiB (each pass's batches ~230 MiB over the process), with 8,192 at ~360, the same time
+# (docs/benchmarks.md, Run BD).
+BATCH_ROWS = 8192
 # What bounds a query session's pass (:func:`compute`) too: the pairs of steps its contexts
 # join and take medians of grow as the square of the results of one implementation measured
 # together, estimated per kernel, pass and GPU as the sum of the squared counts of the passed
@@ -483,13 +487,13 @@ def _changes(con: duckdb.DuckDBPyConnection, writer_id: str, edits: GroupedWrite
         UNION ALL
         SELECT 'count', {keys}, NULL, NULL, CAST(sum(d) AS BIGINT), $id FROM (
             SELECT {keys}, 1 AS d FROM _fresh UNION ALL SELECT {keys}, -1 AS d FROM _cur)
-        GROUP BY {keys} HAVING sum(d) <> 0""", params=params).to_arrow_reader(65536):
+        GROUP BY {keys} HAVING sum(d) <> 0""", params=params).to_arrow_reader(BATCH_ROWS):
         edits.write(pa.Table.from_batches([batch]).cast(declared))
     yield from con.sql(f"""
         SELECT {", ".join(f"f.{c}" for c in STEP_COLUMNS)}, $id AS load_id
         FROM _fresh f LEFT JOIN _cur c ON c.run_id = f.run_id AND c.metric = f.metric
         WHERE c.run_id IS NULL OR NOT ({_same("f", "c")})""", params=params
-                       ).to_arrow_reader(65536)
+                       ).to_arrow_reader(BATCH_ROWS)
 
 
 def _write_file(layout: Layout, table: str, writer_id: str, batches: Iterator[Any]) -> int:
@@ -580,7 +584,7 @@ def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> in
             counts.append(con.sql(_counts_sql(f"SELECT {keys} FROM _fresh"), params=params
                                   ).to_arrow_table())
             yield from con.sql(f"SELECT {cols}, $id AS load_id FROM _fresh "
-                               "ORDER BY run_id, metric", params=params).to_arrow_reader(65536)
+                               "ORDER BY run_id, metric", params=params).to_arrow_reader(BATCH_ROWS)
 
     written: list[int] = []
 
@@ -684,7 +688,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
             # A few groups at a time: all at once, the steps' every column went through the
             # join with every void (at 10M runs, 0.9 GB and 58 s; docs/benchmarks.md, Run AW).
             for _ in chunks(con, size=REBUILD_RUNS):
-                yield from con.sql("SELECT * FROM _current").to_arrow_reader(65536)
+                yield from con.sql("SELECT * FROM _current").to_arrow_reader(BATCH_ROWS)
 
         def write_steps(path: Path) -> int:
             rows = write_reader(path, schema.arrow_tables()[TABLE], batches(),
@@ -702,7 +706,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
                 f"{_covered_sql('SELECT load_id FROM loads')} UNION ALL "
                 f"{_wrote_sql('SELECT load_id, count(*) AS n FROM _in_use GROUP BY load_id')}"
                 f" UNION ALL {_wrote_sql('SELECT $id AS load_id, 0 AS n')}", params=params
-            ).to_arrow_reader(65536), create_empty=True)
+            ).to_arrow_reader(BATCH_ROWS), create_empty=True)
 
         rows = commit.replace_tables(
             root, {TABLE: (write_steps, []), EDITS: (write_edits, [])},

@@ -155,7 +155,9 @@ class _Settings:
                            (pqwrite, "FAN_IN", 3),
                            (pqwrite, "MERGE_BATCH_BYTES", size.group * 100),
                            (pqwrite, "MIN_BATCH_ROWS", 1),
-                           (contexts, "CHUNK_RUNS", size.rows)]
+                           (contexts, "CHUNK_RUNS", size.rows),
+                           # The stored steps DuckDB hands over at a time.
+                           (contexts, "BATCH_ROWS", size.rows)]
         self.saved: list = []
         self.environ = {k: os.environ.get(k)
                         for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH", "KIDATA_COMPACT_AT",
