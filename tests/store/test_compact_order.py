@@ -214,9 +214,10 @@ def test_a_load_writes_its_runs_one_gpu_per_row_group_so_compact_leaves_them(
     assert everything(wh.path, SOME_VIEWS) == before
 
 
-def test_a_load_that_drops_duplicates_keeps_its_runs_clustered(parts, tmp_path, monkeypatch):
-    """When the commit copies the kept rows (a run given twice in one load: the staged file
-    is not linked as it is), the copy holds one GPU per row group too, every run once."""
+def _copied(parts: list[Path], tmp_path: Path, monkeypatch) -> Warehouse:
+    """A warehouse of one load given half of its runs twice, so that the commit copies the
+    kept rows (the staged file is not linked as it is), in row groups of 16 rows read 7 at a
+    time."""
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
     monkeypatch.setattr(pqwrite, "ROWS", GROUP)
     monkeypatch.setattr(finalize, "BATCH", 7)  # the copy reads 7 rows at a time
@@ -227,6 +228,13 @@ def test_a_load_that_drops_duplicates_keeps_its_runs_clustered(parts, tmp_path, 
     rewritten = finalize.finished[("runs", "rewritten")]
     assert wh.load([str(twice)]).committed
     assert finalize.finished[("runs", "rewritten")] == rewritten + 1  # copied, not linked
+    return wh
+
+
+def test_a_load_that_drops_duplicates_keeps_its_runs_clustered(parts, tmp_path, monkeypatch):
+    """When the commit copies the kept rows (a run given twice in one load: the staged file
+    is not linked as it is), the copy holds one GPU per row group too, every run once."""
+    wh = _copied(parts, tmp_path, monkeypatch)
     groups = _assert_clustered(_only_file(wh, "runs"), ORDER)
     stored = [r[-1] for rows in groups for r in rows]
     assert len(stored) == 2 * PER_LOAD and len(set(stored)) == len(stored)
@@ -266,16 +274,7 @@ def test_compact_regroups_a_sorted_file_cut_into_small_row_groups(parts, tmp_pat
     import subprocess
     import sys
 
-    monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
-    monkeypatch.setattr(pqwrite, "ROWS", GROUP)  # many row groups per GPU
-    monkeypatch.setattr(finalize, "BATCH", 7)  # the copy reads 7 rows at a time
-    twice = tmp_path / "twice.ndjson"
-    lines = parts[0].read_text().splitlines(keepends=True)
-    twice.write_text("".join(lines) + parts[1].read_text() + "".join(lines[:PER_LOAD // 2]))
-    wh = Warehouse(tmp_path / "wh")
-    rewritten = finalize.finished[("runs", "rewritten")]
-    assert wh.load([str(twice)]).committed
-    assert finalize.finished[("runs", "rewritten")] == rewritten + 1  # the commit's copy
+    wh = _copied(parts, tmp_path, monkeypatch)  # many row groups per GPU
     path = _only_file(wh, "runs")
     groups = _assert_clustered(path, ORDER)
     gpus = {rows[0][0] for rows in groups}
