@@ -185,9 +185,9 @@ def is_coarse(path: Path) -> bool:
     to gain). A commit's copy of a load's kept runs is cut at 8 MB (~10k runs), a compaction
     of 0.3.26 or before at 16 MB (~19k), a load's own file of 0.3.26 unstamped."""
     meta = pq.ParquetFile(path).metadata
-    stamp = (meta.metadata or {}).get(pqwrite.GROUP_BYTES_KEY)
-    if stamp is not None and int(stamp) >= finalize.ROW_GROUP_BYTES:
-        return True
+    stamp = (meta.metadata or {}).get(pqwrite.GROUP_BYTES_KEY, b"")
+    if stamp.isdigit() and int(stamp) >= finalize.ROW_GROUP_BYTES:
+        return True  # (a stamp that is no number counts as none)
     index = meta.schema.to_arrow_schema().get_field_index(CLUSTERED[0])
     gpus = set()
     for g in range(meta.num_row_groups):

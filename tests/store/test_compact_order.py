@@ -309,6 +309,20 @@ def test_compact_regroups_a_sorted_file_cut_into_small_row_groups(parts, tmp_pat
     assert compaction.is_coarse(path)
     report = own.compact(["runs"])
     assert (report.tables["runs"], report.regrouped, report.rows) == ((1, 1), {}, 0)
+    # The same file with its stamp damaged counts as unstamped: regrouped, not a crash.
+    table = pq.read_table(path)
+    groups = [g.num_rows for g in map(pq.ParquetFile(path).metadata.row_group,
+                                      range(pq.ParquetFile(path).metadata.num_row_groups))]
+    damaged = table.replace_schema_metadata({**table.schema.metadata,
+                                             pqwrite.GROUP_BYTES_KEY: b"lots"})
+    with pq.ParquetWriter(path, damaged.schema) as writer:
+        start = 0
+        for n in groups:
+            writer.write_table(damaged.slice(start, n))
+            start += n
+    assert compaction.is_sorted(path) and not compaction.is_coarse(path)
+    assert own.compact(["runs"]).regrouped == {"runs": 1}
+    assert own.check().ok
 
 
 def test_compact_sorts_a_file_sorted_only_within_each_row_group(parts, tmp_path, monkeypatch):
