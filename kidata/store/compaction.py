@@ -173,8 +173,13 @@ def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False
     small = [f for f in files if f.stat().st_size < small_bytes]
     if not (recluster and clustered_keys(table)):
         return files, small, [], []
-    mixed = [f for f in files if not is_sorted(f)]
-    fine = [f for f in files if f not in mixed and not is_coarse(f)]
+    mixed, fine = [], []
+    for f in files:
+        meta = pq.ParquetFile(f).metadata  # each footer read once
+        if not _sorted(meta):
+            mixed.append(f)
+        elif not _coarse(meta):
+            fine.append(f)
     return files, small, mixed, fine
 
 
@@ -184,7 +189,10 @@ def is_coarse(path: Path) -> bool:
     the file's metadata, :data:`kidata.store.pqwrite.GROUP_BYTES_KEY`), or one per GPU (nothing
     to gain). A commit's copy of a load's kept runs is cut at 8 MB (~10k runs), a compaction
     of 0.3.26 or before at 16 MB (~19k), a load's own file of 0.3.26 unstamped."""
-    meta = pq.ParquetFile(path).metadata
+    return _coarse(pq.ParquetFile(path).metadata)
+
+
+def _coarse(meta: pq.FileMetaData) -> bool:
     stamp = (meta.metadata or {}).get(pqwrite.GROUP_BYTES_KEY, b"")
     if stamp.isdigit() and int(stamp) >= finalize.ROW_GROUP_BYTES:
         return True  # (a stamp that is no number counts as none)
@@ -205,7 +213,10 @@ def is_sorted(path: Path) -> bool:
     Statistics cannot see rows out of order inside a row group, nor between two row groups
     whose ranges only touch; a file kidata wrote unsorted (input order, or one GPU per row
     group sorted within it, before 0.3.26) has row groups whose kernels overlap."""
-    meta = pq.ParquetFile(path).metadata
+    return _sorted(pq.ParquetFile(path).metadata)
+
+
+def _sorted(meta: pq.FileMetaData) -> bool:
     arrow = meta.schema.to_arrow_schema()
     columns = [arrow.get_field_index(c) for c in CLUSTERED]
     if min(columns) < 0:

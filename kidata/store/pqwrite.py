@@ -193,8 +193,7 @@ class Clustered:
         """Write every row, by value of ``keys[0]`` (nulls last), each value's rows in order;
         then remove the spill folder."""
         try:
-            for value in sorted(self.buffers.keys() | self.chunks.keys(),
-                                key=lambda v: (v is None, v if v is not None else "")):
+            for value in sorted(self.buffers.keys() | self.chunks.keys(), key=_nulls_last):
                 if value in self.chunks:
                     if value in self.buffers:
                         self._spill(value)
@@ -367,6 +366,11 @@ def _comparable(array: pa.Array) -> pa.Array:
     return array
 
 
+def _nulls_last(value: object) -> tuple:
+    """A value of a lead column (a GPU) as a key that orders it as Arrow sorts, nulls last."""
+    return (value is None, value if value is not None else "")
+
+
 def _key_part(array: pa.Array, i: int) -> tuple:
     """Row ``i`` of ``array`` as a sortable tuple: values, then NaN, then null (Arrow's
     ascending order with nulls at the end)."""
@@ -437,7 +441,7 @@ class InOrder:
         runs = pc.run_end_encode(table.column(self.lead).combine_chunks())
         start = 0
         for end, value in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
-            key = (value is None, value if value is not None else "")
+            key = _nulls_last(value)
             if self.current is not None and key != self.current:
                 if key < self.current:
                     before = None if self.current[0] else self.current[1]
@@ -450,9 +454,6 @@ class InOrder:
 
     def close(self) -> None:
         self.writer.cut()
-
-    def abort(self) -> None:
-        pass
 
 
 def write_reader(path: Path, schema: pa.Schema, reader: Iterable[pa.RecordBatch],
