@@ -353,6 +353,61 @@ def test_efficiency_and_roofline_points_come_in_one_order(liger: Warehouse):
 
 
 @pytest.mark.shared
+def test_a_crowded_efficiency_panel_shows_a_median_per_implementation_and_byte_count(
+        liger: Warehouse, monkeypatch):
+    """A GPU with more points than its panel can show (900 at 1M generated runs, piled on 41
+    byte counts) has them merged in SQL: one point per implementation, variant, byte count
+    and kind, at the median of its runs' rates, the bar from their lowest to their highest;
+    the panel's title says how many runs it stands for. GPUs under the cap keep their runs'
+    points as they were. Worked out here from the points unmerged, in Python."""
+    from statistics import median
+
+    from kidata.query.present import charts as charts_mod
+    from kidata.query.present import data
+
+    whole = data.efficiency(liger, data.Filters(), True)
+    assert not whole["merged"].any() and set(whole["runs"]) == {1}
+    sizes = dict(whole.group_by("gpu").len().iter_rows())
+    cap = min(sizes.values())  # every GPU but the one with the fewest points is crowded
+    crowded = {gpu for gpu, n in sizes.items() if n > cap}
+    assert 0 < len(crowded) < len(sizes)
+    monkeypatch.setattr(data, "MAX_EFFICIENCY_POINTS", cap)
+    merged = data.efficiency(liger, data.Filters(), True)
+    columns = [c for c in whole.columns if c not in ("merged", "runs")]
+    skewed = 0  # merged points whose median is not their mean
+    for gpu, n in sizes.items():
+        mine = merged.filter(merged["gpu"] == gpu)
+        if gpu not in crowded:
+            assert not mine["merged"].any()
+            assert mine.select(columns).equals(whole.filter(whole["gpu"] == gpu)
+                                               .select(columns))
+            continue
+        assert mine["merged"].all() and mine["runs"].sum() == n and mine.height < n
+        groups: dict[tuple, list[float]] = {}
+        for row in whole.filter(whole["gpu"] == gpu).iter_rows(named=True):
+            key = (row["implementation"], row["variant"], row["bytes"],
+                   row["bound"] in data.NOT_BYTES, row["above_peak"])
+            groups.setdefault(key, []).append(row["achieved_gbps"])
+        assert mine.height == len(groups) and max(map(len, groups.values())) > 1
+        for row in mine.iter_rows(named=True):
+            rates = groups[(row["implementation"], row["variant"], row["bytes"],
+                            row["bound"] in data.NOT_BYTES, row["above_peak"])]
+            assert row["runs"] == len(rates)
+            assert row["achieved_gbps"] == pytest.approx(median(rates), rel=1e-12)
+            skewed += abs(median(rates) - sum(rates) / len(rates)) > 1e-6 * median(rates)
+            assert (row["achieved_gbps_low"], row["achieved_gbps_high"]) == (
+                pytest.approx(min(rates), rel=1e-12), pytest.approx(max(rates), rel=1e-12))
+    assert skewed
+    palette = charts_mod.Palette(charts_mod.series_names(merged))
+    with charts_mod.style():
+        svg = charts_mod.efficiency_chart(merged, palette).svg()
+    for gpu, n in sizes.items():
+        points = merged.filter(merged["gpu"] == gpu).height
+        title = f"{gpu} ({n:,} runs in {points:,} medians)" if gpu in crowded else gpu
+        assert f">{title}</text>" in svg, title
+
+
+@pytest.mark.shared
 def test_the_report_reads_the_efficiency_and_roofline_points_before_its_other_queries(
         liger: Warehouse, tmp_path: Path, monkeypatch):
     """Whether any run has a byte or FLOP model costs a pass over every run (~180 MB beside

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kidata.query.present import data
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -70,7 +72,7 @@ def text_width(text: str, size: float = FONT) -> float:
 
 
 # The bounds (efficiency, roofline) of points their bytes or work do not bound: drawn hollow.
-NOT_BYTES = ("overhead", "fixed cost")
+NOT_BYTES = data.NOT_BYTES
 
 def style() -> Any:
     """A context in which charts are drawn and saved with the report's style."""
@@ -995,6 +997,10 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
                 ax.plot(above["bytes"].to_list(), above["achieved_gbps"].to_list(),
                         marker="X", markersize=8, color="crimson", linestyle="none",
                         label="above peak: not credible")
+        if "merged" in rows.columns and rows["merged"].any():
+            title = f"{gpu} ({int(rows['runs'].sum()):,} runs in {rows.height:,} medians)"
+        else:
+            title = gpu
         peak = rows["peak_gbps"].drop_nulls()
         if len(peak):
             ax.axhline(peak[0], color="black", linestyle="--", linewidth=1)
@@ -1009,7 +1015,7 @@ def efficiency_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:
             ax.plot([], [], linestyle="none", marker="o", markersize=3.5, color="dimgrey",
                     markerfacecolor="white", label="hollow: not bound by bytes")
         _log(ax.xaxis)
-        _label_panel(ax, gpu, "bytes moved (lower bound, byte model)", "achieved GB/s",
+        _label_panel(ax, title, "bytes moved (lower bound, byte model)", "achieved GB/s",
                      legend)
     grid.finish("Efficiency: achieved memory bandwidth against the GPU's published peak",
                 list(legend.values()), list(legend))
@@ -1034,7 +1040,10 @@ EFFICIENCY_CAPTION = (
     "is not bound by its bytes (the efficiency view's bound: they would move in under 5 µs at "
     "peak, or twice the bytes take hardly longer; 'overhead' under 20 µs, where launches set "
     "the time, else 'fixed cost'): its rate is no bandwidth measurement. Kernels and passes "
-    "share a panel.")
+    f"share a panel. A GPU with more than {data.MAX_EFFICIENCY_POINTS} points has them merged "
+    "(its title says so): a point per implementation, byte count and kind (hollow or not, "
+    "above the peak or not), at the median of its runs' rates, the bar from the lowest to the "
+    "highest.")
 
 
 def roofline_chart(frame: pl.DataFrame, palette: Palette) -> Chart | None:

@@ -334,24 +334,79 @@ def modelled(db: Queryable, view: str) -> bool:
     return bool(db.sql(f"SELECT EXISTS (SELECT 1 FROM {view})").fetchall()[0][0])
 
 
+# What sets a point's latency when its bytes do not (the efficiency view's ``bound``): such a
+# point's rate is no bandwidth figure, and the efficiency chart draws it hollow.
+NOT_BYTES = ("overhead", "fixed cost")
+# Points of one GPU's efficiency panel beyond which the panel shows merged points (below).
+# Liger's published CSVs have at most ~100 per GPU; 1M generated runs with byte models have
+# 900, which took 1.3 s and 3.1 MB of SVG to draw, every point piled on 41 byte counts
+# (docs/benchmarks.md, Run BE).
+MAX_EFFICIENCY_POINTS = 300
+
+
 def efficiency(db: Queryable, filters: Filters, has_bytes: bool | None = None
                ) -> pl.DataFrame:
     """The ``efficiency`` view for the latest run of each key (``latest_latencies``, as the
     latency charts), with each run's time, in a fixed order (the panels' legends follow it);
-    none when ``has_bytes`` is false (default: asked, :func:`modelled`)."""
+    none when ``has_bytes`` is false (default: asked, :func:`modelled`).
+
+    A GPU with more than :data:`MAX_EFFICIENCY_POINTS` points has them merged per
+    implementation, variant, byte count and kind (bound by its bytes or not, above the peak or
+    not): ``achieved_gbps`` and ``peak_fraction`` are the medians of the merged runs',
+    ``achieved_gbps_low`` and ``_high`` their lowest and highest rate (instead of one run's p80
+    and p20 rates), ``kernel``, ``pass`` and ``workload`` are null unless the runs share one,
+    ``observed_at`` is the latest. ``merged`` says which GPUs' points were merged; ``runs``
+    counts each point's runs."""
     where, params = filters.condition("e")
     if has_bytes is None:
         has_bytes = modelled(db, "run_bytes")
     any_run = "TRUE" if has_bytes else "FALSE"
-    return _frame(db, f"""
+    frame = _frame(db, f"""
         SELECT e.kernel, e.pass, e.implementation, e.variant, e.workload, e.gpu, e.bytes,
                e.achieved_gbps, e.achieved_gbps_low, e.achieved_gbps_high, e.peak_gbps,
-               e.peak_fraction, e.above_peak, e.bound, r.observed_at
+               e.peak_fraction, e.above_peak, e.bound, r.observed_at, e.run_id
         FROM efficiency e
         JOIN runs r ON r.run_id = e.run_id
         WHERE e.run_id IN (SELECT run_id FROM latest_latencies) AND {any_run} AND {where}
         ORDER BY e.gpu, e.implementation, e.kernel, e.pass, e.workload, e.run_id""",
-                  params)
+                   params)
+    return _merge_crowded(frame)
+
+
+def _merge_crowded(frame: pl.DataFrame) -> pl.DataFrame:
+    """:func:`efficiency`'s points with each crowded GPU's merged. In Polars, over the few
+    thousand rows read: the same grouping in the view's query cost 0.15-0.4 s more at 1M runs
+    with byte models (DuckDB planned the efficiency view differently beneath it)."""
+    import polars as pl
+
+    counts = frame.group_by("gpu").len()
+    crowded = counts.filter(pl.col("len") > MAX_EFFICIENCY_POINTS)["gpu"].to_list()
+    alone = frame.filter(~pl.col("gpu").is_in(crowded)).with_columns(
+        merged=pl.lit(False), runs=pl.lit(1, pl.UInt32))
+    if not crowded:
+        return alone.drop("run_id")
+
+    def shared(column: str) -> pl.Expr:
+        return pl.when(pl.col(column).n_unique() == 1).then(pl.col(column).first())
+
+    kind = ["gpu", "implementation", "variant", "bytes", "hollow", "above_peak"]
+    merged = (frame.filter(pl.col("gpu").is_in(crowded))
+              .with_columns(hollow=pl.col("bound").is_in(list(NOT_BYTES)).fill_null(False))
+              .group_by(kind)
+              .agg(shared("kernel"), shared("pass"), shared("workload"),
+                   pl.col("achieved_gbps").median(),
+                   pl.col("achieved_gbps").min().alias("achieved_gbps_low"),
+                   pl.col("achieved_gbps").max().alias("achieved_gbps_high"),
+                   pl.col("peak_gbps").first(), pl.col("peak_fraction").median(),
+                   pl.col("bound").min(), pl.col("observed_at").max(),
+                   pl.len().alias("runs"), pl.col("run_id").min())
+              .with_columns(merged=pl.lit(True))
+              .sort(["gpu", "implementation", "kernel", "pass", "workload", "run_id"],
+                    nulls_last=True)
+              .drop("hollow")
+              .select(alone.columns))
+    # Each GPU's points stay together, in the query's order of GPUs.
+    return (pl.concat([alone, merged]).sort("gpu", maintain_order=True).drop("run_id"))
 
 
 def roofline(db: Queryable, filters: Filters, has_flops: bool | None = None) -> pl.DataFrame:
