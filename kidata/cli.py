@@ -773,7 +773,8 @@ def compact(
         notes = ([f"{mixed:,} {'file' if mixed == 1 else 'files'} rewritten sorted by GPU, "
                   "kernel, pass and time"] if mixed else []) + (
             [f"{fine:,} {'file' if fine == 1 else 'files'} rewritten in larger row groups"]
-            if fine else [])
+            if fine else []) + (
+            [f"{report.steps:,} steps stored again"] if table == report.STEPS else [])
         if before != after or notes:
             out.echo(f"{table}: {before:,} files -> {after:,}"
                      + (f" ({'; '.join(notes)})" if notes else ""))

@@ -76,7 +76,8 @@ BUFFER_BYTES = 32 * 1024 * 1024
 class CompactReport:
     """Per table: files before and after, and the files rewritten only to be clustered
     (``reclustered``) or only to be cut into larger row groups (``regrouped``; neither merged
-    for being small); ``rows`` merged in total; ``upgraded``:
+    for being small); ``rows`` merged in total, of which ``steps`` the stored steps rebuilt
+    (``STEPS``, in one file: a rebuild of one file is named too); ``upgraded``:
     what the writer lock did first to a warehouse of an older layout (kidata.store.upgrade;
     filled in by the facade, whose lock upgrades)."""
 
@@ -84,7 +85,9 @@ class CompactReport:
     reclustered: dict[str, int] = field(default_factory=dict)
     regrouped: dict[str, int] = field(default_factory=dict)
     rows: int = 0
+    steps: int = 0
     upgraded: list[str] = field(default_factory=list)
+    STEPS = contexts.TABLE
 
     @property
     def files_removed(self) -> int:
@@ -162,6 +165,7 @@ def _rebuild_contexts(layout: Layout, report: CompactReport, if_files: int) -> N
         files, rows = done
         report.tables[contexts.TABLE] = (files, 1)
         report.rows += rows
+        report.steps = rows
 
 
 def _split(layout: Layout, table: str, small_bytes: int, recluster: bool = False

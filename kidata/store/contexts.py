@@ -33,6 +33,7 @@ compares (:func:`check`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -566,6 +567,43 @@ def derive(root: Path, writer_id: str, only_load: bool = False,
         con.close()
 
 
+# Stamped in the metadata of the one file of each table that every step stored afresh or
+# rebuilt writes: a digest of the committed loads whose 'covered' rows the files hold. A
+# `kidata compact` finding each table one file stamped for the loads committed now has nothing
+# to rebuild (it rewrote every step each time: 1M rows at 1M runs). Loads add files, an unload
+# writes unstamped ones: either makes the next compaction rebuild.
+COVERS_KEY = b"kidata.steps_cover"
+
+
+def _covers(con: duckdb.DuckDBPyConnection) -> bytes:
+    """The stamp of files covering the committed loads on ``con`` (see :data:`COVERS_KEY`)."""
+    ids = sorted(row[0] for row in con.execute("SELECT load_id FROM loads").fetchall())
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest().encode()
+
+
+def _stamped(table: str, covers: bytes) -> Any:
+    """``table``'s Arrow schema with :data:`COVERS_KEY` in its metadata."""
+    arrow = schema.arrow_tables()[table]
+    return arrow.with_metadata({**(arrow.metadata or {}), COVERS_KEY: covers})
+
+
+def rebuilt_for(layout: Layout) -> bytes | None:
+    """The loads' digest the stored steps were last stored afresh or rebuilt for, when each
+    table is that one stamped file still (both stamps the same); else None."""
+    import pyarrow.parquet as pq
+
+    stamps = set()
+    for table in (TABLE, EDITS):
+        files = layout.table_files(table)
+        if len(files) != 1:
+            return None
+        try:
+            stamps.add((pq.ParquetFile(files[0]).metadata.metadata or {}).get(COVERS_KEY))
+        except (OSError, ValueError):  # unreadable: rebuild (kidata check names it)
+            return None
+    return stamps.pop() if len(stamps) == 1 else None
+
+
 def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> int:
     """Every step computed afresh, as step_context's one file, and each series' length and a
     'covered' row per committed load as step_edits' (both tables' files replaced in one
@@ -574,6 +612,7 @@ def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> in
     from kidata.store.pqwrite import write_reader
 
     params = {"id": writer_id}
+    covers = _covers(con)
     counts: list = []
     cols = ", ".join(STEP_COLUMNS)
     keys = ", ".join(SERIES)
@@ -589,7 +628,7 @@ def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> in
     written: list[int] = []
 
     def write_steps(path: Path) -> int:
-        written.append(write_reader(path, schema.arrow_tables()[TABLE], batches(),
+        written.append(write_reader(path, _stamped(TABLE, covers), batches(),
                                     create_empty=True))
         return written[0]
 
@@ -597,7 +636,7 @@ def _write_all(con: duckdb.DuckDBPyConnection, root: Path, writer_id: str) -> in
         covered = con.sql(f"{_covered_sql('SELECT load_id FROM loads')} UNION ALL "
                           f"{_wrote_sql(f'SELECT $id AS load_id, {written[0]} AS n')}",
                           params=params).to_arrow_table()
-        return write_reader(path, schema.arrow_tables()[EDITS],
+        return write_reader(path, _stamped(EDITS, covers),
                             (b for t in [*counts, covered] for b in t.to_batches()),
                             create_empty=True)
 
@@ -668,7 +707,8 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
     (``afresh``: ``kidata check --repair``). What ``kidata compact`` does, and a load's
     compaction once step_context has ``if_files`` files. Under the writer lock. Returns (files
     before, rows written to step_context), or None when there was nothing to do: no file, or
-    fewer than ``if_files``."""
+    fewer than ``if_files``, or (not ``afresh``) each table one file stored afresh or rebuilt
+    for the loads committed now (:func:`rebuilt_for`): what a rebuild would write again."""
     from kidata.store import commit
     from kidata.store.pqwrite import write_reader
 
@@ -679,6 +719,9 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
     con = _connect()
     try:
         define_views(con, root)
+        covers = _covers(con)
+        if not afresh and rebuilt_for(layout) == covers:
+            return None
         if afresh or not readable(con):
             return len(files), _write_all(con, root, writer_id)
         keys = ", ".join(SERIES)
@@ -691,7 +734,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
                 yield from con.sql("SELECT * FROM _current").to_arrow_reader(BATCH_ROWS)
 
         def write_steps(path: Path) -> int:
-            rows = write_reader(path, schema.arrow_tables()[TABLE], batches(),
+            rows = write_reader(path, _stamped(TABLE, covers), batches(),
                                 create_empty=True)
             [(in_use,)] = con.sql("SELECT count(*) FROM _in_use").fetchall()
             if rows != in_use:  # a step whose group no run has: not rebuilt, not dropped
@@ -701,7 +744,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
             return rows
 
         def write_edits(path: Path) -> int:
-            return write_reader(path, schema.arrow_tables()[EDITS], con.sql(
+            return write_reader(path, _stamped(EDITS, covers), con.sql(
                 f"{_counts_sql(f'SELECT {keys} FROM _in_use')} UNION ALL "
                 f"{_covered_sql('SELECT load_id FROM loads')} UNION ALL "
                 f"{_wrote_sql('SELECT load_id, count(*) AS n FROM _in_use GROUP BY load_id')}"

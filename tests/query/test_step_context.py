@@ -295,6 +295,64 @@ def test_a_load_whose_steps_were_not_stored(records, tmp_path, monkeypatch):
     assert series(wh_path) == computed(wh_path, tmp_path)
 
 
+def test_a_second_compact_leaves_the_steps_it_rebuilt_in_place(records, tmp_path):
+    """`kidata compact` rebuilds the stored steps in one file (and step_edits in one), stamped
+    for the loads committed then; a second `kidata compact` finds them so and rewrites nothing
+    (it rewrote every step each time: 1M rows at 1M runs). A load, an unload, or `kidata check
+    --repair` since makes the next one rebuild them; the answers stay those computed."""
+    wh_path = tmp_path / "wh"
+    late = [r for r in records if r["run"]["spec"]["observedAt"] >= "2024-03-03T09:50"]
+    early = [r for r in records if r not in late]
+
+    def files() -> list[str]:
+        return sorted(f.name for t in (contexts.TABLE, contexts.EDITS)
+                      for f in (wh_path / t).glob("*.parquet"))
+
+    def compact() -> str:
+        done = kidata("-w", wh_path, "compact")
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+
+    for part, name in ((late, "late"), (early, "early")):
+        assert kidata("-w", wh_path, "load", "-q", write(tmp_path / f"{name}.jsonl", part)
+                      ).returncode == 0
+    assert len(files()) == 4
+    first = compact()
+    rebuilt = files()
+    assert len(rebuilt) == 2 and "step_context" in first
+    assert compact() != first and files() == rebuilt  # nothing rewritten
+    assert "step_context" not in compact()
+    assert Warehouse(wh_path).check().ok and reads_stored(wh_path)
+    assert series(wh_path) == computed(wh_path, tmp_path)
+    # A load since: its files, then one rebuilt pair again.
+    report = Warehouse(wh_path).load(write(tmp_path / "protocol.jsonl", [LATE_PROTOCOL]))
+    assert len(files()) > 2
+    assert "step_context" in compact() and len(files()) == 2
+    again = files()
+    assert not set(again) & set(rebuilt) and files() == again
+    # An unload stores every step afresh for the loads left, as one stamped pair: nothing
+    # for a compaction to do.
+    Warehouse(wh_path).unload([report.load_id])
+    unloaded = files()
+    assert unloaded != again and len(unloaded) == 2
+    compact()
+    assert files() == unloaded and reads_stored(wh_path)
+    # A load committed whose steps were not stored (a crash, a full disk) leaves the one
+    # pair as it was, but no longer covering every load: the compaction stores them again.
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(contexts, "derive", lambda *a, **k: (_ for _ in ()).throw(OSError("full")))
+        newer = json.loads(json.dumps(late[-1]))
+        newer["run"]["metadata"]["name"] += "-rerun"
+        newer["run"]["spec"]["observedAt"] = "2024-03-09T10:00:00+00:00"
+        added = Warehouse(wh_path).load(write(tmp_path / "newer.jsonl", [newer]))
+    assert added.committed and added.added.get("runs")
+    assert files() == unloaded and not reads_stored(wh_path)
+    assert "step_context" in compact()
+    assert files() != unloaded and len(files()) == 2 and reads_stored(wh_path)
+    assert Warehouse(wh_path).check().ok
+    assert series(wh_path) == computed(wh_path, tmp_path)
+
+
 def test_a_query_racing_a_load_that_stores_its_steps_sees_them_before_it(records, tmp_path):
     # A load writes its steps' file, then its edits' file; a query listing the two tables'
     # files between the two renames may see its edits (its voids and counts, its 'covered'
