@@ -570,8 +570,9 @@ def derive(root: Path, writer_id: str, only_load: bool = False,
 # Stamped in the metadata of the one file of each table that every step stored afresh or
 # rebuilt writes: a digest of the committed loads whose 'covered' rows the files hold. A
 # `kidata compact` finding each table one file stamped for the loads committed now has nothing
-# to rebuild (it rewrote every step each time: 1M rows at 1M runs). Loads add files, an unload
-# writes unstamped ones: either makes the next compaction rebuild.
+# to rebuild (it rewrote every step each time: 1M rows at 1M runs). A load adds files or (its
+# steps not stored) changes the loads committed, an unload replaces the pair: the next
+# compaction rebuilds unless that pair was stored afresh, stamped, for the loads now.
 COVERS_KEY = b"kidata.steps_cover"
 
 
@@ -587,7 +588,7 @@ def _stamped(table: str, covers: bytes) -> Any:
     return arrow.with_metadata({**(arrow.metadata or {}), COVERS_KEY: covers})
 
 
-def rebuilt_for(layout: Layout) -> bytes | None:
+def _rebuilt_for(layout: Layout) -> bytes | None:
     """The loads' digest the stored steps were last stored afresh or rebuilt for, when each
     table is that one stamped file still (both stamps the same); else None."""
     import pyarrow.parquet as pq
@@ -708,7 +709,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
     compaction once step_context has ``if_files`` files. Under the writer lock. Returns (files
     before, rows written to step_context), or None when there was nothing to do: no file, or
     fewer than ``if_files``, or (not ``afresh``) each table one file stored afresh or rebuilt
-    for the loads committed now (:func:`rebuilt_for`): what a rebuild would write again."""
+    for the loads committed now (:func:`_rebuilt_for`): what a rebuild would write again."""
     from kidata.store import commit
     from kidata.store.pqwrite import write_reader
 
@@ -720,7 +721,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
     try:
         define_views(con, root)
         covers = _covers(con)
-        if not afresh and rebuilt_for(layout) == covers:
+        if not afresh and _rebuilt_for(layout) == covers:
             return None
         if afresh or not readable(con):
             return len(files), _write_all(con, root, writer_id)
