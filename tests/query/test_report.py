@@ -282,6 +282,42 @@ def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path
         assert f">{geomean:.2f}× · {kernels} kernel{'s' if kernels > 1 else ''}</text>" in svg
 
 
+def test_heatmap_pairs_count_each_comparison_once_in_one_direction():
+    """Which pairs the heatmaps draw, worked out by hand on a frame of speedups rows: a row
+    against the reference role counts for (candidate, 'reference'); the reverse of such a row
+    (its candidate in the reference role, its baseline not) is not counted, even where the
+    names alone would keep it ('apex' < 'liger'); of two implementations one direction is
+    kept: the one whose baseline is in REFERENCES, else whose candidate sorts first; a row
+    without a speedup names its pair but adds nothing. At most MAX_PAIRS, the most compared
+    first, against the reference before others at a tie, then by name."""
+    import polars as pl
+
+    from kidata.query.present import charts as charts_mod
+
+    ref = charts_mod.ROLE
+    rows = [  # candidate, baseline, candidate_role, baseline_role, speedup
+        ("liger", "torch", None, ref, 1.2),        # (liger, reference)
+        ("torch", "liger", ref, None, 0.8),        # its reverse: left out
+        ("apex", "liger", ref, None, 0.9),         # a reverse whose names sort the other way
+        ("liger", "inductor", None, None, 1.1),    # baseline in REFERENCES: kept
+        ("inductor", "liger", None, None, 0.9),    # candidate in REFERENCES: left out
+        ("liger", "unsloth", None, None, 1.0),     # liger < unsloth: kept
+        ("unsloth", "liger", None, None, 1.0),     # left out
+        ("liger", "xformers", None, None, 1.3),
+        ("liger", "triton", None, None, None),     # no speedup: the pair counts 0
+    ]
+    frame = pl.DataFrame(rows, orient="row", schema={
+        "candidate": pl.String, "baseline": pl.String, "candidate_role": pl.String,
+        "baseline_role": pl.String, "speedup": pl.Float64})
+    chosen, left = charts_mod.pairs(charts_mod.against(frame, []), [])
+    assert charts_mod.MAX_PAIRS == 4
+    assert chosen == [("liger", ref), ("liger", "inductor"), ("liger", "unsloth"),
+                      ("liger", "xformers")]
+    assert len(left) == 1 and "1 pairs with fewer comparisons: liger vs triton (0)" in left[0]
+    assert charts_mod.pairs(charts_mod.against(frame, ["apex", "liger"]), ["apex", "liger"]
+                            ) == ([("apex", "liger")], [])
+
+
 def test_forest_plot_rows_are_kernel_speedups(liger: Warehouse):
     """The per-kernel forest plot (issue 26, item 5): one row per kernel and GPU of
     kernel_speedups for the pair, labelled with its workloads, the interval drawn as a bar."""
