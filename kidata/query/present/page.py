@@ -20,7 +20,7 @@ from kidata.query.present import data, drawing
 from kidata.query.present.data import Filters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     import polars as pl
 
@@ -163,6 +163,10 @@ def _draw_page(f: _Frames, path: Path, filters: Filters, png_dir: Path | None,
     # written.
     one_by_one = png_dir is None and svg_dir is None
     plan = charts_mod.latency_plan(f.points) if one_by_one else []
+    if one_by_one:
+        # The plan holds the rows it draws (a seventh of them at 1M generated runs): the rest
+        # would sit beside every figure drawn (Run BF).
+        f.points = f.points.clear()
     panels = sum(rows.select(["pass", "gpu", "parameter"]).n_unique() for _, rows, _ in plan)
     shared = drawing.SharedDrawing(plan, palette, drawing.helper_wanted(panels))
     try:
@@ -184,10 +188,15 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
                                  filters.implementations)
     forest: Iterable[charts_mod.Chart] = charts_mod.iter_forest_charts(f.kernels, chosen,
                                                                        left_forest)
-    history, left_history = charts_mod.history_chart(f.trends, f.regressions, palette,
-                                                       f.series)
-    eff = charts_mod.efficiency_chart(f.efficiency, palette)
-    roof = charts_mod.roofline_chart(f.compute, palette)
+    # The history, efficiency and roofline figures are drawn at their turn on the page, not
+    # first: each would otherwise be held, drawn, beside every figure before it (Run BF).
+    left_history: list[str] = []
+
+    def history() -> charts_mod.Chart | None:
+        chart, left = charts_mod.history_chart(f.trends, f.regressions, palette, f.series)
+        left_history.extend(left)
+        return chart
+
     latency: Iterable[charts_mod.Chart]
     if one_by_one:
         latency = shared.charts(left_latency)
@@ -196,24 +205,30 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
         heat, forest = list(heat), list(forest)
     every: list[charts_mod.Chart] = []  # in the page's order
 
+    summary = _summary_html(f.summary, filters)
+    speedups = (_charts_html(heat, "No two implementations measured on the same kernel, pass, "
+                             "workload and GPU.", every, one_by_one)
+                + _charts_html(forest, "", every, one_by_one))
+    # Drawn: the speedups' rows (~23 MB at 1M generated runs) are not held beside the figures
+    # drawn after them (Run BF).
+    f.speedups, f.kernels = f.speedups.clear(), f.kernels.clear()
     sections = [
-        ("summary", "What is loaded", _summary_html(f.summary, filters)),
-        ("speedups", "Speedups", _charts_html(heat, "No two implementations measured on the "
-                                              "same kernel, pass, workload and GPU.", every,
-                                              one_by_one)
-         + _charts_html(forest, "", every, one_by_one)),
+        ("summary", "What is loaded", summary),
+        ("speedups", "Speedups", speedups),
         ("latency", "Latency against workload size",
          _charts_html(latency, "No passed latency results.", every, one_by_one)),
         ("history", "History and regressions",
-         _charts_html([history] if history else [], "No series with two or more timed results.",
-                      every, one_by_one)
+         _charts_html(_drawn(history), "No series with two or more timed results.", every,
+                      one_by_one)
          + _regressions_html(f.regressions, f.effect) + _shifts_html(f.shifts)),
         ("noise", "Run-to-run noise", _noise_html(f.envelopes, f.effect)),
-        ("efficiency", "Efficiency", _charts_html([eff] if eff else [], "No run of a kernel "
-                                                  "with a byte model (docs/efficiency.md).",
-                                                  every, one_by_one)
-         + _charts_html([roof] if roof else [], "No run of a kernel with a FLOP model "
-                        "(kidata/data/flop_models.toml).", every, one_by_one)),
+        ("efficiency", "Efficiency",
+         _charts_html(_drawn(lambda: charts_mod.efficiency_chart(f.efficiency, palette)),
+                      "No run of a kernel with a byte model (docs/efficiency.md).", every,
+                      one_by_one)
+         + _charts_html(_drawn(lambda: charts_mod.roofline_chart(f.compute, palette)),
+                        "No run of a kernel with a FLOP model (kidata/data/flop_models.toml).",
+                        every, one_by_one)),
         ("audit", "Audit of published numbers", _audit_html(f.audit)),
     ]
     omitted = left_latency + left_heat + left_forest + left_history
@@ -239,6 +254,13 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
             chart.figure.clear()  # figures hold their data until cleared
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _drawn(make: Callable[[], charts_mod.Chart | None]) -> Iterator[charts_mod.Chart]:
+    """The chart ``make`` draws, if any, drawn when first asked for."""
+    chart = make()
+    if chart is not None:
+        yield chart
 
 
 def _unknown(db: Queryable, filters: Filters) -> list[str]:
