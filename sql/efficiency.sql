@@ -88,17 +88,57 @@ WITH measured AS (
     LEFT JOIN gpus g ON g.gpu = l.gpu
     WHERE l.status = 'passed' AND l.median_us IS NOT NULL
 ),
-growth AS (
-    -- Per point, how much longer the sweep's points with at least twice its bytes take.
-    SELECT a.run_id, MIN(b.median_us / a.median_us) AS size_growth
-    FROM measured a
-    JOIN measured b
-        ON b.kernel = a.kernel AND b.pass = a.pass AND b.implementation = a.implementation
-        AND (b.variant = a.variant OR (b.variant IS NULL AND a.variant IS NULL))
-        AND b.gpu = a.gpu AND b.family = a.family
-        AND (b.version = a.version OR (b.version IS NULL AND a.version IS NULL))
-        AND b.exact_bytes >= 2 * a.exact_bytes
-    GROUP BY a.run_id
+sweep_bytes AS (
+    -- Each sweep's byte counts, with the least median at each. A point with no kernel, pass,
+    -- implementation, GPU, family or bytes is in no sweep; variant and version may be null
+    -- (null matches null, as in GROUP BY and PARTITION BY).
+    SELECT kernel, pass, implementation, variant, gpu, family, version, exact_bytes,
+           MIN(median_us) AS median_us
+    FROM measured
+    WHERE kernel IS NOT NULL AND pass IS NOT NULL AND implementation IS NOT NULL
+        AND gpu IS NOT NULL AND family IS NOT NULL AND exact_bytes IS NOT NULL
+    GROUP BY kernel, pass, implementation, variant, gpu, family, version, exact_bytes
+),
+least AS (
+    -- Per sweep and byte count, the least median among the sweep's points with at least
+    -- twice those bytes (null when there is none). Each byte count is in its sweep twice, as
+    -- a point (its bytes) and as a question (twice its bytes); from the most bytes down, a
+    -- point before a question of the same bytes, the least median so far answers each
+    -- question. Worked out per byte count, not per pair of runs: the pairs grow as the square
+    -- of a sweep's runs (docs/benchmarks.md, Run BF).
+    SELECT kernel, pass, implementation, variant, gpu, family, version,
+           asked_for AS exact_bytes, least_us
+    FROM (
+        SELECT kernel, pass, implementation, variant, gpu, family, version, question,
+               asked_for,
+               MIN(median_us) OVER (
+                   PARTITION BY kernel, pass, implementation, variant, gpu, family, version
+                   ORDER BY at_bytes DESC, question
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS least_us
+        FROM (
+            SELECT kernel, pass, implementation, variant, gpu, family, version,
+                   exact_bytes AS at_bytes, 0 AS question, median_us,
+                   CAST(NULL AS DOUBLE) AS asked_for
+            FROM sweep_bytes
+            UNION ALL
+            SELECT kernel, pass, implementation, variant, gpu, family, version,
+                   2 * exact_bytes, 1, CAST(NULL AS DOUBLE), exact_bytes
+            FROM sweep_bytes
+        ) asked
+    ) ranked
+    WHERE question = 1
+),
+grown AS (
+    -- Each point with how much longer the sweep's points with at least twice its bytes take:
+    -- the least of their medians over its own (medians are > 0: the least ratio is the
+    -- least median's).
+    SELECT m.*, q.least_us / m.median_us AS size_growth
+    FROM measured m
+    LEFT JOIN least q
+        ON q.kernel = m.kernel AND q.pass = m.pass AND q.implementation = m.implementation
+        AND q.variant IS NOT DISTINCT FROM m.variant AND q.gpu = m.gpu
+        AND q.family = m.family AND q.version IS NOT DISTINCT FROM m.version
+        AND q.exact_bytes = m.exact_bytes
 )
 SELECT
     m.run_id,
@@ -120,11 +160,10 @@ SELECT
     m.version,
     m.gpu_family,
     m.peak_us,
-    CASE WHEN (m.peak_bound = 'overhead' OR g.size_growth < 1.25) AND m.median_us < 20
+    CASE WHEN (m.peak_bound = 'overhead' OR m.size_growth < 1.25) AND m.median_us < 20
              THEN 'overhead'
-         WHEN m.peak_bound = 'overhead' OR g.size_growth < 1.25 THEN 'fixed cost'
+         WHEN m.peak_bound = 'overhead' OR m.size_growth < 1.25 THEN 'fixed cost'
          ELSE m.peak_bound END AS bound,
-    g.size_growth < 1.25 AS flat_latency,
-    g.size_growth
-FROM measured m
-LEFT JOIN growth g ON g.run_id = m.run_id
+    m.size_growth < 1.25 AS flat_latency,
+    m.size_growth
+FROM grown m

@@ -203,6 +203,23 @@ def test_spark_matches_duckdb_over_many_files_and_row_groups(spark, scaled):
     assert all(counts[n] > 0 for n in SCALE_NAMES if n != "workload_parameters"), counts
 
 
+def test_spark_matches_duckdb_on_sweeps_with_byte_models(spark, tmp_path):
+    """The efficiency and roofline views over runs with byte and FLOP models (the seeds have
+    none): sweeps whose points are 2x apart, two releases, points of every bound. Spark's rows
+    are DuckDB's, size_growth (a window over each sweep's byte counts) included."""
+    wh = Warehouse(tmp_path / "wh")
+    views = Path(__file__).parents[1] / "data" / "views"
+    report = wh.load([str(views / "sweeps.jsonl"), str(views / "efficiency.jsonl")])
+    assert report.ok, report.rejects
+    session = spark.newSession()
+    step = Stepwise(session, wh.path)
+    counts = {name: assert_same_rows(session, wh, step.define(name))
+              for name in ("run_bytes", "efficiency", "run_flops", "roofline")}
+    assert counts["efficiency"] >= 10 and counts["roofline"] > 0, counts
+    grown = wh.sql("SELECT count(size_growth) FROM efficiency").fetchall()[0][0]
+    assert grown >= 3  # the liger sweep's points below its largest
+
+
 def test_spark_matches_duckdb_on_stored_and_computed_steps(spark, tmp_path, monkeypatch):
     """The series views where steps have contexts, read from the stored steps and computed:
     the seeds and the generated warehouses above hold no step with another implementation,
