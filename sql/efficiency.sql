@@ -56,7 +56,9 @@
 --   one release's sweep only; a sweep of one point, or the largest points of a sweep, are
 --   never called flat (their latency may be flat beyond the sizes measured), and a point whose
 --   larger neighbours are slowed by something else than bytes (a cache threshold) may pass as
---   bandwidth-bound.
+--   bandwidth-bound. Cost: size_growth is worked out per byte count of each sweep (a running
+--   minimum from the most bytes down), not per pair of runs, so it grows with the runs, not
+--   with the square of a sweep's runs (docs/benchmarks.md, Run BF).
 WITH measured AS (
     -- Every column but the sweep rule's, with the point's bound by its bytes alone.
     SELECT
