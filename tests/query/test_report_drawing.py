@@ -175,3 +175,43 @@ def test_a_figure_that_cannot_be_worked_out_fails_the_page_with_its_own_error(pl
     with pytest.raises(ValueError, match="boom: rms_norm"):
         drawn(shared)
     shared.close()
+
+
+def test_a_latency_panel_shades_each_lines_p20_p80_band_and_fits_its_axes_to_them():
+    """Worked by hand: a panel of three lines over sizes 1, 10, 100. Line A has p20/p80 at
+    every size: one band, the polygon along the lows (1, 8) (10, 18) (100, 90) and back along
+    the highs (100, 400) (10, 22) (1, 12), shaded in A's colour at alpha 0.2. Line B has them
+    at one size only: an error bar, no band. Line C has none: no band. Medians reach 100 at
+    most, A's p80 400 (and its p20 8, under every median): the y axis must reach both."""
+    panel = charts.LatencyPanel(
+        "forward · h100", "size", [],
+        [charts.LatencyLine([1, 10, 100], [10.0, 20.0, 100.0], [8.0, 18.0, 90.0],
+                            [12.0, 22.0, 400.0], "#1f77b4", "-"),
+         charts.LatencyLine([1, 10, 100], [11.0, 21.0, 50.0], [9.0, None, None],
+                            [13.0, None, None], "#ff7f0e", "-"),
+         charts.LatencyLine([1, 10, 100], [12.0, 23.0, 60.0], [None] * 3, [None] * 3,
+                            "#2ca02c", "--")],
+        [1, 10, 100] * 3, [10.0, 20.0, 100.0, 11.0, 21.0, 50.0, 12.0, 23.0, 60.0])
+    figure = charts.LatencyFigure("k", [panel], {"a": "#1f77b4", "b": "#ff7f0e",
+                                                 "c": "#2ca02c"}, [])
+    with charts.style():
+        chart = charts.draw_latency(figure)
+        svg = chart.svg()
+    ax = chart.figure.axes[0]
+    shaded = [c for c in ax.collections if c.get_facecolor().size and
+              c.get_facecolor()[0][3] == pytest.approx(0.2)]
+    assert len(shaded) == 1
+    [path] = shaded[0].get_paths()
+    corners: list[tuple[float, float]] = []
+    for vertex in map(tuple, path.vertices):  # without repeated and closing points
+        if vertex not in corners:
+            corners.append(vertex)
+    start = corners.index((1, 8))
+    assert corners[start:] + corners[:start] == [(1, 8), (10, 18), (100, 90), (100, 400),
+                                                 (10, 22), (1, 12)]
+    assert tuple(shaded[0].get_facecolor()[0]) == pytest.approx((0x1f / 255, 0x77 / 255,
+                                                                 0xb4 / 255, 0.2))
+    low, high = ax.get_ylim()
+    assert low <= 8 and high >= 400
+    assert svg.count("fill: #1f77b4; fill-opacity: 0.2") == 1
+    assert "fill: #ff7f0e; fill-opacity" not in svg and "fill: #2ca02c; fill-opacity" not in svg
