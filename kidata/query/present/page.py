@@ -188,8 +188,6 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
                                  filters.implementations)
     forest: Iterable[charts_mod.Chart] = charts_mod.iter_forest_charts(f.kernels, chosen,
                                                                        left_forest)
-    # The history, efficiency and roofline figures are drawn at their turn on the page, not
-    # first: each would otherwise be held, drawn, beside every figure before it (Run BF).
     left_history: list[str] = []
 
     def history() -> charts_mod.Chart | None:
@@ -212,21 +210,32 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
     # Drawn: the speedups' rows (~23 MB at 1M generated runs) are not held beside the figures
     # drawn after them (Run BF).
     f.speedups, f.kernels = f.speedups.clear(), f.kernels.clear()
+    # The history, efficiency and roofline figures are drawn now, while the helper draws
+    # latency figures, and kept as SVG text (held as figures until their turn, they sat beside
+    # every figure before them: Run BF); drawn at their turn, after the latency figures, they
+    # were the page's last ~1.5 s at 1M runs, on one core (Run BG).
+    history_charts = _early(history, one_by_one)
+    efficiency_charts = _early(lambda: charts_mod.efficiency_chart(f.efficiency, palette),
+                               one_by_one)
+    roofline_charts = _early(lambda: charts_mod.roofline_chart(f.compute, palette), one_by_one)
+    if one_by_one:
+        f.trends, f.efficiency, f.compute = (f.trends.clear(), f.efficiency.clear(),
+                                             f.compute.clear())
     sections = [
         ("summary", "What is loaded", summary),
         ("speedups", "Speedups", speedups),
         ("latency", "Latency against workload size",
          _charts_html(latency, "No passed latency results.", every, one_by_one)),
         ("history", "History and regressions",
-         _charts_html(_drawn(history), "No series with two or more timed results.", every,
+         _charts_html(history_charts, "No series with two or more timed results.", every,
                       one_by_one)
          + _regressions_html(f.regressions, f.effect) + _shifts_html(f.shifts)),
         ("noise", "Run-to-run noise", _noise_html(f.envelopes, f.effect)),
         ("efficiency", "Efficiency",
-         _charts_html(_drawn(lambda: charts_mod.efficiency_chart(f.efficiency, palette)),
+         _charts_html(efficiency_charts,
                       "No run of a kernel with a byte model (docs/efficiency.md).", every,
                       one_by_one)
-         + _charts_html(_drawn(lambda: charts_mod.roofline_chart(f.compute, palette)),
+         + _charts_html(roofline_charts,
                         "No run of a kernel with a FLOP model (kidata/data/flop_models.toml).",
                         every, one_by_one)),
         ("audit", "Audit of published numbers", _audit_html(f.audit)),
@@ -261,6 +270,22 @@ def _drawn(make: Callable[[], charts_mod.Chart | None]) -> Iterator[charts_mod.C
     chart = make()
     if chart is not None:
         yield chart
+
+
+def _early(make: Callable[[], charts_mod.Chart | None], one_by_one: bool
+           ) -> Iterable[charts_mod.Chart]:
+    """The chart ``make`` draws, if any: drawn now and kept as its SVG text, its figure
+    freed, when the page draws one figure at a time; else drawn when first asked for (with
+    image files to save, every figure is kept)."""
+    if not one_by_one:
+        return _drawn(make)
+    chart = make()
+    if chart is None:
+        return []
+    chart.text = chart.svg()
+    chart.figure.clear()
+    chart.figure = None
+    return [chart]
 
 
 def _unknown(db: Queryable, filters: Filters) -> list[str]:
