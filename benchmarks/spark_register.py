@@ -4,12 +4,14 @@ Spark session with Spark's defaults, as a user's first session would run it.
 
     python benchmarks/spark_register.py WAREHOUSE [--master 'local[2]'] [--repeat 3]
         [--query 'SELECT * FROM speedup_summary'] [--views speedups] [--conf KEY=VALUE ...]
+        [--per-view 10]
 
 One JVM serves every round (its start is not timed). Each round registers the warehouse in a
 new Spark session (``spark.newSession()``: its own temp views, the JVM's JIT warm from the
 rounds before), then, with ``--query``, runs the query twice and collects its rows. Prints
 one line per round: seconds of ``register`` (and of the query's first and second run, and
-the rows it gave).
+the rows it gave); with ``--per-view N``, after the last round, the N slowest ``spark.sql``
+calls ``register`` made in it, named by view (where Spark analyzes each view: Run BG).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--query", default=None, help="e.g. 'SELECT * FROM speedup_summary'")
     ap.add_argument("--views", default=None,
                     help="comma-separated views to register (and those they read); default all")
+    ap.add_argument("--per-view", type=int, default=0, metavar="N",
+                    help="after the last round, its N slowest spark.sql calls, by view")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting on top of the defaults (repeatable), e.g. "
                          "spark.driver.memory=4g")
@@ -49,8 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
+        calls: list[tuple[float, str]] = []
         for round_ in range(1, args.repeat + 1):
             session = spark.newSession()
+            calls = []
+            if args.per_view:
+                _time_sql(session, calls)
             start = time.perf_counter()
             kidata.spark.register(session, args.warehouse, views=None if args.views is None
                                   else [v for v in args.views.split(",") if v])
@@ -66,9 +74,32 @@ def main(argv: list[str] | None = None) -> int:
                 print(f", query {times[0]:.2f} s then {times[1]:.2f} s, {len(rows)} rows",
                       end="")
             print(flush=True)
+        for seconds, name in sorted(calls, reverse=True)[:args.per_view]:
+            print(f"  {seconds:6.3f} s  {name}")
     finally:
         spark.stop()
     return 0
+
+
+def _time_sql(session, calls: list[tuple[float, str]]) -> None:
+    """Time each ``session.sql`` call into ``calls`` as (seconds, the view whose body it
+    ran, or the statement's start)."""
+    from kidata.core.viewfiles import load_views, stored_views
+
+    names = {v.body.strip(): f"{v.name}{' (stored)' if stored else ''}"
+             for stored, views in ((False, load_views()), (True, stored_views()))
+             for v in views.values()}
+    sql = session.sql
+
+    def timed(query, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return sql(query, *args, **kwargs)
+        finally:
+            calls.append((time.perf_counter() - start,
+                          names.get(query.strip(), " ".join(query.split())[:60])))
+
+    session.sql = timed
 
 
 if __name__ == "__main__":
