@@ -105,6 +105,15 @@ class Chart:
         text = buffer.getvalue()
         return text[text.index("<svg"):]
 
+    def written(self) -> Chart:
+        """This chart with its SVG written (:meth:`svg` gives it from now on) and its figure
+        freed: what a page drawing one figure at a time keeps until the figure's section."""
+        if self.figure is not None:
+            self.text = self.svg()
+            self.figure.clear()
+            self.figure = None
+        return self
+
     def save(self, path, fmt: str) -> None:
         with style():
             if fmt == "svg":

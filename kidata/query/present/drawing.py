@@ -64,11 +64,7 @@ def draw(figure: LatencyFigure) -> Chart:
     from kidata.query.present import charts
 
     with charts.style():
-        chart = charts.draw_latency(figure)
-        text = chart.svg()
-    chart.figure.clear()
-    chart.figure, chart.text = None, text
-    return chart
+        return charts.draw_latency(figure).written()
 
 
 def helper_wanted(panels: int) -> bool:

@@ -280,12 +280,7 @@ def _early(make: Callable[[], charts_mod.Chart | None], one_by_one: bool
     if not one_by_one:
         return _drawn(make)
     chart = make()
-    if chart is None:
-        return []
-    chart.text = chart.svg()
-    chart.figure.clear()
-    chart.figure = None
-    return [chart]
+    return [] if chart is None else [chart.written()]
 
 
 def _unknown(db: Queryable, filters: Filters) -> list[str]:
