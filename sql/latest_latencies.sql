@@ -43,51 +43,37 @@
 --   that run's measurements (kidata/store/derived.py), so statistics are not worked out for every
 --   run; the gpus catalog is joined here, as it may change after the load. Roles: an implementation_roles row of the run's kernel replaces
 --   the '*' rows of the same role; within a key and role, the lowest preference plays it.
---   Cost: a key has one head per load (and protocol of its family) that ran it, so almost
---   every key has one; heads are counted per key by a grouping and only the keys with several
---   heads are ranked by a window, which over every head sorted ~50,000 rows on seven text
---   columns at 1M runs (docs/benchmarks.md, Run K).
+--   Cost: a key has one head per load (and protocol of its family) that ran it; one window
+--   pass over the heads ranks each key's heads and sums its runs, reading heads once
+--   (docs/benchmarks.md, Run BI: a grouping joined back read them four times over, which was
+--   most of Spark's analysis of every view above this one).
 WITH heads AS (
     SELECT h.*, COALESCE(p.family, h.protocol_id) AS family
     FROM latest_runs h
     LEFT JOIN protocols p ON p.protocol_id = h.protocol_id
 ),
-counted AS (
-    -- Each head with how many heads and passed runs its key has. A grouping and a join: a
-    -- window over every head cost ~3x as much. Keys are compared null-safe, as PARTITION BY
-    -- puts nulls together.
-    SELECT h.*, k.key_heads, k.runs
-    FROM heads h
-    JOIN (
-        SELECT kernel, pass, workload, gpu, family, implementation, variant,
-            COUNT(*) AS key_heads, CAST(SUM(passed_runs) AS BIGINT) AS runs
-        FROM heads
-        GROUP BY kernel, pass, workload, gpu, family, implementation, variant
-    ) k
-        ON k.kernel IS NOT DISTINCT FROM h.kernel AND k.pass IS NOT DISTINCT FROM h.pass
-        AND k.workload IS NOT DISTINCT FROM h.workload AND k.gpu IS NOT DISTINCT FROM h.gpu
-        AND k.family IS NOT DISTINCT FROM h.family
-        AND k.implementation IS NOT DISTINCT FROM h.implementation
-        AND k.variant IS NOT DISTINCT FROM h.variant
-),
 latest AS (
-    -- A key with one head has its latest run; only the heads of keys loaded more than once
-    -- are ranked. (A LEFT JOIN, not a UNION ALL of the two kinds: with a UNION ALL DuckDB
-    -- planned speedups' verdict joins with the pairs as build side, ~2x slower.) A run is the
-    -- head of one key at most, so load_id and run_id name a head.
-    SELECT c.*
-    FROM counted c
-    LEFT JOIN (
-        SELECT load_id, run_id,
+    -- Each key's newest head (runs without a timestamp last, ties to the greatest run_id) and
+    -- the key's passed runs over all its heads, in one pass over heads: both windows share
+    -- their partition and order, so engines sort once, and heads is read once (Spark's check
+    -- of every view above this one copies each further read of it).
+    SELECT *
+    FROM (
+        SELECT h.*,
+            CAST(SUM(h.passed_runs) OVER (
+                PARTITION BY h.kernel, h.pass, h.workload, h.gpu, h.family, h.implementation,
+                    h.variant
+                ORDER BY h.observed_at DESC NULLS LAST, h.run_id DESC
+                ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+            ) AS BIGINT) AS runs,
             ROW_NUMBER() OVER (
-                PARTITION BY kernel, pass, workload, gpu, family, implementation, variant
-                ORDER BY observed_at DESC NULLS LAST, run_id DESC
+                PARTITION BY h.kernel, h.pass, h.workload, h.gpu, h.family, h.implementation,
+                    h.variant
+                ORDER BY h.observed_at DESC NULLS LAST, h.run_id DESC
             ) AS rn
-        FROM counted
-        WHERE key_heads > 1
-    ) r
-        ON r.load_id = c.load_id AND r.run_id = c.run_id
-    WHERE c.key_heads = 1 OR r.rn = 1
+        FROM heads h
+    ) ranked
+    WHERE rn = 1
 ),
 kernel_roles AS (
     SELECT DISTINCT kernel, role FROM implementation_roles WHERE kernel <> '*'

@@ -97,12 +97,6 @@
 WITH settings AS (
     SELECT min_effect FROM verdict_settings
 ),
-newest AS (
-    -- When each source last measured each kernel on each GPU: its newest latest run.
-    SELECT source, gpu, kernel, MAX(observed_at) AS newest_at
-    FROM latest_latencies
-    GROUP BY source, gpu, kernel
-),
 latest AS (
     -- Named once so that engines may compute it once for both sides of the pair. Each side's
     -- noise inputs: the variance of LN(mean) for Welch (the rounding step, uniform over one
@@ -121,10 +115,12 @@ latest AS (
         m.high / 1000 + COALESCE(l.resolution_us, 0) / 2 AS sample_wide_high_us,
         n.log_envelope,
         n.changes AS envelope_changes,
-        COALESCE(l.observed_at < w.newest_at - INTERVAL 30 DAYS, FALSE) AS stale
+        -- Older by 30 days than its source's newest result of the kernel on the GPU: a
+        -- window, so that latest_latencies is read once (docs/benchmarks.md, Run BI).
+        COALESCE(l.observed_at < MAX(l.observed_at) OVER (
+                     PARTITION BY l.source, l.gpu, l.kernel) - INTERVAL 30 DAYS,
+                 FALSE) AS stale
     FROM latest_latencies l
-    LEFT JOIN newest w
-        ON w.source IS NOT DISTINCT FROM l.source AND w.gpu = l.gpu AND w.kernel = l.kernel
     LEFT JOIN noise_envelopes n
         ON n.calibrated AND n.source = l.source AND n.gpu = l.gpu AND l.center_us > 0
         AND n.size_decade = CAST(LEAST(GREATEST(FLOOR(LOG10(l.center_us)), -1), 5) AS BIGINT)

@@ -1,6 +1,7 @@
 """latest_latencies when a key has heads in several loads (each load keeps one latest run per
-key in latest_runs; the view picks among those loads' heads). The view counts heads per key and
-ranks only the keys with several heads, so these are the cases that reach its ranking.
+key in latest_runs; the view picks among those loads' heads). The view ranks each key's heads
+(newest first) and sums their runs; these cases have keys with several heads, where the ranking
+and the sum decide the answer.
 
 Every record is tests/data/views/single.jsonl's run (rms_norm forward, rms-M2048-H4096,
 NVIDIA A100-SXM4-80GB, family views_bench) with its name, implementation, variant, timestamp

@@ -270,6 +270,44 @@ def test_keys_the_source_stopped_measuring_are_stale(tmp_path):
         (1, pytest.approx(4.0))]
 
 
+def test_staleness_is_judged_per_source_kernel_and_gpu(tmp_path):
+    """A key is stale against its own source's newest result for the same kernel on the same
+    GPU, not against anything newer elsewhere. softmax forward on the A100 from the fixture's
+    source: workload old (2024-01-01) and new (2024-03-01, 60 days later): old is stale. Each
+    other pair was measured only on 2024-01-01 and is fresh: rms_norm on the A100 (another
+    kernel), softmax on the H100 (another GPU), and softmax on the A100 from another source
+    (workload other), though each is 60 days older than the A100's softmax from the first
+    source. Liger 10 µs against torch 20 µs everywhere."""
+    import json
+
+    from make_view_fixtures import A100, H100, bundle, workload
+
+    old, new = "2024-01-01T00:00:00Z", "2024-03-01T00:00:00Z"
+    rows = []
+    for wl, kernel, gpu, at, source in (("old", "softmax", A100, old, None),
+                                        ("new", "softmax", A100, new, None),
+                                        ("old", "rms_norm", A100, old, None),
+                                        ("old", "softmax", H100, old, None),
+                                        ("other", "softmax", A100, old, "other-harness")):
+        work = workload(wl, kernel)
+        for implementation, ns in (("liger", 10_000), ("torch", 20_000)):
+            doc = bundle(f"{wl}-{kernel}-{gpu}-{implementation}", f"{kernel}/forward",
+                         implementation, gpu, ns, work, "f", at=at, version="1")
+            if source:
+                doc["run"]["spec"]["sourceNative"]["source"] = source
+            rows.append(doc)
+    path = tmp_path / "fresh.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    stale = wh.sql("SELECT s.kernel, s.gpu = g.gpu, s.workload, s.stale FROM speedups s "
+                   "CROSS JOIN (SELECT DISTINCT gpu FROM speedups WHERE workload = 'new') g "
+                   "WHERE s.candidate = 'liger'").fetchall()
+    assert sorted(stale) == [("rms_norm", True, "old", False), ("softmax", False, "old", False),
+                             ("softmax", True, "new", False), ("softmax", True, "old", True),
+                             ("softmax", True, "other", False)]
+
+
 def test_a_kernel_family_counts_once(tmp_path):
     """kidata/data/families.toml puts fused_linear_grpo_loss_sequence and _token in one
     family. A100 forward, one workload each, liger against torch: sequence speedup 4, token 16,
