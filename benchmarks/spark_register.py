@@ -4,14 +4,16 @@ Spark session with Spark's defaults, as a user's first session would run it.
 
     python benchmarks/spark_register.py WAREHOUSE [--master 'local[2]'] [--repeat 3]
         [--query 'SELECT * FROM speedup_summary'] [--views speedups] [--conf KEY=VALUE ...]
-        [--per-view 10]
+        [--per-view 10] [--compare]
 
 One JVM serves every round (its start is not timed). Each round registers the warehouse in a
 new Spark session (``spark.newSession()``: its own temp views, the JVM's JIT warm from the
 rounds before), then, with ``--query``, runs the query twice and collects its rows. Prints
 one line per round: seconds of ``register`` (and of the query's first and second run, and
 the rows it gave); with ``--per-view N``, after the last round, the N slowest ``spark.sql``
-calls ``register`` made in it, named by view (where Spark analyzes each view: Run BG).
+calls ``register`` made in it, named by view (where Spark analyzes each view: Run BG); with
+``--compare``, then each registered view's rows against DuckDB's over the same warehouse, row
+for row (what tests/query/test_spark.py checks on the seeds, at the warehouse's size: Run BI).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
+
+# Views of more rows than this are compared a part at a time (--compare).
+WHOLE_ROWS = 200_000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated views to register (and those they read); default all")
     ap.add_argument("--per-view", type=int, default=0, metavar="N",
                     help="after the last round, its N slowest spark.sql calls, by view")
+    ap.add_argument("--compare", action="store_true",
+                    help="after the last round, each registered view's rows against DuckDB's "
+                         "over the same warehouse (tests/spark_compare.py's row-for-row rule)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting on top of the defaults (repeatable), e.g. "
                          "spark.driver.memory=4g")
@@ -60,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.per_view:
                 _time_sql(session, calls)
             start = time.perf_counter()
-            kidata.spark.register(session, args.warehouse, views=None if args.views is None
-                                  else [v for v in args.views.split(",") if v])
+            registered = kidata.spark.register(
+                session, args.warehouse,
+                views=None if args.views is None else [v for v in args.views.split(",") if v])
             # register's time is printed at once: the query's first run may take minutes.
             print(f"round {round_}: register {time.perf_counter() - start:.2f} s", end="",
                   flush=True)
@@ -76,9 +86,65 @@ def main(argv: list[str] | None = None) -> int:
             print(flush=True)
         for seconds, name in sorted(calls, reverse=True)[:args.per_view]:
             print(f"  {seconds:6.3f} s  {name}")
+        if args.compare:
+            return _compare(session, args.warehouse, registered)
     finally:
         spark.stop()
     return 0
+
+
+def _compare(session, warehouse: str, registered: list[str]) -> int:
+    """Each view of ``registered`` in Spark against DuckDB's rows of it (any order, floats
+    within 1e-9): one line per view; 1 if any differs. A view of more than
+    :data:`WHOLE_ROWS` rows is compared one GPU (else one kernel) at a time, so that the two
+    sides' rows held in Python stay a few GB at 1M runs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from spark_compare import assert_same_rows
+
+    from kidata import Warehouse
+    from kidata.core.viewfiles import load_views
+
+    wh = Warehouse(warehouse)
+    differ = 0
+    for name in [n for n in registered if n in load_views()]:
+        start = time.perf_counter()
+        columns = wh.relation(name).columns
+        part = next((c for c in ("gpu", "kernel") if c in columns), None)
+        rows = wh.sql(f"SELECT count(*) FROM {name}").fetchall()[0][0]
+        parts = ([None] if rows <= WHOLE_ROWS or part is None else
+                 [v for (v,) in wh.sql(f"SELECT DISTINCT {part} FROM {name}").fetchall()])
+        compared = 0
+        try:
+            for value in parts:
+                if value is None and parts == [None]:
+                    compared += assert_same_rows(session, wh, name)
+                    continue
+                where = (f"{part} IS NULL" if value is None
+                         else f"{part} = '{value.replace(chr(39), chr(39) * 2)}'")
+                session.sql(f"SELECT * FROM `{name}` WHERE {where}"
+                            ).createOrReplaceTempView("_kidata_part")
+                compared += assert_same_rows(
+                    session, _Part(wh.sql(f"SELECT * FROM {name} WHERE {where}")),
+                    "_kidata_part")
+        except AssertionError as exc:
+            differ += 1
+            print(f"  {name}: DIFFERS ({time.perf_counter() - start:.1f} s): "
+                  f"{str(exc).splitlines()[0][:300]}", flush=True)
+            continue
+        by = "" if parts == [None] else f", by {part} ({len(parts)} parts)"
+        print(f"  {name}: {compared} rows, the same as DuckDB's{by} "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+    return 1 if differ else 0
+
+
+class _Part:
+    """The DuckDB side of a part of a view, where tests/spark_compare.py asks a warehouse."""
+
+    def __init__(self, relation):
+        self._relation = relation
+
+    def relation(self, _name: str):
+        return self._relation
 
 
 def _time_sql(session, calls: list[tuple[float, str]]) -> None:
