@@ -9,6 +9,7 @@ docs/statistics.md section 3, not read back from kidata.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -25,6 +26,15 @@ KIDATA = Path(sys.executable).parent / "kidata"
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from make_view_fixtures import RERUN_CHANGES, bundle, jsd_sessions  # noqa: E402
 from make_view_fixtures import workload as workload_doc  # noqa: E402
+
+
+def _loaded(tmp_path: Path, rows: list[dict], name: str) -> Warehouse:
+    """A fresh warehouse holding ``rows`` (bundles), loaded from ``<name>.jsonl``."""
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.load([str(path)]).ok
+    return wh
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +254,6 @@ def test_keys_the_source_stopped_measuring_are_stale(tmp_path):
     2024-03-01, so the old workload's pair is stale: listed, flagged, and left out of the
     summaries. liger 10 vs torch 20 at old (speedup 2), 10 vs 40 at new (speedup 4): with the
     stale pair the kernel's geometric mean would be sqrt(2 x 4) = 2.828; without it, 4."""
-    import json
 
     from make_view_fixtures import A100, bundle, workload
 
@@ -256,10 +265,7 @@ def test_keys_the_source_stopped_measuring_are_stale(tmp_path):
                         at=at, version="1"),
                  bundle(f"{wl}-torch", "softmax/forward", "torch", A100, torch, work, "f",
                         at=at, version="1")]
-    path = tmp_path / "fresh.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
+    wh = _loaded(tmp_path, rows, "fresh")
     assert dict(wh.sql("SELECT workload, stale FROM speedups WHERE candidate = 'liger'"
                        ).fetchall()) == {"old": True, "new": False}
     assert wh.sql("SELECT workloads, geomean_speedup FROM kernel_speedups "
@@ -278,7 +284,6 @@ def test_staleness_is_judged_per_source_kernel_and_gpu(tmp_path):
     kernel), softmax on the H100 (another GPU), and softmax on the A100 from another source
     (workload other), though each is 60 days older than the A100's softmax from the first
     source. Liger 10 µs against torch 20 µs everywhere."""
-    import json
 
     from make_view_fixtures import A100, H100, bundle, workload
 
@@ -296,10 +301,7 @@ def test_staleness_is_judged_per_source_kernel_and_gpu(tmp_path):
             if source:
                 doc["run"]["spec"]["sourceNative"]["source"] = source
             rows.append(doc)
-    path = tmp_path / "fresh.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
+    wh = _loaded(tmp_path, rows, "fresh")
     stale = wh.sql("SELECT s.kernel, s.gpu = g.gpu, s.workload, s.stale FROM speedups s "
                    "CROSS JOIN (SELECT DISTINCT gpu FROM speedups WHERE workload = 'new') g "
                    "WHERE s.candidate = 'liger'").fetchall()
@@ -314,7 +316,6 @@ def test_a_kernel_family_counts_once(tmp_path):
     rms_norm 2. Family geomean of grpo sqrt(4 x 16) = 8; over the two families sqrt(8 x 2) =
     4 (counting kernels, (4 x 16 x 2)^(1/3) = 5.04 would let one operation weigh twice). Two
     families: no interval."""
-    import json
 
     from make_view_fixtures import A100, bundle, workload
 
@@ -326,10 +327,7 @@ def test_a_kernel_family_counts_once(tmp_path):
                         at="2024-01-01T00:00:00Z"),
                  bundle(f"{kernel}-torch", f"{kernel}/forward", "torch", A100, torch, work, "f",
                         at="2024-01-01T00:00:00Z")]
-    path = tmp_path / "families.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
+    wh = _loaded(tmp_path, rows, "families")
     assert dict(wh.sql("SELECT kernel, kernel_family FROM kernel_speedups WHERE "
                        "candidate = 'liger' AND baseline = 'torch'").fetchall()) == {
         "fused_linear_grpo_loss_sequence": "fused_linear_grpo_loss",
@@ -507,7 +505,6 @@ def test_rates_compare_higher_is_better(tmp_path):
     (p20 195, p80 205), cublas 160 (158-162): triton's speedup is 200 / 160 = 1.25, its
     interval 195 / 162 = 1.203704 .. 205 / 158 = 1.297468, above 1 and beyond 10%: faster.
     As latencies the same pair would read cublas / triton; a rate reads the other way up."""
-    import json
 
     from make_view_fixtures import A100, bundle, workload
 
@@ -519,10 +516,7 @@ def test_rates_compare_higher_is_better(tmp_path):
             {"metric": "throughput", "statistic": s, "unit": "TFLOP/s", "value": v}
             for s, v in (("median", rate), ("p20", low), ("p80", high))]
         rows.append(b)
-    path = tmp_path / "rates.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    wh = Warehouse(tmp_path / "wh")
-    assert wh.load([str(path)]).ok
+    wh = _loaded(tmp_path, rows, "rates")
     got = wh.sql("SELECT candidate, unit, speedup, speedup_low, speedup_high, verdict, "
                  "noise_basis FROM rate_speedups ORDER BY candidate").fetchall()
     assert got == [
