@@ -254,7 +254,6 @@ def test_keys_the_source_stopped_measuring_are_stale(tmp_path):
     2024-03-01, so the old workload's pair is stale: listed, flagged, and left out of the
     summaries. liger 10 vs torch 20 at old (speedup 2), 10 vs 40 at new (speedup 4): with the
     stale pair the kernel's geometric mean would be sqrt(2 x 4) = 2.828; without it, 4."""
-
     from make_view_fixtures import A100, bundle, workload
 
     rows = []
@@ -284,7 +283,6 @@ def test_staleness_is_judged_per_source_kernel_and_gpu(tmp_path):
     kernel), softmax on the H100 (another GPU), and softmax on the A100 from another source
     (workload other), though each is 60 days older than the A100's softmax from the first
     source. Liger 10 µs against torch 20 µs everywhere."""
-
     from make_view_fixtures import A100, H100, bundle, workload
 
     old, new = "2024-01-01T00:00:00Z", "2024-03-01T00:00:00Z"
@@ -316,7 +314,6 @@ def test_a_kernel_family_counts_once(tmp_path):
     rms_norm 2. Family geomean of grpo sqrt(4 x 16) = 8; over the two families sqrt(8 x 2) =
     4 (counting kernels, (4 x 16 x 2)^(1/3) = 5.04 would let one operation weigh twice). Two
     families: no interval."""
-
     from make_view_fixtures import A100, bundle, workload
 
     rows = []
@@ -505,7 +502,6 @@ def test_rates_compare_higher_is_better(tmp_path):
     (p20 195, p80 205), cublas 160 (158-162): triton's speedup is 200 / 160 = 1.25, its
     interval 195 / 162 = 1.203704 .. 205 / 158 = 1.297468, above 1 and beyond 10%: faster.
     As latencies the same pair would read cublas / triton; a rate reads the other way up."""
-
     from make_view_fixtures import A100, bundle, workload
 
     rows = []
