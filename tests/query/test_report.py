@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import SEEDS, shared
 
@@ -269,8 +270,7 @@ def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path
     from kidata.query.present import data
 
     # The last row weighs each kernel the same, as speedup_summary's geomean_speedup does.
-    frame = data.speedups(liger, data.Filters())
-    made, _ = charts_mod.heatmaps(frame, [])
+    made, _ = charts_mod.heatmaps(data.speedup_cells(liger, data.Filters()), [])
     forward = next(c for c in made if c.name == "speedup-liger-vs-reference-forward")
     svg = forward.svg()
     for chart in made:
@@ -282,20 +282,46 @@ def test_heatmap_bottom_row_is_the_summary_view(liger: Warehouse, tmp_path: Path
         assert f">{geomean:.2f}× · {kernels} kernel{'s' if kernels > 1 else ''}</text>" in svg
 
 
-def test_heatmap_pairs_count_each_comparison_once_in_one_direction():
-    """Which pairs the heatmaps draw, worked out by hand on a frame of speedups rows: a row
-    against the reference role counts for (candidate, 'reference'); the reverse of such a row
-    (its candidate in the reference role, its baseline not) is not counted, even where the
-    names alone would keep it ('apex' < 'liger'); of two implementations one direction is
-    kept: the one whose baseline is in REFERENCES, else whose candidate sorts first; a row
-    without a speedup names its pair but adds nothing. At most MAX_PAIRS, the most compared
-    first, against the reference before others at a tie, then by name."""
-    import polars as pl
+class _Rows:
+    """A Queryable over a DuckDB database of hand-written rows (the report's data functions
+    take a warehouse or session; these read tables of the views' names instead)."""
 
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+
+    def sql(self, query: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(query, params=params)
+
+
+def _speedup_rows(rows: list[tuple]) -> _Rows:
+    """``speedups`` rows (candidate, baseline, candidate_role, baseline_role, speedup, and
+    optionally kernel, gpu, verdict, stale; by default rms_norm, a100, faster, not stale)
+    and a ``kernel_families`` table naming rms_norm's family "norm"."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE speedups (candidate VARCHAR, baseline VARCHAR, "
+                "candidate_role VARCHAR, baseline_role VARCHAR, speedup DOUBLE, "
+                "kernel VARCHAR, gpu VARCHAR, verdict VARCHAR, stale BOOLEAN, pass VARCHAR)")
+    for row in rows:
+        full = (*row, *("rms_norm", "a100", "faster", False)[len(row) - 5:], "forward")
+        con.execute("INSERT INTO speedups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", full)
+    con.execute("CREATE TABLE kernel_families AS SELECT 'rms_norm' AS kernel, 'norm' AS family")
+    return _Rows(con)
+
+
+def test_heatmap_pairs_count_each_comparison_once_in_one_direction():
+    """Which pairs the heatmaps draw, worked out by hand on speedups rows: a row against the
+    reference role counts for (candidate, 'reference'); the reverse of such a row (its
+    candidate in the reference role, its baseline not) is not counted, even where the names
+    alone would keep it ('apex' < 'liger'); of two implementations one direction is kept: the
+    one whose baseline is in REFERENCES, else whose candidate sorts first; a row without a
+    speedup names its pair but adds nothing, and draws no heatmap; a stale row is not counted.
+    At most MAX_PAIRS, the most compared first, against the reference before others at a tie,
+    then by name."""
     from kidata.query.present import charts as charts_mod
+    from kidata.query.present import data
 
     ref = charts_mod.ROLE
-    rows = [  # candidate, baseline, candidate_role, baseline_role, speedup
+    db = _speedup_rows([  # candidate, baseline, candidate_role, baseline_role, speedup
         ("liger", "torch", None, ref, 1.2),        # (liger, reference)
         ("torch", "liger", ref, None, 0.8),        # its reverse: left out
         ("apex", "liger", ref, None, 0.9),         # a reverse whose names sort the other way
@@ -305,17 +331,48 @@ def test_heatmap_pairs_count_each_comparison_once_in_one_direction():
         ("unsloth", "liger", None, None, 1.0),     # left out
         ("liger", "xformers", None, None, 1.3),
         ("liger", "triton", None, None, None),     # no speedup: the pair counts 0
-    ]
-    frame = pl.DataFrame(rows, orient="row", schema={
-        "candidate": pl.String, "baseline": pl.String, "candidate_role": pl.String,
-        "baseline_role": pl.String, "speedup": pl.Float64})
-    chosen, left = charts_mod.pairs(charts_mod.against(frame, []), [])
+        ("liger", "xformers", None, None, 2.0, "rms_norm", "a100", "faster", True),  # stale
+    ])
+    cells = data.speedup_cells(db, data.Filters())
+    chosen, left = charts_mod.pairs(cells, [])
     assert charts_mod.MAX_PAIRS == 4
     assert chosen == [("liger", ref), ("liger", "inductor"), ("liger", "unsloth"),
                       ("liger", "xformers")]
     assert len(left) == 1 and "1 pairs with fewer comparisons: liger vs triton (0)" in left[0]
-    assert charts_mod.pairs(charts_mod.against(frame, ["apex", "liger"]), ["apex", "liger"]
-                            ) == ([("apex", "liger")], [])
+    # The heatmaps draw only pairs with a positive speedup: liger vs triton is not left out.
+    assert charts_mod.pairs(cells, [], positive=True) == (chosen, [])
+    two = data.speedup_cells(db, data.Filters(implementations=["apex", "liger"]))
+    assert charts_mod.pairs(two, ["apex", "liger"]) == ([("apex", "liger")], [])
+
+
+def test_heatmap_cells_are_worked_out_per_pair_kernel_and_gpu():
+    """A heatmap cell, by hand: the geometric mean of its positive speedups, how many, the
+    baselines it was compared with (against the reference role, each kernel's own), the
+    verdicts counted; rows without a speedup, with a non-positive one or stale left out."""
+    from kidata.query.present import data
+
+    ref = data.ROLE
+    db = _speedup_rows([
+        ("liger", "torch", None, ref, 1.5, "rms_norm", "a100", "faster"),
+        ("liger", "huggingface", None, ref, 6.0, "rms_norm", "a100", "within noise"),
+        ("liger", "torch", None, ref, 0.5, "rms_norm", "a100", "slower"),
+        ("liger", "torch", None, ref, None, "rms_norm", "a100", "faster"),
+        ("liger", "torch", None, ref, 0.0, "rms_norm", "a100", "faster"),
+        ("liger", "torch", None, ref, 9.0, "rms_norm", "a100", "faster", True),
+        ("liger", "torch", None, ref, 2.0, "rms_norm", "h100", "faster"),
+        ("liger", "torch", None, None, 4.0, "swiglu", "a100", "slower"),
+    ])
+    cells = data.speedup_cells(db, data.Filters()).cells.sort("against", "kernel", "gpu")
+    rows = cells.select("against", "kernel", "gpu", "geomean", "n", "references",
+                        "kernel_family", "faster", "slower", "noise").rows()
+    assert [r[:3] for r in rows] == [("reference", "rms_norm", "a100"),
+                                     ("reference", "rms_norm", "h100"),
+                                     ("torch", "swiglu", "a100")]
+    # (1.5 * 6.0 * 0.5) ** (1/3) = 4.5 ** (1/3) = 1.6510
+    assert rows[0][3] == pytest.approx(4.5 ** (1 / 3), rel=1e-12)
+    assert rows[0][4:] == (3, "huggingface/torch", "norm", 1, 1, 1)
+    assert rows[1][3:] == (pytest.approx(2.0), 1, "torch", "norm", 1, 0, 0)
+    assert rows[2][3:] == (pytest.approx(4.0), 1, "torch", "swiglu", 0, 1, 0)
 
 
 def test_forest_plot_rows_are_kernel_speedups(liger: Warehouse):
@@ -324,8 +381,7 @@ def test_forest_plot_rows_are_kernel_speedups(liger: Warehouse):
     from kidata.query.present import charts as charts_mod
     from kidata.query.present import data
 
-    frame = data.speedups(liger, data.Filters())
-    chosen, _ = charts_mod.pairs(charts_mod.against(frame, []), [])
+    chosen, _ = charts_mod.pairs(data.speedup_cells(liger, data.Filters()), [])
     made, left = charts_mod.forest_charts(data.kernel_speedups(liger, data.Filters()), chosen)
     forward = next(c for c in made if c.name == "forest-liger-vs-reference-forward")
     svg = forward.svg()
@@ -463,7 +519,7 @@ def test_the_report_reads_the_efficiency_and_roofline_points_before_its_other_qu
             return query(db, *args, **kwargs)
         monkeypatch.setattr(data, name, wrapped)
 
-    for name in ("modelled", "speedups", "efficiency", "roofline"):
+    for name in ("modelled", "speedup_cells", "efficiency", "roofline"):
         recorded(name)
 
     class Read(Exception):
@@ -478,7 +534,7 @@ def test_the_report_reads_the_efficiency_and_roofline_points_before_its_other_qu
     with pytest.raises(Read):
         liger.report(tmp_path / "r.html")
     assert asked == ["modelled(run_bytes)", "modelled(run_flops)", "efficiency", "roofline",
-                     "speedups"]
+                     "speedup_cells"]
 
 
 def test_report_without_matplotlib_says_what_to_install(cli, monkeypatch, tmp_path: Path):
@@ -521,7 +577,7 @@ def test_heatmap_grids_of_liger_have_no_empty_row_or_column(liger: Warehouse):
     from kidata.query.present import charts as charts_mod
     from kidata.query.present import data
 
-    frame = charts_mod.against(data.speedups(liger, data.Filters()), [])
+    frame = data.speedup_cells(liger, data.Filters()).cells
     cells = frame.filter((pl.col("candidate") == "liger") & (pl.col("against") == "reference")
                          & (pl.col("pass") == "forward"))
     pairs = sorted(set(zip(cells["kernel"], cells["gpu"], strict=True)))
@@ -775,7 +831,7 @@ def test_figures_are_drawn_and_freed_one_at_a_time_after_every_query(liger: Ware
     called after each (where ``Warehouse.report`` closes its session: DuckDB's memory given
     back). Rows the figures no longer need are let go as the drawing goes: the latency points
     beyond the plan's once it is made, the speedups once the heatmaps and forest plots are
-    drawn (together ~50 MB at 1M generated runs, held beside every later figure before), the
+    drawn (held beside every later figure before), the
     trends, efficiency and roofline points once their figures are."""
     from matplotlib.figure import Figure
 
@@ -894,7 +950,7 @@ import sys
 from kidata import Warehouse
 from kidata.query.present import data
 seen = []
-for name in ("speedups", "summary"):  # the first query and the last
+for name in ("speedup_cells", "summary"):  # the first query and the last
     def wrapped(*args, _query=getattr(data, name), **kwargs):
         seen.append("matplotlib" in sys.modules)
         return _query(*args, **kwargs)

@@ -535,50 +535,34 @@ def _shorten(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-ROLE = "reference"     # the role heatmaps compare with (kidata/data/roles.toml)
+ROLE = data.ROLE  # the role heatmaps compare with (kidata/data/roles.toml)
 PASS_ORDER = ("forward", "backward", "full")
 
 
-def against(speedups: pl.DataFrame, chosen: list[str]) -> pl.DataFrame:
-    """``speedups`` with ``against``: what the candidate is compared with in the heatmaps.
-    ``"reference"`` where the baseline plays the reference role for the row's kernel (torch for
-    one kernel, huggingface for another: speedups.baseline_role) and the candidate does not;
-    else the baseline implementation. Two chosen implementations are compared directly."""
-    import polars as pl
-
-    if len(chosen) == 2:
-        return speedups.with_columns(against=pl.col("baseline"))
-    role = ((pl.col("baseline_role") == ROLE)
-            & (pl.col("candidate_role").fill_null("") != ROLE))
-    return speedups.with_columns(
-        against=pl.when(role).then(pl.lit(ROLE)).otherwise(pl.col("baseline")))
-
-
-def pairs(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """The (candidate, against) pairs to draw (``speedups`` as :func:`against` gives it) and
-    the pairs left out: the two chosen implementations when exactly two are chosen, else the
-    pairs with the most comparisons, one direction each: against the reference role first
-    (the reference's own rows against others are the reverse of those), then between
+def pairs(speedups: data.SpeedupCells, chosen: list[str], positive: bool = False
+          ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (candidate, against) pairs to draw (``data.against`` says what a candidate is
+    against) and the pairs left out: the two chosen implementations when exactly two are
+    chosen, else the pairs with the most comparisons (with a speedup; with a positive one,
+    the heatmaps' cells, when ``positive``), one direction each: against the reference role
+    first (the reference's own rows against others are the reverse of those), then between
     implementations, the baseline being the side listed in ``REFERENCES`` (else the
     alphabetically later one)."""
-    import polars as pl
-
     if len(chosen) == 2:
         return [(chosen[0], chosen[1])], []
-    # The rows counted per (candidate, against, roles), in Polars, then the rules in Python
-    # over those few groups: a filter of the frame copied its columns at the report's peak.
-    grouped = (speedups.lazy()
-               .group_by(["candidate", "against", "candidate_role", "baseline_role"])
-               .agg(pl.col("speedup").is_not_null().sum()).collect())
     counts: dict[tuple[str, str], int] = {}
-    for candidate, versus, candidate_role, baseline_role, n in grouped.iter_rows():
+    for candidate, versus, candidate_role, baseline_role, compared, n in (
+            speedups.pairs.iter_rows()):
+        if positive and not n:
+            continue  # no cell to draw
         if versus != ROLE:
             if candidate_role == ROLE and baseline_role != ROLE:
                 continue  # the reverse of a row against the reference
             a_ref, b_ref = candidate in REFERENCES, versus in REFERENCES
             if (a_ref and not b_ref) or (a_ref == b_ref and candidate > versus):
                 continue  # keep one direction of each pair
-        counts[(candidate, versus)] = counts.get((candidate, versus), 0) + n
+        counts[(candidate, versus)] = counts.get((candidate, versus), 0) + (
+            n if positive else compared)
     ranked = sorted(counts, key=lambda p: (-counts[p], p[1] != ROLE, p))
     rest = ranked[MAX_PAIRS:]
     if not rest:
@@ -590,7 +574,7 @@ def pairs(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[tuple[str, st
                                 "candidate first)"]
 
 
-def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], list[str]]:
+def heatmaps(speedups: data.SpeedupCells, chosen: list[str]) -> tuple[list[Chart], list[str]]:
     """Per pair and pass, kernel × GPU grids of the geometric-mean speedup over workloads
     (GPUs that share kernels in one grid: :func:`heatmap_blocks`), each with a last row
     weighting every kernel family the same (as speedup_summary's geomean_speedup), coloured
@@ -601,24 +585,18 @@ def heatmaps(speedups: pl.DataFrame, chosen: list[str]) -> tuple[list[Chart], li
     return list(iter_heatmaps(speedups, chosen, omitted)), omitted
 
 
-def iter_heatmaps(speedups: pl.DataFrame, chosen: list[str], omitted: list[str]
+def iter_heatmaps(speedups: data.SpeedupCells, chosen: list[str], omitted: list[str]
                   ) -> Iterator[Chart]:
     """:func:`heatmaps` one figure at a time, the pairs left out added to ``omitted`` first."""
     import polars as pl
 
-    frame = against(speedups, chosen).filter(pl.col("speedup") > 0)
-    chosen_pairs, left = pairs(frame, chosen)
+    chosen_pairs, left = pairs(speedups, chosen, positive=True)
     omitted += left
-    counts = {k: (pl.col("verdict") == v).sum()
-              for k, v in (("faster", "faster"), ("slower", "slower"), ("noise", "within noise"))}
     for candidate, versus in chosen_pairs:
-        rows = frame.filter((pl.col("candidate") == candidate) & (pl.col("against") == versus))
-        if rows.is_empty():
+        cells = speedups.cells.filter((pl.col("candidate") == candidate)
+                                      & (pl.col("against") == versus))
+        if cells.is_empty():
             continue
-        cells = rows.group_by(["pass", "kernel", "gpu"]).agg(
-            geomean=pl.col("speedup").log().mean().exp(), n=pl.len(),
-            references=pl.col("baseline").unique().sort().str.join("/"),
-            kernel_family=pl.col("kernel_family").first(), **counts)
         # Each kernel family weighs the same (speedup_summary): the geometric mean of its
         # kernels' geometric means, then of the families'.
         families = cells.group_by(["pass", "gpu", "kernel_family"]).agg(

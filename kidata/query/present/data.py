@@ -162,17 +162,91 @@ def _with_others(db: Queryable, frame: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.col("others").fill_null("")))
 
 
-def speedups(db: Queryable, filters: Filters) -> pl.DataFrame:
-    """Comparisons of the ``speedups`` view (in a windowed session, of the latest runs
-    measured in the window), stale pairs left out, with each kernel's family."""
+# The role the heatmaps compare with (kidata/data/roles.toml): against it, each kernel is
+# compared with its own reference implementation.
+ROLE = "reference"
+
+
+@dataclass
+class SpeedupCells:
+    """What the heatmaps and the choice of their pairs need of the ``speedups`` view, counted
+    and aggregated in DuckDB: the view's rows (one per workload and variant pair) grow with the
+    keys, 98 MB of Polars frame at 1M generated runs in 50 loads, held under every later query
+    of the report (docs/benchmarks.md, Run BJ); these grow with kernels × GPUs.
+
+    ``cells``: per (candidate, against, pass, kernel, GPU), over its comparisons with a
+    positive speedup: ``geomean`` (of the speedups), ``n``, ``references`` (the baselines,
+    sorted, joined with "/"), ``kernel_family``, and how many are ``faster``, ``slower`` and
+    ``noise`` (within noise). ``pairs``: per (candidate, against, candidate_role,
+    baseline_role), ``compared`` (comparisons with a speedup) and ``positive`` (with a
+    positive one). ``against`` is :func:`against`'s."""
+
+    cells: pl.DataFrame
+    pairs: pl.DataFrame
+
+    @property
+    def height(self) -> int:
+        """The rows held."""
+        return self.cells.height + self.pairs.height
+
+    def clear(self) -> SpeedupCells:
+        """The same columns without the rows (let go once the heatmaps are drawn)."""
+        return SpeedupCells(self.cells.clear(), self.pairs.clear())
+
+
+def against(direct: bool) -> str:
+    """SQL for what a ``speedups`` row's candidate is compared with in the heatmaps: the
+    baseline implementation when two implementations were chosen (``direct``); else
+    ``'reference'`` where the baseline plays the reference role for the row's kernel (torch
+    for one kernel, huggingface for another: speedups.baseline_role) and the candidate does
+    not, else the baseline implementation."""
+    if direct:
+        return "s.baseline"
+    return (f"CASE WHEN s.baseline_role = '{ROLE}' AND COALESCE(s.candidate_role, '') <> "
+            f"'{ROLE}' THEN '{ROLE}' ELSE s.baseline END")
+
+
+def speedup_cells(db: Queryable, filters: Filters, source: str = "speedups") -> SpeedupCells:
+    """The heatmaps' cells and pair counts (:class:`SpeedupCells`) of the ``speedups`` view
+    (in a windowed session, of the latest runs measured in the window), stale pairs left out,
+    each kernel's family from ``kernel_families``; one pass over the view (two grouping
+    sets). ``source`` names the relation read in place of the view (a test's rows)."""
+    import polars as pl
+
     where, params = filters.condition("s", ("candidate", "baseline"))
-    return _frame(db, f"""
-        SELECT s.kernel, s.pass, s.workload, s.gpu, s.family, s.candidate, s.candidate_variant,
-               s.baseline, s.baseline_variant, s.speedup, s.verdict, s.candidate_role,
-               s.baseline_role, COALESCE(f.family, s.kernel) AS kernel_family
-        FROM speedups s LEFT JOIN kernel_families f ON f.kernel = s.kernel
-        WHERE NOT s.stale  -- as kernel_speedups and speedup_summary
-            AND {where}""", params)
+    positive = "FILTER (WHERE speedup > 0)"
+    frame = _frame(db, f"""
+        WITH compared AS (
+            SELECT s.kernel, s.pass, s.gpu, s.candidate, s.baseline, s.candidate_role,
+                   s.baseline_role, s.speedup, s.verdict,
+                   {against(len(filters.implementations) == 2)} AS against,
+                   COALESCE(f.family, s.kernel) AS kernel_family
+            FROM {source} s LEFT JOIN kernel_families f ON f.kernel = s.kernel
+            WHERE NOT s.stale  -- as kernel_speedups and speedup_summary
+                AND {where}
+        )
+        SELECT candidate, against, candidate_role, baseline_role, pass, kernel, gpu,
+               GROUPING(candidate_role) = 0 AS pair,
+               EXP(AVG(LN(speedup)) {positive}) AS geomean,
+               COUNT(*) {positive} AS n,
+               array_to_string(list_sort(list_distinct(LIST(baseline) {positive})), '/')
+                   AS "references",
+               MIN(kernel_family) AS kernel_family,
+               COUNT(*) FILTER (WHERE speedup > 0 AND verdict = 'faster') AS faster,
+               COUNT(*) FILTER (WHERE speedup > 0 AND verdict = 'slower') AS slower,
+               COUNT(*) FILTER (WHERE speedup > 0 AND verdict = 'within noise') AS noise,
+               COUNT(speedup) AS compared
+        FROM compared
+        GROUP BY GROUPING SETS ((candidate, against, candidate_role, baseline_role),
+                                (candidate, against, pass, kernel, gpu))""", params)
+    pair = pl.col("pair")
+    cells = frame.filter(~pair & (pl.col("n") > 0)).select(
+        "candidate", "against", "pass", "kernel", "gpu", "geomean", "n", "references",
+        "kernel_family", "faster", "slower", "noise")
+    pairs = frame.filter(pair).select(
+        "candidate", "against", "candidate_role", "baseline_role", "compared",
+        pl.col("n").alias("positive"))
+    return SpeedupCells(cells, pairs)
 
 
 # The history chart's series: the most results first, then those with a regression among

@@ -88,7 +88,7 @@ class _Frames:
     """Everything the page shows, read before its first figure is drawn."""
 
     points: pl.DataFrame
-    speedups: pl.DataFrame
+    speedups: data.SpeedupCells
     regressions: pl.DataFrame
     series: int  # series with two or more timed results (the history draws MAX_SERIES)
     trends: pl.DataFrame
@@ -117,7 +117,7 @@ def _read(db: Queryable, filters: Filters, release: Callable[[], None] | None) -
     has_flops = read(data.modelled(db, "run_flops"))
     efficiency = read(data.efficiency(db, filters, has_bytes))
     compute = read(data.roofline(db, filters, has_flops))
-    speedups = read(data.speedups(db, filters))
+    speedups = read(data.speedup_cells(db, filters))
     kernels = read(data.kernel_speedups(db, filters))
     points = read(data.latency_points(db, filters))
     regressions = read(data.regressions(db, filters))
@@ -184,8 +184,7 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
     left_forest: list[str] = []
     heat: Iterable[charts_mod.Chart] = charts_mod.iter_heatmaps(
         f.speedups, filters.implementations, left_heat)
-    chosen, _ = charts_mod.pairs(charts_mod.against(f.speedups, filters.implementations),
-                                 filters.implementations)
+    chosen, _ = charts_mod.pairs(f.speedups, filters.implementations)
     forest: Iterable[charts_mod.Chart] = charts_mod.iter_forest_charts(f.kernels, chosen,
                                                                        left_forest)
     left_history: list[str] = []
@@ -207,8 +206,8 @@ def _draw(f: _Frames, palette: charts_mod.Palette, shared: drawing.SharedDrawing
     speedups = (_charts_html(heat, "No two implementations measured on the same kernel, pass, "
                              "workload and GPU.", every, one_by_one)
                 + _charts_html(forest, "", every, one_by_one))
-    # Drawn: the speedups' rows (~23 MB at 1M generated runs) are not held beside the figures
-    # drawn after them (Run BF).
+    # Drawn: the speedups' cells and the kernels' rows are not held beside the figures drawn
+    # after them (Run BF).
     f.speedups, f.kernels = f.speedups.clear(), f.kernels.clear()
     # The history, efficiency and roofline figures are drawn now, while the helper draws
     # latency figures, and kept as SVG text (held as figures until their turn, they sat beside
