@@ -31,7 +31,7 @@ from kidata.errors import (
     UsageError,
     WarehouseError,
 )
-from kidata.query.session import Session
+from kidata.query.session import KEPT_PAST, Session
 from kidata.store import commit, reference
 from kidata.store.layout import PRIVATE, Layout
 from kidata.store.upgrade import upgrade
@@ -528,9 +528,11 @@ class Warehouse:
         # The window is the session's, as for every reading command (this warehouse's own,
         # unless the call gives one). The report reads through a session of its own, closed
         # after each of its queries: DuckDB's memory goes back between queries and before the
-        # figures are drawn, and this warehouse's session keeps what it held.
+        # figures are drawn, and this warehouse's session keeps what it held. Its views read on
+        # several of those connections are kept in files past a size (session.KEPT_PAST).
         window = Window.of(since, until) if since or until else self.window
-        session = Session(self.path, self.require, window, self.min_effect)
+        session = Session(self.path, self.require, window, self.min_effect,
+                          across=KEPT_PAST)
         filters = Filters(list(kernels), list(gpus), list(implementations),
                           window.since if window else None, window.until if window else None)
         try:

@@ -40,6 +40,17 @@ KEPT_VIEWS = {
     "noise_envelopes": ("rerun_changes", ("source", "gpu", "size_decade"), ("log_change",)),
 }
 
+# Views a session opened with ``across`` keeps in files the same way, past a number of rows of
+# the table they rank (with that table and number): for a command that reads them on several
+# connections. latest_latencies ranks every head of latest_runs (a key has one per load that
+# measured it: 20 on average at 1M runs in 50 loads) for a row per key; worked out inside each
+# query that read it, the report's speedups, kernel speedups and latency points each ranked a
+# million heads at DuckDB's memory limit (docs/benchmarks.md, Run BJ). Below the number (one
+# load of 1M generated runs has 50,400 heads), or for a session not asking, it stays a view,
+# which DuckDB can narrow to a query's filters and a one-query process never copies (+0.1-0.2 s
+# at 1M runs in 50 loads).
+KEPT_PAST = {"latest_latencies": ("latest_runs", 200_000)}
+
 
 class Queryable(Protocol):
     """What the query layer's functions (analysis, bundles, the report) need of a warehouse:
@@ -60,19 +71,21 @@ class Session:
     """Queries over the warehouse at :attr:`path`; ``require`` raises unless it is one."""
 
     def __init__(self, path: Path, require: Callable[[], None], window: Window | None = None,
-                 min_effect: float | None = None):
+                 min_effect: float | None = None, across: Iterable[str] = ()):
         self.path = path
         self.require = require
         self.window = window  # the results measured in it only (kidata.core.window)
         # The verdict rule's minimum effect (verdict_settings): None is KIDATA_MIN_EFFECT's,
         # else the view's own 0.10.
         self.min_effect = min_effect
+        # Views of KEPT_PAST this session keeps in files past their number of rows.
+        self.across = frozenset(across)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_state: tuple | None = None
         self._con_views: set[str] = set()  # the views defined on _con
         self._con_stored: bool | None = None  # whether _con reads the stored steps
         self._con_sizes: list[tuple] | None = None  # _large's answer for _con
-        self._con_runs: int | None = None  # _runs' answer for _con
+        self._con_rows: dict[str, int] = {}  # _rows' answers for _con
         # Computed rows kept in files across the connections of one snapshot (_keep).
         self._kept = kept.KeptRows()
 
@@ -138,7 +151,8 @@ class Session:
         load stored its steps and the session reads the warehouse as it is now, from its
         ``sql/stored/`` file (:mod:`kidata.store.contexts`), after the views that one reads;
         otherwise, past a size, ``series_context`` and ``rerun_changes`` kept as files
-        (:meth:`_keep`); past a size, :data:`KEPT_VIEWS` kept as files whatever the window."""
+        (:meth:`_keep`); past a size, :data:`KEPT_VIEWS` kept as files whatever the window, and
+        the views of :data:`KEPT_PAST` this session was opened ``across``."""
         if name in self._con_views:
             return
         view = viewfiles.load_views()[name]
@@ -152,7 +166,13 @@ class Session:
             elif self._keep(con, name):
                 self._con_views.add(name)
                 return
-        runs = self._runs(con) if name in KEPT_VIEWS else 0
+        if name in self.across and self._rows(con, KEPT_PAST[name][0]) > KEPT_PAST[name][1]:
+            for dep in view.depends:
+                self._define(con, dep)
+            self._kept.define(con, name, self._con_state, kept.copy_to(con, view.body))
+            self._con_views.add(name)
+            return
+        runs = self._rows(con, "runs") if name in KEPT_VIEWS else 0
         if runs > contexts.CHUNK_RUNS:
             for dep in view.depends:
                 self._define(con, dep)
@@ -212,16 +232,17 @@ class Session:
                                else [])
         return self._con_sizes or None
 
-    def _runs(self, con: duckdb.DuckDBPyConnection) -> int:
-        """The warehouse's runs, counted from the runs files' Parquet footers (once per
-        connection): no scan, where :meth:`_large` counts the passed runs with a time (and no
-        pyarrow import, ~35 MB for a one-query CLI process)."""
-        if self._con_runs is None:
-            files = [str(p) for p in self.table_files("runs")]
-            self._con_runs = con.execute(
+    def _rows(self, con: duckdb.DuckDBPyConnection, table: str) -> int:
+        """The rows of the warehouse's ``table`` (as stored: a window does not narrow it),
+        counted from its files' Parquet footers (once per connection): no scan, where
+        :meth:`_large` counts the passed runs with a time (and no pyarrow import, ~35 MB for a
+        one-query CLI process)."""
+        if table not in self._con_rows:
+            files = [str(p) for p in self.table_files(table)]
+            self._con_rows[table] = con.execute(
                 "SELECT COALESCE(SUM(num_rows), 0) FROM parquet_file_metadata(?)", [files]
             ).fetchall()[0][0] if files else 0
-        return self._con_runs
+        return self._con_rows[table]
 
     def _settings_body(self) -> str | None:
         """The ``verdict_settings`` view's body for this session's minimum effect, None for the
@@ -259,7 +280,8 @@ class Session:
                 raise QueryError(f"cannot read the warehouse's tables: {first_line(exc)} "
                                  "(kidata check lists every unreadable file)") from None
             self._con, self._con_state, self._con_views = con, state, set()
-            self._con_stored = self._con_sizes = self._con_runs = None
+            self._con_stored = self._con_sizes = None
+            self._con_rows = {}
             return con
         raise AssertionError("unreachable")
 

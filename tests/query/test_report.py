@@ -962,3 +962,34 @@ print(seen, "matplotlib" in sys.modules, len(result.charts))
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[False,", "False]", "True", "5"]
+
+
+def test_the_report_keeps_latest_latencies_across_its_connections(seeded: Path, tmp_path,
+                                                                   monkeypatch):
+    """The report reads latest_latencies on several connections (one per query): past
+    KEPT_PAST's number of heads it works the rows out once, and draws the same page."""
+    from kidata.query import kept
+    from kidata.query import session as session_mod
+
+    wh = Warehouse(seeded)
+    plain = wh.report(tmp_path / "plain.html")
+    made: list[str] = []
+    define = kept.KeptRows.define
+
+    def recorded(self, con, name, state, work):
+        def counted(folder):
+            made.append(name)
+            return work(folder)
+        return define(self, con, name, state, counted)
+
+    monkeypatch.setattr(kept.KeptRows, "define", recorded)
+    monkeypatch.setattr(session_mod, "KEPT_PAST", {"latest_latencies": ("latest_runs", 0)})
+    report = wh.report(tmp_path / "kept.html")
+    assert made == ["latest_latencies"]
+
+    def page(name: str) -> str:
+        text = (tmp_path / name).read_text()
+        return re.sub(r"Written [^<]*", "", text)
+
+    assert report.charts == plain.charts
+    assert page("kept.html") == page("plain.html")

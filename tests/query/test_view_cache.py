@@ -197,3 +197,60 @@ def test_pooled_rows_are_the_views_rows_whatever_the_batches(tmp_path):
     files = kept.copy_pooled(con, body, "rerun_changes", keys, values)(tmp_path / "none")
     read = con.sql(f"SELECT * FROM read_parquet({[str(f) for f in files]})")
     assert read.fetchall() == [] and read.columns == con.sql(body).columns
+
+
+def test_latest_latencies_past_a_number_of_heads_are_worked_out_once_per_snapshot(
+        tmp_path, monkeypatch):
+    """Past session.KEPT_PAST's number of latest_runs rows (a key has a head per load that
+    measured it) a session opened ``across`` latest_latencies (the report's) works it out once
+    per snapshot, in a file every later connection of the session reads (the report opens one
+    per query) instead of ranking every head in each query; the answers are the view's own, in
+    a window too, and a commit's new snapshot works them out again. A session not asking, or
+    under the number, reads the view."""
+    from kidata.core.window import Window
+    from kidata.query import session as session_mod
+
+    path = tmp_path / "wh"
+    lines = (VIEWS / "verdicts.jsonl").read_text().splitlines(keepends=True)
+    for i, part in enumerate((lines[::2], lines[1::2])):  # the same keys in two loads
+        (tmp_path / f"part{i}.jsonl").write_text("".join(part))
+        assert Warehouse(path).load([str(tmp_path / f"part{i}.jsonl")]).ok
+    heads, keys = Warehouse(path).sql("SELECT (SELECT count(*) FROM latest_runs), "
+                                      "(SELECT count(*) FROM latest_latencies)").fetchall()[0]
+    assert heads > keys > 0  # some keys have a head in each load
+    middle = Warehouse(path).sql("SELECT min(observed_at) + (max(observed_at) - "
+                                 "min(observed_at)) / 2 FROM runs").fetchall()[0][0]
+    questions = ("SELECT * FROM latest_latencies ORDER BY ALL",
+                 "SELECT * FROM speedups ORDER BY ALL",
+                 "SELECT * FROM kernel_speedups ORDER BY ALL",
+                 "SELECT * FROM remeasured ORDER BY ALL")
+    plain = {q: fresh(path, q) for q in questions}
+    windowed = {q: Warehouse(path, since=middle).sql(q).fetchall() for q in questions}
+    assert plain[questions[1]] and windowed[questions[0]] != plain[questions[0]]
+
+    def session(since=None, across=("latest_latencies",)) -> session_mod.Session:
+        return session_mod.Session(path, Warehouse(path).require,
+                                   Window.of(since, None) if since else None, across=across)
+
+    def source(db) -> str:
+        return db.sql("SELECT sql FROM duckdb_views() "
+                      "WHERE view_name = 'latest_latencies'").fetchall()[0][0]
+
+    assert "read_parquet" not in source(session())  # under the number
+    monkeypatch.setattr(session_mod, "KEPT_PAST", {"latest_latencies": ("latest_runs", keys)})
+    assert "read_parquet" not in source(session(across=()))  # not asked
+    for since, answers in ((None, plain), (middle, windowed)):
+        db = session(since)
+        for i, query in enumerate(questions):
+            assert same_rows(db.sql(query).fetchall(), answers[query]), (since, query)
+            if i == 0:  # (from the second query on the connection reads a table of the rows)
+                first = source(db)
+                assert "read_parquet" in first  # the kept file, not the view's body
+        db.close()  # as the report does after each query: the next connection reads it
+        assert same_rows(db.sql(questions[2]).fetchall(), answers[questions[2]])
+        assert source(db) == first
+    # A load commits a new snapshot: its runs count, in a file of their own.
+    assert Warehouse(path).load([str(VIEWS / "speedups.jsonl")]).ok
+    after = db.sql(questions[1]).fetchall()
+    assert source(db) != first
+    assert same_rows(after, Warehouse(path, since=middle).sql(questions[1]).fetchall())
