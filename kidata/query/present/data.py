@@ -227,7 +227,10 @@ def speedup_cells(db: Queryable, filters: Filters, source: str = "speedups") -> 
         )
         SELECT candidate, against, candidate_role, baseline_role, pass, kernel, gpu,
                GROUPING(candidate_role) = 0 AS pair,
-               EXP(AVG(LN(speedup)) {positive}) AS geomean,
+               -- The logarithms summed in their sorted order: the same last bits in every
+               -- session (an aggregate's sum follows the order rows arrive in), so the
+               -- colour scale, set by the largest cell, is drawn the same.
+               EXP(list_avg(list_sort(LIST(LN(speedup)) {positive}))) AS geomean,
                COUNT(*) {positive} AS n,
                array_to_string(list_sort(list_distinct(LIST(baseline) {positive})), '/')
                    AS "references",
@@ -238,7 +241,9 @@ def speedup_cells(db: Queryable, filters: Filters, source: str = "speedups") -> 
                COUNT(speedup) AS compared
         FROM compared
         GROUP BY GROUPING SETS ((candidate, against, candidate_role, baseline_role),
-                                (candidate, against, pass, kernel, gpu))""", params)
+                                (candidate, against, pass, kernel, gpu))
+        ORDER BY ALL  -- the heatmaps' rows of families and GPUs average cells in this order
+        """, params)
     pair = pl.col("pair")
     cells = frame.filter(~pair & (pl.col("n") > 0)).select(
         "candidate", "against", "pass", "kernel", "gpu", "geomean", "n", "references",
