@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -470,3 +471,23 @@ def test_sort_runs_sorts_a_runs_file_in_each_trees_process(tmp_path, tiny):
              or line.startswith("| b")]
     assert [row[1].strip() for row in table] == ["a", "b"]
     assert all(row[5].strip() == "yes" and row[7].strip().endswith("×") for row in table)
+
+
+def test_report_queries_prints_each_report_query_with_its_memory(tmp_path, tiny):
+    """benchmarks/report_queries.py: a line per query the report makes, in its order, with
+    the memory held before it and the peak while it ran; no page is drawn."""
+    from kidata import Warehouse
+
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).load([str(tiny / "bundles.ndjson")]).ok
+    proc = _bench("report_queries.py", wh)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [x.split()[0] for x in lines] == [
+        "modelled", "modelled", "efficiency", "roofline", "speedup_cells", "kernel_speedups",
+        "latency_points", "regressions", "trend_series", "trend_steps", "shifts", "audit",
+        "noise_envelopes", "min_effect", "summary"]
+    for line in lines:
+        held, peak = (int(v) for v in re.findall(r"(\d+) MiB", line))
+        assert 0 < held <= peak, line
+    assert "all queries" in proc.stderr
