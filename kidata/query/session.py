@@ -42,13 +42,10 @@ KEPT_VIEWS = {
 
 # Views a session opened with ``across`` keeps in files the same way, past a number of rows of
 # the table they rank (with that table and number): for a command that reads them on several
-# connections. latest_latencies ranks every head of latest_runs (a key has one per load that
-# measured it: 20 on average at 1M runs in 50 loads) for a row per key; worked out inside each
-# query that read it, the report's speedups, kernel speedups and latency points each ranked a
-# million heads at DuckDB's memory limit (docs/benchmarks.md, Run BJ). Below the number (one
-# load of 1M generated runs has 50,400 heads), or for a session not asking, it stays a view,
-# which DuckDB can narrow to a query's filters and a one-query process never copies (+0.1-0.2 s
-# at 1M runs in 50 loads).
+# connections, as the report does (one per query). latest_latencies ranks every head of
+# latest_runs, and a key has one per load that measured it (docs/benchmarks.md, Run BJ). Other
+# sessions read the view, which DuckDB can narrow to a query's filters and a one-query process
+# never copies.
 KEPT_PAST = {"latest_latencies": ("latest_runs", 200_000)}
 
 

@@ -171,8 +171,8 @@ ROLE = "reference"
 class SpeedupCells:
     """What the heatmaps and the choice of their pairs need of the ``speedups`` view, counted
     and aggregated in DuckDB: the view's rows (one per workload and variant pair) grow with the
-    keys, 98 MB of Polars frame at 1M generated runs in 50 loads, held under every later query
-    of the report (docs/benchmarks.md, Run BJ); these grow with kernels × GPUs.
+    keys and, held as a frame, sat under every later query of the report (docs/benchmarks.md,
+    Run BJ); these grow with kernels × GPUs.
 
     ``cells``: per (candidate, against, pass, kernel, GPU), over its comparisons with a
     positive speedup: ``geomean`` (of the speedups), ``n``, ``references`` (the baselines,
@@ -206,11 +206,11 @@ def against(direct: bool) -> str:
             f"'{ROLE}' THEN '{ROLE}' ELSE s.baseline END")
 
 
-def speedup_cells(db: Queryable, filters: Filters, source: str = "speedups") -> SpeedupCells:
+def speedup_cells(db: Queryable, filters: Filters) -> SpeedupCells:
     """The heatmaps' cells and pair counts (:class:`SpeedupCells`) of the ``speedups`` view
     (in a windowed session, of the latest runs measured in the window), stale pairs left out,
     each kernel's family from ``kernel_families``; one pass over the view (two grouping
-    sets). ``source`` names the relation read in place of the view (a test's rows)."""
+    sets)."""
     import polars as pl
 
     where, params = filters.condition("s", ("candidate", "baseline"))
@@ -221,7 +221,7 @@ def speedup_cells(db: Queryable, filters: Filters, source: str = "speedups") -> 
                    s.baseline_role, s.speedup, s.verdict,
                    {against(len(filters.implementations) == 2)} AS against,
                    COALESCE(f.family, s.kernel) AS kernel_family
-            FROM {source} s LEFT JOIN kernel_families f ON f.kernel = s.kernel
+            FROM speedups s LEFT JOIN kernel_families f ON f.kernel = s.kernel
             WHERE NOT s.stale  -- as kernel_speedups and speedup_summary
                 AND {where}
         )
