@@ -435,21 +435,89 @@ def _check_damaged(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
             "files again (docs/guarantees.md, \"Warehouses damaged by 0.2.5-0.2.7\")")
 
 
-def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str
-                        ) -> tuple[str, list[tuple], list[tuple]]:
-    """The ``latest_runs`` rows the loads' runs give (for the loads whose kidata derives them)
-    as SQL, and the rows missing from and extra in ``stored_table``. Needs tables ``loads``,
-    ``runs`` and ``measurements`` on ``con``."""
+# The most rows of runs and of stored latest_runs one comparison of ``_derived_difference``
+# reads (loads a batch at a time past it): the rows a load's runs give hold every latest run's
+# statistics at once (percentiles, which DuckDB cannot spill), so over every load at once they
+# needed more than the default reading limit at 1M runs in 50 loads, and 200k rows a batch
+# still did beside the check's other work (docs/benchmarks.md, Run BJ).
+DERIVED_BATCH_ROWS = 100_000
+
+
+@dataclass
+class DerivedDifference:
+    """What ``_derived_difference`` found: how many ``latest_runs`` rows are missing from and
+    extra in the stored table, in which loads, and the batches of loads it compared (in load
+    id order), from which :func:`_computed_rows` gives the rows the loads' runs give."""
+
+    missing: int
+    extra: int
+    loads: set[str]
+    batches: list[list[str]]
+
+
+_COLUMNS = ", ".join(quote_identifier(f.name) for f in TABLES["latest_runs"])
+
+
+def _batch_rows() -> str:
+    """SQL for the ``latest_runs`` rows the runs of the loads in ``_derived_batch`` give: those
+    runs and only their measurements (a load's rows depend on nothing else)."""
+    runs = "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _derived_batch))"
+    measurements = f"(SELECT * FROM measurements WHERE run_id IN (SELECT run_id FROM {runs}))"
+    return f"SELECT {_COLUMNS} FROM ({derived.latest_runs_sql(runs, measurements)})"
+
+
+def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str,
+                        sizes: tuple[int, int] | None = None) -> DerivedDifference:
+    """Compare ``stored_table`` with the ``latest_runs`` rows the loads' runs give (for the
+    loads whose kidata derives them). Needs tables ``loads``, ``runs`` and ``measurements``
+    on ``con``. ``sizes``: the rows of ``runs`` and ``stored_table``, when known. Past
+    :data:`DERIVED_BATCH_ROWS` rows the loads are compared a batch at a time, each batch's
+    runs and stored rows within it (a load with more is a batch of its own)."""
     loads = con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
     old = set(derived.underived(loads))
-    id_table(con, "_derived_loads", [load_id for load_id, _ in loads if load_id not in old])
-    cols = ", ".join(q(f.name) for f in TABLES["latest_runs"])
-    computed = f"SELECT {cols} FROM ({derived.latest_runs_of('_derived_loads')})"
-    stored = (f"SELECT {cols} FROM {stored_table} "
-              "WHERE load_id IN (SELECT load_id FROM _derived_loads)")
-    missing = con.sql(f"{computed} EXCEPT ALL {stored}").fetchall()
-    extra = con.sql(f"{stored} EXCEPT ALL {computed}").fetchall()
-    return computed, missing, extra
+    checked = sorted(load_id for load_id, _ in loads if load_id not in old)
+    if sizes is None:
+        sizes = con.sql(f"SELECT (SELECT count(*) FROM runs), "
+                        f"(SELECT count(*) FROM {stored_table})").fetchall()[0]
+    if max(sizes) <= DERIVED_BATCH_ROWS:
+        batches = [checked]
+    else:
+        weight = dict(con.sql(
+            f"SELECT load_id, max(n) FROM (SELECT load_id, count(*) AS n FROM runs GROUP BY ALL "
+            f"UNION ALL SELECT load_id, count(*) FROM {stored_table} GROUP BY ALL) "
+            "GROUP BY ALL").fetchall())
+        batches, batch, held = [], [], 0
+        for load_id in checked:
+            rows = weight.get(load_id, 0)
+            if batch and held + rows > DERIVED_BATCH_ROWS:
+                batches.append(batch)
+                batch, held = [], 0
+            batch.append(load_id)
+            held += rows
+        batches.append(batch)
+    found = DerivedDifference(0, 0, set(), batches)
+    for batch in batches:
+        id_table(con, "_derived_batch", batch)
+        stored = (f"SELECT {_COLUMNS} FROM {stored_table} "
+                  "WHERE load_id IN (SELECT load_id FROM _derived_batch)")
+        for first, then, kind in ((_batch_rows(), stored, "missing"),
+                                  (stored, _batch_rows(), "extra")):
+            for load_id, n in con.sql(f"SELECT load_id, count(*) FROM ({first} EXCEPT ALL "
+                                      f"{then}) GROUP BY ALL").fetchall():
+                setattr(found, kind, getattr(found, kind) + n)
+                found.loads.add(load_id)
+    return found
+
+
+def _computed_rows(con: duckdb.DuckDBPyConnection, batches: list[list[str]]
+                   ) -> Iterator[pa.RecordBatch]:
+    """The ``latest_runs`` rows the runs of the loads in ``batches`` give, a batch of loads at
+    a time, in the order a load writes them (by load id, then key: the batches are in load id
+    order)."""
+    order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
+    for batch in batches:
+        id_table(con, "_derived_batch", batch)
+        yield from con.sql(f"{_batch_rows()} ORDER BY {order}").to_arrow_reader(8192)
 
 
 def _rewrite_derived(layout: Layout) -> list[str]:
@@ -469,31 +537,31 @@ def _rewrite_derived(layout: Layout) -> list[str]:
                 f"CAST(NULL AS {duckdb_type(f.type)}) AS {q(f.name)}" for f in lacking)
                 + f" FROM ({stored})")
         stored = f"({stored})"
-        computed, missing, extra = _derived_difference(con, stored)
-        if not missing and not extra:
+        difference = _derived_difference(con, stored)
+        if not difference.missing and not difference.extra:
             return []
 
-        order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
         rows = commit.replace_table(layout.root, "latest_runs", lambda out: write_reader(
-            out, TABLES["latest_runs"], con.sql(f"{computed} ORDER BY {order}"
-                                                ).to_arrow_reader(8192), create_empty=True),
-            what="repair of latest_runs", faults="repair-")
+            out, TABLES["latest_runs"], _computed_rows(con, difference.batches),
+            create_empty=True), what="repair of latest_runs", faults="repair-")
     finally:
         con.close()
-    return [f"rewrote latest_runs from the loads' runs: {rows:,} rows ({len(missing):,} were "
-            f"missing, {len(extra):,} were not given by the runs)"]
+    return [f"rewrote latest_runs from the loads' runs: {rows:,} rows "
+            f"({difference.missing:,} were missing, {difference.extra:,} were not given by the "
+            "runs)"]
 
 
 def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """``latest_runs`` holds exactly what its loads' runs give (kidata/store/derived.py), for every
     load whose kidata derives it (readers compute the others' rows themselves)."""
-    _, missing, extra = _derived_difference(con, "latest_runs")
-    if missing or extra:
-        at = TABLES["latest_runs"].names.index("load_id")
-        loads = sorted({r[at] for r in missing + extra})
+    difference = _derived_difference(con, "latest_runs",
+                                     (report.rows["runs"], report.rows["latest_runs"]))
+    if difference.missing or difference.extra:
+        loads = sorted(difference.loads)
         report.problems.append(
-            f"latest_runs: {len(missing):,} rows missing and {len(extra):,} rows not given by "
-            f"the loads' runs, in {len(loads):,} loads, e.g. {_examples([(x,) for x in loads])}"
+            f"latest_runs: {difference.missing:,} rows missing and {difference.extra:,} rows not "
+            f"given by the loads' runs, in {len(loads):,} loads, e.g. "
+            f"{_examples([(x,) for x in loads])}"
             " (speedups would pick the wrong latest runs; kidata check --repair rewrites them)")
 
 

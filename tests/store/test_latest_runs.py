@@ -233,6 +233,52 @@ def test_check_reports_and_repairs_latest_runs_that_do_not_match_the_runs(by_han
     assert cli("check", "--repair").out.count("repaired:") == 0  # nothing left to do
 
 
+@pytest.mark.parametrize("batch_rows", [1, 5], ids=["a load a batch", "two loads a batch"])
+def test_check_compares_and_repairs_latest_runs_a_batch_of_loads_at_a_time(
+        tmp_path: Path, cli, monkeypatch, batch_rows):
+    """Past verify.DERIVED_BATCH_ROWS rows of runs or latest_runs, kidata check compares the
+    stored rows with what the runs give a batch of loads at a time (a batch's rows within
+    it, a load with more on its own): a million heads at once needed more than the default
+    memory limit. Damage in two loads of four is found in both, counted by hand, and repaired
+    to the rows the commits wrote."""
+    from kidata.store import verify
+
+    wh = Warehouse(tmp_path / "wh")
+    ids = load_all(wh, tmp_path, [  # three passed runs a load: two keys (liger, torch)
+        [run(f"{LIGER}-{i}0", "liger", 31000 + i, f"2024-09-0{i + 1}T15:39:30Z"),
+         run(f"{LIGER}-{i}1", "liger", 32000 + i, f"2024-09-0{i + 1}T16:39:30Z"),
+         run(f"torch-t{i}", "torch", 50000 + i, f"2024-09-0{i + 1}T15:39:30Z")]
+        for i in range(4)])
+    written = wh.sql("SELECT * FROM latest_runs ORDER BY ALL").fetchall()
+    assert len(written) == 8
+    monkeypatch.setattr(verify, "DERIVED_BATCH_ROWS", batch_rows)
+    assert wh.check().problems == []
+    # Load 1: its liger row counts 7 runs (1 missing, 1 not given); load 3: its torch row gone
+    # (1 missing).
+    for load_id, damage in ((ids[1], "liger"), (ids[3], "torch")):
+        path = wh.path / "latest_runs" / f"part-{load_id}.parquet"
+        table = pq.read_table(path)
+        if damage == "liger":
+            i = table.schema.get_field_index("passed_runs")
+            runs = [7 if impl == "liger" else n for impl, n in zip(
+                table["implementation"].to_pylist(), table["passed_runs"].to_pylist(),
+                strict=True)]
+            table = table.set_column(i, table.schema.field(i), pa.array(runs, pa.int64()))
+        else:
+            table = table.filter(pa.compute.not_equal(table["implementation"], "torch"))
+        pq.write_table(table, path)
+    result = cli("check")
+    assert result.code == 1
+    assert ("problem: latest_runs: 2 rows missing and 1 rows not given by the loads' runs, in "
+            f"2 loads, e.g. {', '.join(repr(x) for x in sorted([ids[1], ids[3]]))}") in result.err
+    fixed = cli("check", "--repair")
+    assert fixed.code == 0, fixed.err
+    assert ("repaired: rewrote latest_runs from the loads' runs: 8 rows (2 were missing, 1 were "
+            "not given by the runs)") in fixed.out
+    assert Warehouse(wh.path).sql("SELECT * FROM latest_runs ORDER BY ALL").fetchall() == written
+    assert Warehouse(wh.path).check().problems == []
+
+
 @pytest.mark.shared
 def test_speedups_at_the_sample_data_match_ranking_every_run(tmp_path: Path):
     """The Liger CSV (2,448 runs, many versions of each key) and the seeds, in two loads."""
