@@ -460,7 +460,13 @@ def _counts_sql(rows: str) -> str:
 
 
 def _same(a: str, b: str) -> str:
-    return " AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in STEP_COLUMNS)
+    """SQL: the rows aliased ``a`` and ``b`` are the same step, as :func:`check` judges
+    (:func:`agree`). Compared exactly, the last bits of ``together_log_change`` (an AVG, whose
+    sum follows the order rows arrive in) differed between the stored step and the one worked
+    out again, so a load voided and rewrote every step of a session it touched: ~12 times its
+    own steps, and the edits then rebuilt all steps after every load (docs/benchmarks.md,
+    Run BJ)."""
+    return " AND ".join(agree(c, a, b) for c in STEP_COLUMNS)
 
 
 def _changes(con: duckdb.DuckDBPyConnection, writer_id: str, edits: GroupedWriter
