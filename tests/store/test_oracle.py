@@ -54,7 +54,7 @@ from test_properties import tables as full_tables  # every column but provenance
 
 from kidata import Warehouse
 from kidata.ingest import stage
-from kidata.store import compaction, contexts, finalize, pqwrite
+from kidata.store import compaction, contexts, finalize, pqwrite, verify
 from kidata.store.schema import clustered_keys
 
 LONG = os.environ.get("KIDATA_ORACLE_LONG", "") not in ("", "0")
@@ -157,7 +157,10 @@ class _Settings:
                            (pqwrite, "MIN_BATCH_ROWS", 1),
                            (contexts, "CHUNK_RUNS", size.rows),
                            # The stored steps DuckDB hands over at a time.
-                           (contexts, "BATCH_ROWS", size.rows)]
+                           (contexts, "BATCH_ROWS", size.rows),
+                           # The check after each load compares latest_runs a batch of
+                           # loads at a time.
+                           (verify, "DERIVED_BATCH_ROWS", size.rows)]
         self.saved: list = []
         self.environ = {k: os.environ.get(k)
                         for k in ("KIDATA_WORKERS", "KIDATA_SLOW_PATH", "KIDATA_COMPACT_AT",
