@@ -233,7 +233,7 @@ def test_check_reports_and_repairs_latest_runs_that_do_not_match_the_runs(by_han
     assert cli("check", "--repair").out.count("repaired:") == 0  # nothing left to do
 
 
-@pytest.mark.parametrize("batch_rows", [1, 5], ids=["a load a batch", "two loads a batch"])
+@pytest.mark.parametrize("batch_rows", [1, 6], ids=["a load a batch", "two loads a batch"])
 def test_check_compares_and_repairs_latest_runs_a_batch_of_loads_at_a_time(
         tmp_path: Path, cli, monkeypatch, batch_rows):
     """Past verify.DERIVED_BATCH_ROWS rows of runs or latest_runs, kidata check compares the
@@ -252,7 +252,20 @@ def test_check_compares_and_repairs_latest_runs_a_batch_of_loads_at_a_time(
     written = wh.sql("SELECT * FROM latest_runs ORDER BY ALL").fetchall()
     assert len(written) == 8
     monkeypatch.setattr(verify, "DERIVED_BATCH_ROWS", batch_rows)
+    batches: list[list[str]] = []
+    id_table = verify.id_table
+
+    def recorded(con, name, ids):
+        if name == "_derived_batch":
+            batches.append(list(ids))
+        return id_table(con, name, ids)
+
+    monkeypatch.setattr(verify, "id_table", recorded)
     assert wh.check().problems == []
+    # Each load weighs its 3 runs: a batch of one load each, or of two (in load id order).
+    loads = sorted(ids)
+    assert batches == ([[x] for x in loads] if batch_rows == 1
+                       else [loads[:2], loads[2:]])
     # Load 1: its liger row counts 7 runs (1 missing, 1 not given); load 3: its torch row gone
     # (1 missing).
     for load_id, damage in ((ids[1], "liger"), (ids[3], "torch")):
