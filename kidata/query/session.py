@@ -129,10 +129,12 @@ class Session:
         for attempt in range(SWAP_RETRIES):
             con = self._tables()
             try:
-                for name in wanted:
-                    self._define(con, name)
+                # latest_runs first: a view kept past a size (KEPT_PAST) is worked out as it
+                # is defined, and would otherwise rank a window's runs for it a second time.
                 if query is not None and views is not None:
                     self._keep_latest_runs(con, views, query)
+                for name in wanted:
+                    self._define(con, name)
             except duckdb.IOException as exc:
                 # A compaction swapped a table folder between listing and reading it (the
                 # views read file schemas when defined): define everything again.
