@@ -2,7 +2,8 @@
 """Each query of ``kidata report``, timed, with the process's resident set before it and its
 peak during it: which query sets the report's peak, and what the process holds under it.
 
-    .venv/bin/python benchmarks/report_queries.py WAREHOUSE [-k KERNEL ...] [-g GPU ...]
+    .venv/bin/python benchmarks/report_queries.py WAREHOUSE [-k KERNEL ...] [-g GPU ...] \
+        [--since DATE]
 
 Runs ``Warehouse.report`` in this process with every function of
 ``kidata.query.present.data`` that reads a frame wrapped, and stops before the first figure
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("warehouse", type=Path)
     ap.add_argument("-k", "--kernel", action="append", default=[])
     ap.add_argument("-g", "--gpu", action="append", default=[])
+    ap.add_argument("--since", help="the report's window: results measured from then on")
     args = ap.parse_args(argv)
 
     import psutil
@@ -79,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         try:
-            kidata.Warehouse(args.warehouse).report(Path(folder) / "report.html",
-                                                    kernels=args.kernel, gpus=args.gpu)
+            kidata.Warehouse(args.warehouse, since=args.since).report(
+                Path(folder) / "report.html", kernels=args.kernel, gpus=args.gpu)
         except _Read:
             pass
     print(f"{'all queries':16s} {time.perf_counter() - start:6.2f} s", file=sys.stderr)
