@@ -165,20 +165,10 @@ class Session:
             elif self._keep(con, name):
                 self._con_views.add(name)
                 return
-        if name in self.across and self._rows(con, KEPT_PAST[name][0]) > KEPT_PAST[name][1]:
+        work = self._kept_work(con, name, view.body)
+        if work is not None:
             for dep in view.depends:
                 self._define(con, dep)
-            self._kept.define(con, name, self._con_state, kept.copy_to(con, view.body))
-            self._con_views.add(name)
-            return
-        runs = self._rows(con, "runs") if name in KEPT_VIEWS else 0
-        if runs > contexts.CHUNK_RUNS:
-            for dep in view.depends:
-                self._define(con, dep)
-            # In batches of pools only where one statement could hold too many values: the
-            # copy and the batches cost ~1 s at 10M runs (docs/benchmarks.md, Run AX).
-            work = (kept.copy_pooled(con, view.body, *KEPT_VIEWS[name])
-                    if runs > kept.POOL_ROWS else kept.copy_to(con, view.body))
             self._kept.define(con, name, self._con_state, work)
             self._con_views.add(name)
             return
@@ -190,6 +180,24 @@ class Session:
         except duckdb.Error as exc:
             raise QueryError(f"view {view.name} ({view.path}) is invalid: {exc}") from None
         self._con_views.add(name)
+
+    def _kept_work(self, con: duckdb.DuckDBPyConnection, name: str, body: str
+                   ) -> Callable[[Path], list[Path]] | None:
+        """How to keep the view ``name`` (SQL ``body``) in files, None to define it as a view:
+        :data:`KEPT_VIEWS` past ``contexts.CHUNK_RUNS`` runs, :data:`KEPT_PAST` past its
+        number of rows in a session opened ``across`` it."""
+        if name in self.across:
+            table, most = KEPT_PAST[name]
+            return kept.copy_to(con, body) if self._rows(con, table) > most else None
+        if name not in KEPT_VIEWS:
+            return None
+        runs = self._rows(con, "runs")
+        if runs <= contexts.CHUNK_RUNS:
+            return None
+        # In batches of pools only where one statement could hold too many values: the copy
+        # and the batches cost ~1 s at 10M runs (docs/benchmarks.md, Run AX).
+        return (kept.copy_pooled(con, body, *KEPT_VIEWS[name]) if runs > kept.POOL_ROWS
+                else kept.copy_to(con, body))
 
     def _keep(self, con: duckdb.DuckDBPyConnection, name: str) -> bool:
         """Define the computed ``name`` (``series_context``, a few kernels at a time, or

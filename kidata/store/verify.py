@@ -455,15 +455,9 @@ class DerivedDifference:
     batches: list[list[str]]
 
 
-_COLUMNS = ", ".join(quote_identifier(f.name) for f in TABLES["latest_runs"])
-
-
-def _batch_rows() -> str:
-    """SQL for the ``latest_runs`` rows the runs of the loads in ``_derived_batch`` give: those
-    runs and only their measurements (a load's rows depend on nothing else)."""
-    runs = "(SELECT * FROM runs WHERE load_id IN (SELECT load_id FROM _derived_batch))"
-    measurements = f"(SELECT * FROM measurements WHERE run_id IN (SELECT run_id FROM {runs}))"
-    return f"SELECT {_COLUMNS} FROM ({derived.latest_runs_sql(runs, measurements)})"
+_COLUMNS = ", ".join(q(f.name) for f in TABLES["latest_runs"])
+# The latest_runs rows the runs of the loads in table _derived_batch give.
+_BATCH_SQL = f"SELECT {_COLUMNS} FROM ({derived.latest_runs_of('_derived_batch')})"
 
 
 def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str,
@@ -500,8 +494,8 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str,
         id_table(con, "_derived_batch", batch)
         stored = (f"SELECT {_COLUMNS} FROM {stored_table} "
                   "WHERE load_id IN (SELECT load_id FROM _derived_batch)")
-        for first, then, kind in ((_batch_rows(), stored, "missing"),
-                                  (stored, _batch_rows(), "extra")):
+        for first, then, kind in ((_BATCH_SQL, stored, "missing"),
+                                  (stored, _BATCH_SQL, "extra")):
             for load_id, n in con.sql(f"SELECT load_id, count(*) FROM ({first} EXCEPT ALL "
                                       f"{then}) GROUP BY ALL").fetchall():
                 setattr(found, kind, getattr(found, kind) + n)
@@ -517,7 +511,7 @@ def _computed_rows(con: duckdb.DuckDBPyConnection, batches: list[list[str]]
     order = ", ".join(f"{q(c)} NULLS LAST" for c in ("load_id", *derived.KEY))
     for batch in batches:
         id_table(con, "_derived_batch", batch)
-        yield from con.sql(f"{_batch_rows()} ORDER BY {order}").to_arrow_reader(8192)
+        yield from con.sql(f"{_BATCH_SQL} ORDER BY {order}").to_arrow_reader(8192)
 
 
 def _rewrite_derived(layout: Layout) -> list[str]:
