@@ -18,7 +18,8 @@ steps are stored and a ``'wrote'`` row saying how many steps it wrote (its rows 
 while a reader sees them all). Rows are never rewritten in place, ``step_context`` holds
 steps only and ``step_edits`` as many rows as there are changes, so that readers join them
 cheaply (DuckDB builds a join's hash table from the side it estimates smaller:
-docs/architecture.md). A
+docs/architecture.md). A load that only adds runs to a group works out the group's tail, not
+its history: the steps from an hour before its first run there (:data:`TAIL_KEPT`). A
 session reads ``series_context`` (and ``rerun_changes``) from these rows
 (``sql/stored/``) only when every committed load has its ``'covered'`` row
 (:func:`readable`): a load of an older
@@ -36,6 +37,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +87,17 @@ PAIRS_SQL = """
         GROUP BY kernel, pass, gpu, implementation, variant, date_trunc('hour', observed_at)
     ) GROUP BY ALL ORDER BY ALL"""
 
+# A load that only adds runs (none of its groups has a run it enriched or a run of another
+# load whose protocol it gave) changes no step of a group measured over an hour before its
+# first run there (``since``): a step's own row reads its series up to it, its context the
+# steps of its group within an hour of it. So it works out the steps from TAIL_KEPT before
+# ``since`` on, which read the results from TAIL_READ before it (the contexts' neighbours) and
+# each series' last result before those (the steps' previous results), whose stored step
+# number gives the others theirs. At 1.9M runs in 95 loads, computing the touched groups'
+# whole series took ~27 s of a 29 s load (docs/benchmarks.md, Run BK).
+TAIL_KEPT = "INTERVAL 1 HOUR"
+TAIL_READ = "INTERVAL 2 HOUR"
+
 # The stored columns a step has (every one but load_id), and a series' key.
 STEP_COLUMNS = tuple(c.name for c in COLUMNS[TABLE] if c.name != "load_id")
 SERIES = ("kernel", "pass", "implementation", "variant", "workload", "gpu", "family", "metric")
@@ -117,10 +130,12 @@ READABLE_SQL = (f"SELECT EXISTS (SELECT 1 FROM {EDITS} WHERE kind = 'covered') A
                 f"(SELECT load_id FROM {EDITS} WHERE kind = 'covered'))")
 
 
-def _in_use_sql(mine: Callable[[str], str] = lambda alias: "TRUE") -> str:
+def _in_use_sql(mine: Callable[[str], str] = lambda alias: "TRUE",
+                steps: Callable[[str], str] | None = None) -> str:
     """The stored steps in use (every column, load_id included), as the stored series_context
     takes them: those of writers whose steps are all there, that no such writer voided; only
-    those (and only the voids) ``mine(alias)`` (a condition on the row ``alias``) keeps.
+    those (and only the voids) ``mine(alias)`` (a condition on the row ``alias``) keeps, and
+    of the steps only those ``steps(alias)`` keeps (by default ``mine``).
     The writers are a constant list, never a semi-join an engine could build from the steps
     (sql/stored/series_context.sql says why)."""
     written = "array_contains((SELECT array_agg(load_id) FROM _writers), {}.load_id)"
@@ -130,7 +145,7 @@ def _in_use_sql(mine: Callable[[str], str] = lambda alias: "TRUE") -> str:
         SELECT run_id, metric, of_load FROM {EDITS} e
         WHERE e.kind = 'void' AND {mine('e')} AND {written.format('e')}
     ) v ON v.of_load = s.load_id AND v.run_id = s.run_id AND v.metric = s.metric
-    WHERE v.run_id IS NULL AND {mine('s')} AND {written.format('s')}"""
+    WHERE v.run_id IS NULL AND {(steps or mine)('s')} AND {written.format('s')}"""
 
 
 WRITERS_SQL = f"""
@@ -171,7 +186,10 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     and load_id), ``_stored`` the stored series_context of them (points and gpu_family too)."""
     snapshot.define(con, root, tables=TABLES_READ)
     reference.define(con, root, REFERENCE_READ)
-    con.execute("CREATE TEMP TABLE _touched (kernel VARCHAR, pass VARCHAR, gpu VARCHAR)")
+    con.execute("CREATE TEMP TABLE _touched "
+                "(kernel VARCHAR, pass VARCHAR, gpu VARCHAR, since TIMESTAMPTZ)")
+    con.execute(f"CREATE TEMP TABLE _before ({', '.join(f'{k} VARCHAR' for k in SERIES)}, "
+                "run_id VARCHAR, step BIGINT, observed_at TIMESTAMPTZ)")
     con.execute("ALTER VIEW runs RENAME TO _all_runs")
     con.execute(f"CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE {_in_touched('r')}")
     con.execute("ALTER VIEW measurements RENAME TO _all_measurements")
@@ -192,23 +210,81 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
                                                          "FROM _touched_steps s\n"))
 
 
-def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple]) -> None:
+def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple],
+                   first: datetime | None = None) -> None:
     """(Re)define the views of :func:`define_views` that hold the kernels, passes and GPUs in
     ``_touched`` (``batch``: the same, whose kernels are also named as constants, so that
     DuckDB filters the scans of runs and of the stored steps and edits, and skips their row
     groups of other kernels, instead of reading every row of them for each batch): ``runs``,
-    ``_touched_steps`` and ``_current``, the touched steps in use. ``_current`` joins only the
-    touched groups' voids: joined with every void of the warehouse, each batch built a hash
-    table of all of them (1.7M at 10M runs, spilled), and a rebuild peaked at ~0.9 GB."""
+    ``_touched_steps`` and ``_current``, the touched steps in use, and ``_current_tail``,
+    those of the tails (:data:`TAIL_KEPT`). ``_current`` joins only the touched groups'
+    voids: joined with every void of the warehouse, each batch built a hash table of all of
+    them (1.7M at 10M runs, spilled), and a rebuild peaked at ~0.9 GB.
+
+    ``first``: the earliest ``since`` of the batch, when each of its groups has one (a load
+    that only adds runs to them): ``_before`` then holds each series' last stored step before
+    its tail, and ``runs`` is a table of the tails' runs and those steps' (named by constant
+    bounds of time and of their loads' ids too, which skip the row groups of the runs,
+    measurements and stored steps of other times: filtered only by joins, the whole history
+    was read, ~5 s of a 10 s load at 2M runs)."""
     kernels = _kernel_list(batch)
 
     def mine(alias: str) -> str:
         return f"{alias}.kernel IN ({kernels}) AND {_in_touched(alias)}"
 
-    con.execute(f"CREATE OR REPLACE VIEW runs AS SELECT r.* FROM _all_runs r WHERE {mine('r')}")
     con.execute(f"CREATE OR REPLACE VIEW _touched_steps AS SELECT * FROM {TABLE} s "
                 f"WHERE {mine('s')}")
     con.execute(f"CREATE OR REPLACE VIEW _current AS {_in_use_sql(mine)}")
+    con.execute("DELETE FROM _before")
+    if first is None:
+        con.execute(f"CREATE OR REPLACE VIEW runs AS SELECT r.* FROM _all_runs r "
+                    f"WHERE {mine('r')}")
+        con.execute("CREATE OR REPLACE VIEW measurements AS SELECT m.* FROM _all_measurements m "
+                    "WHERE m.run_id IN (SELECT run_id FROM runs)")
+        con.execute(f"CREATE OR REPLACE VIEW _current_tail AS SELECT * FROM _current c "
+                    f"WHERE {_in_tail('c', TAIL_KEPT)}")
+        return
+    after = f"{quote_literal(first.isoformat())}::TIMESTAMPTZ"
+
+    def tail(alias: str, margin: str) -> str:
+        return (f"{alias}.kernel IN ({kernels}) AND {alias}.observed_at >= {after} - {margin} "
+                f"AND {_in_tail(alias, margin)}")
+
+    con.execute(f"CREATE OR REPLACE VIEW _current_tail AS "
+                f"{_in_use_sql(mine, lambda alias: tail(alias, TAIL_KEPT))}")
+    keys = ", ".join(SERIES)
+    con.execute(f"""
+        INSERT INTO _before
+        SELECT {keys}, arg_max(run_id, step), max(step), max(observed_at)
+        FROM _current c
+        WHERE EXISTS (SELECT 1 FROM _touched t WHERE t.kernel = c.kernel AND t.pass = c.pass
+            AND t.gpu = c.gpu AND c.observed_at < t.since - {TAIL_READ})
+        GROUP BY {keys}""")
+    [(low, high)] = con.execute("SELECT min(observed_at), max(observed_at) FROM _before").fetchall()
+    before = "FALSE"
+    if low is not None:
+        before = (f"r.kernel IN ({kernels}) AND r.observed_at BETWEEN "
+                  f"{quote_literal(low.isoformat())}::TIMESTAMPTZ AND "
+                  f"{quote_literal(high.isoformat())}::TIMESTAMPTZ "
+                  f"AND r.run_id IN (SELECT run_id FROM _before)")
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _tail_runs AS
+        SELECT r.* FROM _all_runs r WHERE {tail('r', TAIL_READ)}
+        UNION ALL SELECT r.* FROM _all_runs r WHERE {before}""")
+    loads = ", ".join(quote_literal(row[0]) for row in con.execute(
+        "SELECT DISTINCT load_id FROM _tail_runs ORDER BY ALL").fetchall()) or "NULL"
+    con.execute("CREATE OR REPLACE VIEW runs AS SELECT * FROM _tail_runs")
+    con.execute(f"CREATE OR REPLACE VIEW measurements AS SELECT m.* FROM _all_measurements m "
+                f"WHERE m.load_id IN ({loads}) AND m.run_id IN (SELECT run_id FROM runs)")
+
+
+def _in_tail(alias: str, margin: str) -> str:
+    """Whether the row ``alias`` (a run or a step) is of a kernel, pass and GPU in
+    ``_touched`` and within its tail: observed at or after its ``since`` less ``margin`` (an
+    interval), or any time where ``since`` is null (the whole group)."""
+    return (f"EXISTS (SELECT 1 FROM _touched t WHERE t.kernel = {alias}.kernel "
+            f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu "
+            f"AND (t.since IS NULL OR {alias}.observed_at >= t.since - {margin}))")
 
 
 def _kernel_list(batch: list[tuple]) -> str:
@@ -219,27 +295,43 @@ def _kernel_list(batch: list[tuple]) -> str:
 def chunks(con: duckdb.DuckDBPyConnection, load_id: str | None = None,
            runs: list[str] | tuple[str, ...] = (), size: int | None = None) -> Iterator[int]:
     """Fill ``_touched`` (:func:`define_views`) with one batch of kernels, passes and GPUs
-    after another, each of about :data:`CHUNK_RUNS` runs (one that has more is a batch of its
-    own; ``size`` runs instead, for work lighter than computing steps), yielding the batch's
-    number: every one, or (``load_id``) those the load added runs to, gave a protocol family
-    or enriched a run of (``runs``: the runs it enriched, whose rows keep the load_id of the
-    load that added them)."""
-    where = ""
-    if load_id is not None:
+    after another, each of about :data:`CHUNK_RUNS` runs read (one that has more is a batch of
+    its own; ``size`` runs instead, for work lighter than computing steps), yielding the
+    batch's number: every one, whole, or (``load_id``) those the load added runs to, gave a
+    protocol family or enriched a run of (``runs``: the runs it enriched, whose rows keep the
+    load_id of the load that added them), each with its tail (see :data:`TAIL_KEPT`): its
+    ``since`` the load's first run there, or null (the whole group) where the load enriched a
+    run, gave the protocol of another load's run, or added no run with a time."""
+    if load_id is None:
+        counts = con.execute("SELECT kernel, pass, gpu, count(*), CAST(NULL AS TIMESTAMPTZ) "
+                             "FROM _all_runs GROUP BY ALL ORDER BY ALL").fetchall()
+    else:
         con.execute("CREATE OR REPLACE TEMP TABLE _enriched (run_id VARCHAR)")
         if runs:
             con.executemany("INSERT INTO _enriched VALUES (?)", [(r,) for r in runs])
-        where = ("WHERE (kernel, pass, gpu) IN (SELECT kernel, pass, gpu FROM _all_runs "
-                 "WHERE load_id = $load_id OR run_id IN (SELECT run_id FROM _enriched) "
-                 "OR protocol_id IN "
-                 "(SELECT protocol_id FROM protocols WHERE load_id = $load_id))")
-    counts = con.execute(
-        f"SELECT kernel, pass, gpu, count(*) FROM _all_runs {where} GROUP BY ALL ORDER BY ALL",
-        {"load_id": load_id} if load_id is not None else None).fetchall()
-    for number, batch in enumerate(batched(counts, size)):
+        counts = con.execute(f"""
+            WITH given AS (SELECT protocol_id FROM protocols WHERE load_id = $load_id),
+            groups AS (
+                SELECT kernel, pass, gpu,
+                    CASE WHEN NOT bool_or(run_id IN (SELECT run_id FROM _enriched)
+                        OR (load_id <> $load_id AND protocol_id IN (SELECT * FROM given)))
+                    THEN min(observed_at) FILTER (WHERE load_id = $load_id) END AS since
+                FROM _all_runs
+                WHERE (kernel, pass, gpu) IN (SELECT kernel, pass, gpu FROM _all_runs
+                    WHERE load_id = $load_id OR run_id IN (SELECT run_id FROM _enriched)
+                        OR protocol_id IN (SELECT * FROM given))
+                GROUP BY ALL)
+            SELECT g.kernel, g.pass, g.gpu, count(*) FILTER (WHERE g.since IS NULL
+                    OR r.observed_at >= g.since - {TAIL_READ}), g.since
+            FROM groups g JOIN _all_runs r USING (kernel, pass, gpu)
+            GROUP BY ALL ORDER BY ALL""", {"load_id": load_id}).fetchall()
+    since = {tuple(row[:3]): row[4] for row in counts}
+    for number, batch in enumerate(batched([row[:4] for row in counts], size)):
         con.execute("DELETE FROM _touched")
-        con.executemany("INSERT INTO _touched VALUES (?, ?, ?)", batch)
-        _touched_views(con, batch)
+        con.executemany("INSERT INTO _touched VALUES (?, ?, ?, ?)",
+                        [(*key, since[key]) for key in batch])
+        starts = [since[key] for key in batch]
+        _touched_views(con, batch, None if None in starts else min(starts))
         yield number
 
 
@@ -481,10 +573,18 @@ def _changes(con: duckdb.DuckDBPyConnection, writer_id: str, edits: GroupedWrite
     import pyarrow as pa
 
     cols = ", ".join(STEP_COLUMNS)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh AS SELECT {cols} FROM {VIEW}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _cur AS SELECT {cols}, load_id FROM _current")
-    params = {"id": writer_id}
     keys = ", ".join(SERIES)
+    # The steps of the tails (TAIL_KEPT), numbered on from their series' last step before.
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _fresh AS
+        SELECT * EXCLUDE (_offset) REPLACE (step + _offset AS step) FROM (
+            SELECT v.*, coalesce(max(b.step - v.step) OVER (PARTITION BY
+                {", ".join(f"v.{k}" for k in SERIES)}), 0) AS _offset
+            FROM (SELECT {cols} FROM {VIEW}) v
+            LEFT JOIN _before b ON b.run_id = v.run_id AND b.metric = v.metric) f
+        WHERE {_in_tail("f", TAIL_KEPT)}""")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cur AS SELECT {cols}, load_id FROM _current_tail")
+    params = {"id": writer_id}
     declared = schema.arrow_tables()[EDITS]
     for batch in con.sql(f"""
         SELECT 'void' AS kind, {", ".join(f"c.{k}" for k in SERIES)}, c.run_id,

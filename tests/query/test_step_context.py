@@ -297,6 +297,102 @@ def test_a_load_rewrites_no_step_whose_sums_differ_only_in_their_last_bits(recor
         assert series(path) == computed(path, tmp_path)
     assert voids[True] == voids[False] < 10
 
+# The environment of tail_bundles' GPU.
+ENVIRONMENT = {"apiVersion": API, "kind": "ExecutionEnvironment", "metadata": {"name": "tail-host"},
+               "spec": {"hardware": {"vendor": "nvidia", "product": GPUS[0]}, "software": {}}}
+
+
+def tail_bundles(days: range, implementations: tuple[str, ...] = IMPLEMENTATIONS,
+                 protocol: bool = False) -> list[dict]:
+    """Bundles of one kernel and GPU, two workloads: each day the implementations an hour
+    apart (the first at 08:00, the next at 09:00, ...), so that one's steps are measured
+    together with the next one's at exactly an hour (the contexts' bound, inclusive). Every
+    run names LATE_PROTOCOL by digest; ``protocol``: its document comes with them."""
+    out = []
+    for day in days:
+        start = datetime(2024, 4, 1, 8, tzinfo=UTC) + timedelta(days=day)
+        for i, impl in enumerate(implementations):
+            i = IMPLEMENTATIONS.index(impl)
+            for w, width in enumerate(WIDTHS[:2]):
+                at = start + timedelta(hours=i, seconds=w)
+                median = 1000.0 * (i + 1) * (1 + 0.05 * ((day * 7 + i) % 5)) * (1 + 0.01 * w)
+                spec = {"measurements": [], "observedAt": at.isoformat(),
+                        "protocolDigest": digest(LATE_PROTOCOL),
+                        "sourceNative": {"benchmark": "rms_norm/forward", "source": "tail"},
+                        "status": "passed", "timing": {"latencyNs": {"median": median}}}
+                run = {"apiVersion": API, "kind": "BenchmarkRun",
+                       "metadata": {"labels": {"gpu_name": GPUS[0], "implementation": impl,
+                                               "version": str(day)},
+                                    "name": f"tail-{day}-{impl}-{width}"},
+                       "spec": spec}
+                workload = {"apiVersion": API, "kind": "Workload",
+                            "metadata": {"name": f"rms_norm-H{width}"},
+                            "spec": {"kernel": "rms_norm", "name": f"rms_norm-H{width}",
+                                     "parameters": {"H": width}}}
+                out.append({"run": run, "workload": workload})
+    if protocol:
+        out.append(LATE_PROTOCOL)
+    return out
+
+
+def test_a_load_works_out_only_the_tails_of_the_series_it_extends(tmp_path, monkeypatch):
+    """A load that only adds runs works out the steps of its groups from an hour before its
+    first run there (contexts.TAIL_KEPT), reading the results from two hours before
+    (TAIL_READ) and each series' last result before those, whose stored step numbers the
+    others on: the same rows as computed afresh, though most runs are not read. A load that
+    gives a family to the protocol of stored runs, or adds runs before the stored ones, works
+    out its groups whole."""
+    read: list[int] = []
+    changes = contexts._changes
+
+    def counting(con, *args):
+        read.append(con.execute("SELECT count(*) FROM runs").fetchall()[0][0])
+        return changes(con, *args)
+
+    monkeypatch.setattr(contexts, "_changes", counting)
+    wh_path = tmp_path / "wh"
+    wh = Warehouse(wh_path)
+    triton = ("triton",)
+    richer = tail_bundles(range(2, 3), ("torch",))[0]
+    richer["run"]["spec"]["environmentDigest"] = digest(ENVIRONMENT)
+    richer["environment"] = ENVIRONMENT
+    loads = [
+        # Six days (the first load stores every step, not through _changes), then the
+        # seventh's first two implementations: its 08:00 and 09:00 runs, and the sixth day's
+        # of each of the six series.
+        (tail_bundles(range(6)), 0),
+        (tail_bundles(range(6, 7), IMPLEMENTATIONS[:2]), 6 + 4),
+        # Then its 10:00 runs: the 09:00 steps (an hour before) change, and their contexts
+        # read the 08:00 runs (two hours before); each series' result of the sixth day gives
+        # the previous result and the step number.
+        (tail_bundles(range(6, 7), triton), 6 + 6),
+        # The eighth day with the protocol's document: every stored run changes family.
+        (tail_bundles(range(7, 8), protocol=True), 48),
+        # A day before all others: every step after it is numbered anew.
+        (tail_bundles(range(-1, 0), triton), 50),
+        # A ninth day's run with a richer record of a third day's (its environment's
+        # document): the stored run takes the record's environment, its step and the next
+        # one change.
+        ([*tail_bundles(range(8, 9), triton), richer], 52),
+    ]
+    for n, (records, runs_read) in enumerate(loads):
+        read.clear()
+        assert wh.load(write(tmp_path / f"load-{n}.jsonl", records)).ok
+        assert sum(read) == runs_read, n
+        assert wh.check().ok
+        assert reads_stored(wh_path)
+        assert series(wh_path) == computed(wh_path, tmp_path)
+        if n == 5:
+            assert Warehouse(wh_path).sql(
+                "SELECT count(*) FROM series_context WHERE environment_id = $e "
+                "OR previous_environment_id = $e", {"e": digest(ENVIRONMENT)}
+            ).fetchall() == [(2,)]
+        if n in (1, 2):  # the 09:00 steps, measured with the 08:00 ones, then the 10:00 ones
+            assert Warehouse(wh_path).sql(
+                "SELECT step, together_implementations FROM series_context "
+                "WHERE implementation = 'torch' AND observed_at >= '2024-04-07 09:00:00Z' "
+                "AND observed_at < '2024-04-07 10:00:00Z'").fetchall() == [(7, n)] * 2
+
 
 def test_a_load_whose_steps_were_not_stored(records, tmp_path, monkeypatch):
     # A load committed, but storing its steps failed (a crash, a full disk): it has no
