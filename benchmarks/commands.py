@@ -7,7 +7,11 @@
 ``--wh LABEL=PATH`` gives a tree a warehouse of its own, put where the command says ``@wh``:
 a warehouse one version upgraded is refused by an older one, so each reads its own copy of the
 same data (Run AQ: ``--tree old=git:3a8adc5 --tree new= --wh old=/tmp/wh1m-old --wh
-new=/tmp/wh1m-new -- -w @wh sql "select count(*) from regressions" -f csv``).
+new=/tmp/wh1m-new -- -w @wh sql "select count(*) from regressions" -f csv``). With ``--copy``
+each run reads a fresh copy of its warehouse, made before it and not timed, so that a command
+that writes (a load) starts from the same warehouse in every round (Run BK: ``--tree
+old=git:f112f74 --tree new= --wh old=/tmp/wh2m --wh new=/tmp/wh2m --copy -- -w @wh load -q
+part-00098.ndjson``).
 
 For each round, each tree (``LABEL=PATH``, ``LABEL=git:REV`` or ``LABEL=`` for the installed
 kidata, as ``measure.trees`` takes them) runs ``kidata ARGS...`` once, measured by
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -55,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                     "0; `gate` and `regressions` exit 1 when they find a regression)")
     ap.add_argument("--wh", action="append", default=[], metavar="LABEL=PATH",
                     help="the warehouse a tree's command reads where it says @wh (repeatable)")
+    ap.add_argument("--copy", action="store_true",
+                    help="run each command on a fresh copy of its @wh warehouse (untimed), "
+                         "for a command that writes to it")
     ap.add_argument("args", nargs=argparse.REMAINDER,
                     help="the command's arguments, after --")
     args = ap.parse_args(argv)
@@ -70,8 +78,16 @@ def main(argv: list[str] | None = None) -> int:
                 wh = warehouses.get(tree.label)
                 if "@wh" in command and wh is None:
                     raise SystemExit(f"the command says @wh: give --wh {tree.label}=PATH")
-                m = measure.run([str(BIN / "kidata"), *(wh if a == "@wh" else a for a in command)],
-                                env={**os.environ, **tree.env}, cwd=tmp, pss=args.pss)
+                used = wh
+                if args.copy and wh is not None:
+                    used = str(Path(tmp) / f"wh-{tree.label}")
+                    shutil.rmtree(used, ignore_errors=True)
+                    shutil.copytree(wh, used)
+                argv = [str(BIN / "kidata"), *(used if a == "@wh" else a for a in command)]
+                m = measure.run(argv, env={**os.environ, **tree.env}, cwd=tmp, pss=args.pss)
+                if used != wh:  # the same answer whichever copy it wrote to
+                    m.stdout = m.stdout.replace(used, "@wh")
+                    shutil.rmtree(used)
                 if m.killed_at_mb is not None or m.returncode not in (args.exit or [0]):
                     raise SystemExit(f"{tree.label}: kidata {' '.join(command)} failed "
                                      f"(exit {m.returncode}): {m.stderr.strip()[-500:]}")
@@ -81,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
                       + (f" (PSS {m.pss_mb:,.0f} MB)" if args.pss else "")
                       + f", exit {m.returncode}", flush=True)
         outputs = {label: {m.stdout for m in runs} for label, runs in got.items()}
+        for label, runs in got.items():
+            later = next((n for n, m in enumerate(runs[1:], 2) if m.stdout != runs[0].stdout),
+                         None)
+            if later is not None and not args.any_output:
+                raise SystemExit(f"{label} printed another answer in round {later} than in "
+                                 "round 1: the figures would compare different work (a "
+                                 "command that writes to its warehouse: --copy)")
         first = trees[0].label
         for label, seen in outputs.items():
             if seen != outputs[first] and not args.any_output:

@@ -455,6 +455,23 @@ def test_commands_runs_a_command_per_tree_in_turns_and_refuses_different_answers
     assert "a: kidata -w" in proc.stderr and "failed (exit 1)" in proc.stderr
 
 
+def test_commands_copy_gives_each_run_the_same_warehouse_to_write_to(tmp_path, tiny):
+    """benchmarks/commands.py --copy: a command that writes (a load) runs on a fresh copy of
+    its warehouse every round, so every round adds the same runs and the warehouse given is
+    left as it was; without it the second round finds them stored: another answer than the
+    first round's, refused (the figures would compare different work)."""
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    args = ["--tree", f"a={ROOT}", "--wh", f"a={wh}", "--rounds", "2"]
+    load = ["--", "-w", "@wh", "load", tiny / "bundles.ndjson"]
+    proc = _bench("commands.py", *args, "--copy", *load)
+    assert proc.returncode == 0, proc.stderr
+    assert not any(wh.iterdir())
+    proc = _bench("commands.py", *args, *load)
+    assert proc.returncode == 1
+    assert "a printed another answer in round 2 than in round 1" in proc.stderr
+
+
 def test_sort_runs_sorts_a_runs_file_in_each_trees_process(tmp_path, tiny):
     from kidata import Warehouse
 
