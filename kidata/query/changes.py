@@ -38,9 +38,11 @@ ruptures (and its scipy) is an optional dependency: ``pip install 'kidata[change
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -198,13 +200,14 @@ def changes(db: Queryable, min_effect: float | None = None,
     held = 0
     # The series stream in from DuckDB and are solved CHUNK_POINTS results at a time, so
     # Python holds a chunk, not every result (1.5 GB of tuples at 1M runs; Run AM).
-    for key, chunk in _series(db, min_points):
-        series += 1
-        pending.append((key, chunk))
-        held += len(chunk)
-        if held >= CHUNK_POINTS:
-            rows += _change_points(pending, effect)
-            pending, held = [], 0
+    with _sort_memory(db):
+        for key, chunk in _series(db, min_points):
+            series += 1
+            pending.append((key, chunk))
+            held += len(chunk)
+            if held >= CHUNK_POINTS:
+                rows += _change_points(pending, effect)
+                pending, held = [], 0
     rows += _change_points(pending, effect)
     if rows:
         causes = {(run, previous): (cause, facts) for run, previous, cause, facts in db.sql(
@@ -227,6 +230,38 @@ CHUNK_POINTS = 5_000
 # objects: at 1M runs under the default 300MB, 65,536 peaked at 608-636 MB, 16,384 at 519-544
 # (Run AR), 4,096 at 486-519 (Run AS), in the same time.
 READ_BATCH_ROWS = 4_096
+# The share of the session's memory limit DuckDB sorts every timed latency under: while it
+# streams the sorted rows it holds up to its limit of them, and Python holds its own beside
+# (~100-200 MB: the libraries, the batches, the solver's arrays). Under the whole default
+# 300MB, 5M runs in 250 loads peaked at 520 MB; under 2/3 of it at 411 MB in the same time
+# (183.6 against 186.2 s; 1M in 50 loads 492 → 409 MB, 9.2 s either way: docs/benchmarks.md,
+# Run BK).
+SORT_MEMORY_SHARE = 2 / 3
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+@contextlib.contextmanager
+def _sort_memory(db: Queryable) -> Iterator[None]:
+    """The session's memory limit lowered to :data:`SORT_MEMORY_SHARE` of it while the block
+    runs, then set back (flushing what DuckDB's allocator kept: :func:`engine.give_back`).
+    Left alone under ``KIDATA_QUERY_MEMORY=none`` (DuckDB's own limit)."""
+    from kidata.core import engine
+
+    limit = engine.query_memory()
+    if limit is None:
+        yield
+        return
+    [(shown,)] = db.sql("SELECT current_setting('memory_limit')").fetchall()
+    number, unit = shown.split()
+    share = int(float(number) * _UNITS[unit] * SORT_MEMORY_SHARE)
+    db.sql(f"SET memory_limit = '{share} bytes'")
+    try:
+        yield
+    finally:
+        db.sql("SET memory_limit = $limit", params={"limit": limit})
+
+
 # The key of a fetched row: the series and its center statistic (a series holding two center
 # statistics is searched once per statistic); then run_id, observed_at, version, center_us.
 _KEY = len(SERIES) + 1

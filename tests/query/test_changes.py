@@ -242,3 +242,32 @@ def test_the_reports_regressions_table_comes_in_the_order_kidata_regressions_pri
     printed = analysis.regressions(wh, columns=("workload", "run_id")).fetchall()
     assert list(zip(table["workload"], table["run_id"], strict=True)) == printed
     assert [w for w, _ in printed] == ["a", "e"]
+
+
+@pytest.mark.parametrize("limit", ["300MB", "none"])
+def test_the_sort_runs_under_a_share_of_the_sessions_memory_limit(wh, monkeypatch, limit):
+    """DuckDB sorts every timed latency for the search while Python holds its own beside it:
+    the sort runs under changes.SORT_MEMORY_SHARE of the session's limit (300MB: DuckDB shows
+    286.1 MiB, two thirds of it 190.7 MiB), which is set back after it; under
+    KIDATA_QUERY_MEMORY=none (DuckDB's own limit) nothing is lowered. The same answers."""
+    from kidata.query import changes
+
+    monkeypatch.setenv("KIDATA_QUERY_MEMORY", limit)
+    w = Warehouse(wh.path)
+
+    def shown() -> str:
+        return w.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
+
+    full = shown()
+    expected = found(wh.changes())
+    during = []
+    series_of = changes._series
+
+    def recording(db, min_points):
+        during.append(shown())  # before the sorted rows stream: a query of its own
+        yield from series_of(db, min_points)
+
+    monkeypatch.setattr(changes, "_series", recording)
+    assert found(w.changes()) == expected
+    assert during == (["190.7 MiB"] if limit == "300MB" else [full])
+    assert shown() == full == ("286.1 MiB" if limit == "300MB" else full)
