@@ -226,7 +226,8 @@ def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple],
     its tail, and ``runs`` is a table of the tails' runs and those steps' (named by constant
     bounds of time and of their loads' ids too, which skip the row groups of the runs,
     measurements and stored steps of other times: filtered only by joins, the whole history
-    was read, ~5 s of a 10 s load at 2M runs)."""
+    was read, ~5 s of a 10 s load at 2M runs). A run's measurements carry its load's id: the
+    load that added the run wrote them, and a richer record replaces the run's row only."""
     kernels = _kernel_list(batch)
 
     def mine(alias: str) -> str:
