@@ -243,9 +243,9 @@ _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 <
 
 @contextlib.contextmanager
 def _sort_memory(db: Queryable) -> Iterator[None]:
-    """The session's memory limit lowered to :data:`SORT_MEMORY_SHARE` of it while the block
-    runs, then set back (flushing what DuckDB's allocator kept: :func:`engine.give_back`).
-    Left alone under ``KIDATA_QUERY_MEMORY=none`` (DuckDB's own limit)."""
+    """The session's memory limit lowered to :data:`SORT_MEMORY_SHARE` of it (as DuckDB shows
+    it, e.g. ``286.1 MiB``) while the block runs, then set back to the configured one. Left
+    alone under ``KIDATA_QUERY_MEMORY=none`` (DuckDB's own limit)."""
     from kidata.core import engine
 
     limit = engine.query_memory()

@@ -170,10 +170,14 @@ def stored_view() -> viewfiles.View:
     return viewfiles.stored_views()[VIEW]
 
 
-def _in_touched(alias: str, table: str = "_touched") -> str:
-    """Whether the row ``alias`` is of a kernel, pass and GPU in ``table``."""
+def _in_touched(alias: str, table: str = "_touched", margin: str | None = None) -> str:
+    """Whether the row ``alias`` is of a kernel, pass and GPU in ``table``; with ``margin`` (an
+    interval), within its tail too: observed at or after ``_touched``'s ``since`` less
+    ``margin``, or any time where ``since`` is null (the whole group)."""
+    tail = ("" if margin is None else
+            f" AND (t.since IS NULL OR {alias}.observed_at >= t.since - {margin})")
     return (f"EXISTS (SELECT 1 FROM {table} t WHERE t.kernel = {alias}.kernel "
-            f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu)")
+            f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu{tail})")
 
 
 def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
@@ -191,16 +195,13 @@ def define_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     con.execute(f"CREATE TEMP TABLE _before ({', '.join(f'{k} VARCHAR' for k in SERIES)}, "
                 "run_id VARCHAR, step BIGINT, observed_at TIMESTAMPTZ)")
     con.execute("ALTER VIEW runs RENAME TO _all_runs")
-    con.execute(f"CREATE VIEW runs AS SELECT r.* FROM _all_runs r WHERE {_in_touched('r')}")
     con.execute("ALTER VIEW measurements RENAME TO _all_measurements")
-    con.execute("CREATE VIEW measurements AS SELECT m.* FROM _all_measurements m "
-                "WHERE m.run_id IN (SELECT run_id FROM runs)")
+    con.execute(f"CREATE VIEW _writers AS {WRITERS_SQL}")
+    _touched_views(con, [])  # runs and measurements among them
     views = viewfiles.load_views()
     for name in viewfiles.with_dependencies([VIEW]):
         con.execute(f"CREATE VIEW {name} AS {views[name].body}")
-    con.execute(f"CREATE VIEW _writers AS {WRITERS_SQL}")
     con.execute(f"CREATE VIEW _in_use AS {_in_use_sql()}")
-    _touched_views(con, [])
     # The stored body over the touched steps only (filtered before its joins, within the
     # connection's memory limit).
     body = stored_view().body
@@ -243,13 +244,13 @@ def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple],
         con.execute("CREATE OR REPLACE VIEW measurements AS SELECT m.* FROM _all_measurements m "
                     "WHERE m.run_id IN (SELECT run_id FROM runs)")
         con.execute(f"CREATE OR REPLACE VIEW _current_tail AS SELECT * FROM _current c "
-                    f"WHERE {_in_tail('c', TAIL_KEPT)}")
+                    f"WHERE {_in_touched('c', margin=TAIL_KEPT)}")
         return
     after = f"{quote_literal(first.isoformat())}::TIMESTAMPTZ"
 
     def tail(alias: str, margin: str) -> str:
         return (f"{alias}.kernel IN ({kernels}) AND {alias}.observed_at >= {after} - {margin} "
-                f"AND {_in_tail(alias, margin)}")
+                f"AND {_in_touched(alias, margin=margin)}")
 
     con.execute(f"CREATE OR REPLACE VIEW _current_tail AS "
                 f"{_in_use_sql(mine, lambda alias: tail(alias, TAIL_KEPT))}")
@@ -277,15 +278,6 @@ def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple],
     con.execute("CREATE OR REPLACE VIEW runs AS SELECT * FROM _tail_runs")
     con.execute(f"CREATE OR REPLACE VIEW measurements AS SELECT m.* FROM _all_measurements m "
                 f"WHERE m.load_id IN ({loads}) AND m.run_id IN (SELECT run_id FROM runs)")
-
-
-def _in_tail(alias: str, margin: str) -> str:
-    """Whether the row ``alias`` (a run or a step) is of a kernel, pass and GPU in
-    ``_touched`` and within its tail: observed at or after its ``since`` less ``margin`` (an
-    interval), or any time where ``since`` is null (the whole group)."""
-    return (f"EXISTS (SELECT 1 FROM _touched t WHERE t.kernel = {alias}.kernel "
-            f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu "
-            f"AND (t.since IS NULL OR {alias}.observed_at >= t.since - {margin}))")
 
 
 def _kernel_list(batch: list[tuple]) -> str:
@@ -583,7 +575,7 @@ def _changes(con: duckdb.DuckDBPyConnection, writer_id: str, edits: GroupedWrite
                 {", ".join(f"v.{k}" for k in SERIES)}), 0) AS _offset
             FROM (SELECT {cols} FROM {VIEW}) v
             LEFT JOIN _before b ON b.run_id = v.run_id AND b.metric = v.metric) f
-        WHERE {_in_tail("f", TAIL_KEPT)}""")
+        WHERE {_in_touched("f", margin=TAIL_KEPT)}""")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cur AS SELECT {cols}, load_id FROM _current_tail")
     params = {"id": writer_id}
     declared = schema.arrow_tables()[EDITS]
