@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,6 +175,39 @@ def cli(capsys, wh_path: Path, monkeypatch):
         return Result(code, captured.out, captured.err)
 
     return invoke
+
+
+def console(*args: object, env: dict[str, str | None] | None = None, cwd: Path | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """``kidata *args`` run in this process as the console script runs it (:func:`kidata.cli.run`,
+    its exit code, its standard output and error), returned as ``subprocess.run`` returns the
+    script's: for tests of a command's answers, where a process per command (~0.7 s of
+    start-up) would be most of the test. ``env`` is set in the environment (None: unset),
+    ``cwd`` is the working folder and ``input`` is standard input, each for the command only;
+    the environment is put back whole afterwards (``--debug`` sets a variable). What only a
+    process shows (the console script's start-up, a killed command, a process's memory) is
+    tried through the installed script in a subprocess (tests/cli/test_console.py and the slow
+    lane)."""
+    argv = [str(a) for a in args]
+    saved_env, saved_cwd, saved_in = dict(os.environ), os.getcwd(), sys.stdin
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        for name, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.stdin = io.StringIO(input or "")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli_run(argv)
+    finally:
+        sys.stdin = saved_in
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["kidata", *argv], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import SLOWEST_FIRST, SPARK_FILES, spark_together
 
 TESTS = Path(__file__).parent
@@ -17,6 +18,7 @@ def test_slowest_first_names_existing_files():
     assert not missing, f"tests/conftest.py SLOWEST_FIRST names files that do not exist: {missing}"
 
 
+@pytest.mark.slow  # pytest collecting the whole suite in a subprocess
 def test_the_slowest_files_are_collected_first():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0",

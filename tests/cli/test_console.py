@@ -15,6 +15,8 @@ from xml.etree import ElementTree
 import pytest
 from conftest import DATA, SEEDS
 
+from kidata import Warehouse
+
 KIDATA = Path(sys.executable).parent / "kidata"
 
 
@@ -370,3 +372,66 @@ def test_a_misspelled_view_is_answered_with_the_closest_of_kidatas_names(seeded)
     done = kidata("-w", seeded, "sql", "select * from zzzqqq")
     assert "It is none of kidata's tables and views (`kidata views` lists them)." in done.stderr
     assert "Did you mean" not in done.stderr
+
+
+# -- every command through the installed script ----------------------------------------------
+
+def _steps(load_id: str, tmp: Path) -> list[tuple[str, list[object], int, str]]:
+    """Every command of the CLI, each once, in an order that works on one warehouse holding
+    the three seeds (26 runs: 4 inductor and 12 trainkernel ones on the H100, 4 of each on the
+    A100, one Liger and one torch run): (command, arguments, exit code, a line of its output,
+    stdout or stderr). The other tests run most commands in the test process
+    (``conftest.console``); this is where each meets ``main()`` as a user's shell runs it."""
+    return [
+        ("info", [], 0, "runs                         26 rows in 1 files"),
+        ("views", [], 0, "speedups"),
+        ("formats", [], 0, "liger-csv: Liger-Kernel benchmark CSV (docs/liger.md)"),
+        ("sql", ["select count(*) as n from runs", "-f", "csv"], 0, "26"),
+        # The seeds' trainkernel documents publish 8 numbers; 3 disagree (test_views_audit).
+        ("audit", [], 1, "3 of 8 published numbers disagree with their inputs beyond rounding"),
+        ("changes", ["-f", "csv"], 0, "0 change points in 0 series"),
+        ("regressions", ["-f", "csv"], 0, "0 regressions slower beyond noise"),
+        # 8 keys (kernel, pass, workload, GPU) hold both an inductor and a trainkernel run.
+        ("compare", ["trainkernel", "inductor", "-f", "csv"], 0, "8 shared keys"),
+        ("gate", ["trainkernel", "inductor", "-f", "csv"], 0, "8 shared keys"),
+        ("rejects", ["-f", "csv"], 0, "loaded_at,load_id,source_file,position,field,reason"),
+        ("export", ["runs", "-o", tmp / "runs.csv"], 0, "wrote 26 rows of runs to"),
+        ("ack", ["-m", "intended", RUN], 0, "1 slowdown acknowledged"),
+        ("convert", [SEEDS / "000_ef9e0295e36a82ef.txt", "-o", tmp / "converted"], 0,
+         "1 files, 1 records: 1 bundles written to"),
+        ("compact", [], 0, "compacted: 0 fewer files, 0 rows rewritten"),
+        ("report", ["-o", tmp / "r.html", "-k", "rms_norm"], 0, f"wrote {tmp / 'r.html'}"),
+        ("check", [], 0, ": ok"),
+        ("unload", [load_id], 0, "took out 1 load(s)"),
+        ("load", ["-q", SEEDS], 0, "26 runs added"),
+    ]
+
+
+# A trainkernel run of the seeds (the A100, the medium workload).
+RUN = "trainkernel-held-out-a100-sxm4-80gb-medium-trainkernel-4e071fd248db605e"
+
+
+def test_every_command_has_a_step_through_the_installed_script(tmp_path):
+    from kidata.cli import _command
+
+    assert {name for name, *_ in _steps("", tmp_path)} == set(_command().commands)
+
+
+@pytest.mark.slow
+def test_every_command_runs_through_the_installed_script(seeded, tmp_path):
+    wh = Path(shutil.copytree(seeded, tmp_path / "wh"))
+    [(load_id,)] = Warehouse(wh).sql("select load_id from loads").fetchall()
+    for name, args, code, line in _steps(load_id, tmp_path):
+        done = kidata("-w", wh, name, *args)
+        assert done.returncode == code, (name, done.stdout, done.stderr)
+        assert line in done.stdout + done.stderr, (name, done.stdout, done.stderr)
+    assert (tmp_path / "runs.csv").read_text().count("\n") == 27  # a header and 26 runs
+    assert "<html" in (tmp_path / "r.html").read_text("utf-8")
+    # Seed 000 as a seed file of its own (a title line, a blank line, the bundle), named by
+    # its run.
+    name = ("liger-rms-norm-forward-liger-nvidia-a100-sxm4-80gb-hidden4096-rows2048-bf16-"
+            "2024-09-03-15-39-30")
+    [converted] = (tmp_path / "converted").iterdir()
+    assert converted.name == f"{name}.txt"
+    title, blank, document = converted.read_text("utf-8").split("\n", 2)
+    assert blank == "" and json.loads(document)["run"]["metadata"]["name"] == name

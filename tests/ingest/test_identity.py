@@ -12,15 +12,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
+from conftest import console
+
 from kidata import Warehouse
 from kidata.ingest.readers import read_file
-
-KIDATA = Path(sys.executable).parent / "kidata"
 
 MAPPING = """\
 [input]
@@ -226,13 +224,12 @@ def test_five_distinct_runs_load_as_five_through_the_console_script(tmp_path):
             ["gemm", "ours", "", "NT", "12.5"], ["gemm", "ours", "", "nt", "12.5"],
             ["gemm", "ours", "", "n-t", "12.5"]]
     data = _csv(tmp_path / "f.csv", HEADER, rows)
-    args = [str(KIDATA), "load", "--mapping", _mapping(tmp_path), data,
-            "-w", str(tmp_path / "W")]
-    done = subprocess.run(args, capture_output=True, text=True)
+    args = ["load", "--mapping", _mapping(tmp_path), data, "-w", tmp_path / "W"]
+    done = console(*args)
     assert done.returncode == 0, done.stderr
     assert "1 files, 5 records: 5 runs added" in done.stdout
     assert "0 duplicates skipped, 0 rejected" in done.stdout
-    again = subprocess.run(args, capture_output=True, text=True)
+    again = console(*args)
     assert again.returncode == 0, again.stderr
     assert "5 records: 0 runs added" in again.stdout
     assert "5 duplicates skipped, 0 rejected" in again.stdout

@@ -10,11 +10,11 @@ checks the same rules on generated loads of every split and order.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import console
 
 from kidata import Warehouse
 
@@ -115,8 +115,7 @@ def test_samples_stay_when_their_load_is_taken_out_and_are_not_doubled_by_a_relo
     wh.load([str(SAMPLES)])
     kept = sample_rows(wh)
     [(load_id,)] = wh.sql("SELECT load_id FROM loads").fetchall()
-    proc = subprocess.run([str(KIDATA), "unload", load_id, "--warehouse", str(wh.path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = console("unload", load_id, "--warehouse", wh.path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert wh.sql("SELECT count(*) FROM runs").fetchall() == [(0,)]
     assert sample_rows(wh) == kept  # facts about (run id, numbers), as documents are

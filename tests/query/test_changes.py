@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import console
 
 from kidata import Warehouse
 
@@ -97,16 +97,14 @@ def test_a_smaller_minimum_effect_lists_the_small_step(wh):
 
 
 def test_the_cli_prints_the_changes(wh):
-    done = subprocess.run([str(KIDATA), "-w", str(wh.path), "changes", "-f", "csv"],
-                          capture_output=True, text=True)
+    done = console("-w", wh.path, "changes", "-f", "csv")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kernel,pass,implementation,variant,workload,gpu,family,run_id,")
     assert [line.split(",")[4] for line in lines[1:]] == ["a", "e", "e"]
     assert ("3 change points in 5 series (2 slower, 2 of them the code's) beyond the 10.0% "
             "minimum effect") in done.stderr
-    bad = subprocess.run([str(KIDATA), "-w", str(wh.path), "changes", "--min-points", "2"],
-                         capture_output=True, text=True)
+    bad = console("-w", wh.path, "changes", "--min-points", "2")
     assert bad.returncode == 2 and "--min-points must be a whole number >= 4" in bad.stderr
 
 
@@ -151,8 +149,7 @@ def test_each_change_point_names_its_cause(tmp_path):
                    ("torch", "w3"): (0.2, "session", None), ("torch", "w4"): (0.2, "shared", None),
                    ("liger", "w4"): (0.2, "shared", None)}
     assert (result.series, result.found, result.slower, result.code_slower) == (8, 5, 5, 1)
-    done = subprocess.run([str(KIDATA), "-w", str(w.path), "changes", "-f", "csv"],
-                          capture_output=True, text=True)
+    done = console("-w", w.path, "changes", "-f", "csv")
     assert done.returncode == 0, done.stderr
     assert "5 change points in 8 series (5 slower, 1 of them the code's)" in done.stderr
 
@@ -177,6 +174,7 @@ def generated_series(count: int, seed: int) -> list[list[float]]:
     return out
 
 
+@pytest.mark.slow  # 800 generated series solved three ways, against ruptures
 def test_the_batched_solver_finds_what_ruptures_pelt_finds(monkeypatch):
     """Series up to BATCH_MAX_POINTS results are solved by the batched optimal partitioning,
     longer ones by ruptures' PELT (the method's reference implementation): on 800 generated

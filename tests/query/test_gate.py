@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import console
 
 from kidata import Warehouse
 from kidata.core.config import CI_SYSTEMS
@@ -191,9 +192,7 @@ def test_an_acknowledged_slowdown_is_left_out_and_counted(two_runs: Warehouse):
     # kidata regressions' one pass over trends counts them as the two queries do.
     after = two_runs.regression_scan(0.05)
     assert (after.found, after.acknowledged, after.rows.fetchall()) == (0, 2, [])
-    done = subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w",
-                           str(two_runs.path), "regressions", "-t", "0.05"],
-                          capture_output=True, text=True)
+    done = console("-w", two_runs.path, "regressions", "-t", "0.05")
     assert done.returncode == 0, done.stderr
     assert ("0 regressions slower beyond noise and by more than 5.0% (2 acknowledged left out"
             in done.stderr)

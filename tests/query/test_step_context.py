@@ -10,19 +10,18 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import console
 
 from kidata import Warehouse
 from kidata.core.digest import digest
 from kidata.store import contexts
 
 API = "kernelindex.dev/v1alpha1"
-SCRIPT = Path(sys.executable).parent / "kidata"  # the installed console script
 GPUS = ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
 KERNELS = ("rms_norm", "layer_norm")
 IMPLEMENTATIONS = ("liger", "torch", "triton")
@@ -88,8 +87,7 @@ def bundles(seed: int = 7) -> list[dict]:
 
 
 def kidata(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    return console(*args)
 
 
 def write(path: Path, records: list[dict]) -> Path:
@@ -527,7 +525,7 @@ def test_a_warehouse_stores_steps_from_a_size_on(records, tmp_path, monkeypatch)
 
 
 def test_the_stored_rows_are_what_is_read(records, tmp_path):
-    # Through the installed script, as a user runs it (KIDATA_CONTEXTS_AT=0 from the fixture).
+    # Through the CLI, as a user runs it (KIDATA_CONTEXTS_AT=0 from the fixture).
     wh_path = tmp_path / "wh"
     done = kidata("-w", wh_path, "load", write(tmp_path / "all.jsonl", records))
     assert done.returncode == 0, done.stderr

@@ -18,16 +18,13 @@ protocols are of one family.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import SHARED, same_rows
+from conftest import SHARED, console, same_rows
 
 from kidata import Warehouse
 from kidata.store import derived
@@ -134,14 +131,12 @@ def test_latest_runs_hold_mean_only_runs(tmp_path: Path, monkeypatch, slow_path:
     assert again.check().problems == []
 
 
-def test_compare_uses_the_center_through_the_console_script(tmp_path: Path):
+def test_compare_uses_the_center_through_the_cli(tmp_path: Path):
     """`kidata compare eager inductor` on the mm workload: inductor's mean 1 µs against eager's
     2 µs, ratio 0.5, verdict faster; the mixed workload has no verdict."""
-    exe = Path(sys.executable).parent / "kidata"
-    env = {**os.environ, "KIDATA_WAREHOUSE": str(tmp_path / "wh")}
-    assert subprocess.run([exe, "load", "-q", DATA], env=env, capture_output=True).returncode == 0
-    out = subprocess.run([exe, "compare", "eager", "triton", "--format", "json"], env=env,
-                         capture_output=True, text=True)
+    env = {"KIDATA_WAREHOUSE": str(tmp_path / "wh")}
+    assert console("load", "-q", DATA, env=env).returncode == 0
+    out = console("compare", "eager", "triton", "--format", "json", env=env)
     assert out.returncode == 0, out.stderr
     rows = [(r["workload"], r["baseline_us"], r["candidate_us"], r["verdict"])
             for r in json.loads(out.stdout)]

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import console
 
 from kidata import Warehouse
 from kidata.core.digest import digest
@@ -53,11 +53,10 @@ def wh(tmp_path_factory) -> Warehouse:
         report = w.load(_csv(folder / f"r{i}.csv", when, p50), mapping=MAPPING,
                         settings=settings)
         assert report.added["runs"] == 1, report
-    # The last through the console script, as a user types it.
+    # The last through the CLI, as a user types it.
     last = _csv(folder / "r3.csv", RESULTS[3][0], RESULTS[3][1])
     sets = [a for k, v in RESULTS[3][2].items() for a in ("--set", f"{k}={v}")]
-    done = subprocess.run([str(KIDATA), "-w", str(w.path), "load", str(last), "--mapping",
-                           str(MAPPING), *sets], capture_output=True, text=True)
+    done = console("-w", w.path, "load", last, "--mapping", MAPPING, *sets)
     assert done.returncode == 0, done.stderr
     assert "1 runs added" in done.stdout, done.stdout
     return w

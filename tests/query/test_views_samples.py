@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import console, shared
 
 from kidata import Warehouse
 
@@ -115,10 +114,8 @@ def test_fewer_than_seven_samples_fall_back_to_the_next_basis(wh):
         (14900 / 10100, 15100 / 9900), rel=1e-12)
 
 
-def test_compare_gives_the_speedups_answers_through_the_installed_script(wh):
-    proc = subprocess.run([str(KIDATA), "compare", "torch", "liger", "--warehouse",
-                           str(wh.path), "--format", "csv"],
-                          capture_output=True, text=True, timeout=120)
+def test_compare_gives_the_speedups_answers_through_the_cli(wh):
+    proc = console("compare", "torch", "liger", "--warehouse", wh.path, "--format", "csv")
     assert proc.returncode == 0, proc.stderr
     lines = [line.split(",") for line in proc.stdout.strip().splitlines()]
     header, data = lines[0], [dict(zip(lines[0], line, strict=True)) for line in lines[1:]]

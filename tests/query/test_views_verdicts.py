@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import console, shared
 
 from kidata import Warehouse
 
 VIEWS = Path(__file__).parents[1] / "data" / "views"
-KIDATA = Path(sys.executable).parent / "kidata"
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from make_view_fixtures import RERUN_CHANGES, bundle, jsd_sessions  # noqa: E402
 from make_view_fixtures import workload as workload_doc  # noqa: E402
@@ -168,12 +165,11 @@ def test_identical_code_is_never_firm_at_the_default_effect(stats):
 
 def test_the_minimum_effect_is_set_per_query_per_call_and_per_environment(stats):
     query = ("SELECT verdict FROM trends WHERE kernel = 'kto_loss' AND step = 2")
-    env = {**os.environ, "KIDATA_WAREHOUSE": str(stats)}
-    env.pop("KIDATA_MIN_EFFECT", None)
+    env = {"KIDATA_WAREHOUSE": str(stats), "KIDATA_MIN_EFFECT": None}
 
     def cli(*args: str, **extra: str) -> str:
-        done = subprocess.run([str(KIDATA), "sql", *args, "-f", "csv", query],
-                              capture_output=True, text=True, env={**env, **extra}, check=True)
+        done = console("sql", *args, "-f", "csv", query, env={**env, **extra})
+        assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()[1]
 
     assert cli() == "negligible"
@@ -188,8 +184,7 @@ def test_the_minimum_effect_is_set_per_query_per_call_and_per_environment(stats)
     con = wh.session.ready()
     con.execute("CREATE OR REPLACE TEMP VIEW verdict_settings AS SELECT 0.05 AS min_effect")
     assert con.sql(query).fetchall() == [("slower",)]
-    bad = subprocess.run([str(KIDATA), "sql", query], capture_output=True, text=True,
-                         env={**env, "KIDATA_MIN_EFFECT": "five"})
+    bad = console("sql", query, env={**env, "KIDATA_MIN_EFFECT": "five"})
     assert bad.returncode == 2 and "KIDATA_MIN_EFFECT" in bad.stderr
 
 
@@ -233,12 +228,11 @@ def test_kernelbench_h100_every_pair_rests_on_welch(tmp_path):
 
 
 def test_the_report_shows_the_calibration(wh, tmp_path):
-    # Through the installed script, with another minimum effect: the report's noise section
+    # Through the CLI, with another minimum effect: the report's noise section
     # lists the one calibrated pool (views-fixture, A100, 10-100 µs, 11 re-runs) and says
     # which minimum effect its verdicts use.
     out = tmp_path / "report.html"
-    done = subprocess.run([str(KIDATA), "-w", str(wh.path), "report", "-o", str(out),
-                           "--min-effect", "0.05"], capture_output=True, text=True)
+    done = console("-w", wh.path, "report", "-o", out, "--min-effect", "0.05")
     assert done.returncode == 0, done.stderr
     page = out.read_text("utf-8")
     section = page.split('<section id="noise">', 1)[1].split("</section>", 1)[0]
@@ -443,8 +437,7 @@ def test_a_step_made_partly_by_the_session_keeps_its_codes_part(tmp_path):
         ("liger", "w3", "shared"), ("torch", "w1", "session"), ("torch", "w2", "session"),
         ("torch", "w3", "shared")]
     # kidata regressions lists the code's one and counts the four it left out as shifts.
-    done = subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w", str(wh.path),
-                           "regressions", "-f", "csv"], capture_output=True, text=True)
+    done = console("-w", wh.path, "regressions", "-f", "csv")
     assert done.returncode == 1, done.stderr
     assert [line.split(",")[4] for line in done.stdout.splitlines()[1:]] == ["w4"]
     assert ("1 regressions slower beyond noise and by more than 10.0%; 4 slower steps left out "
@@ -547,7 +540,6 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
     With +40% at w4 the effect stays +12% and w4's code's part, 1.40 / 1.12 - 1 = 25%, is
     slower: exit 1, one key slower, three shifted. liger vs torch (two implementations)
     is not read as sessions."""
-    kidata = Path(sys.executable).parent / "kidata"
     wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
                                  (400, 1.11, 1.12)])
     result = wh.compare("torch,version=v1", "torch,version=v2")
@@ -558,8 +550,7 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
                                                      for i in range(1, 5)]
     assert all(sc == pytest.approx(0.12, rel=1e-9) and cc == pytest.approx(0, abs=1e-9)
                for _, _, sc, cc, _ in rows)
-    done = subprocess.run([str(kidata), "-w", str(wh.path), "compare", "torch,version=v1",
-                           "torch,version=v2", "-f", "csv"], capture_output=True, text=True)
+    done = console("-w", wh.path, "compare", "torch,version=v1", "torch,version=v2", "-f", "csv")
     assert done.returncode == 0, done.stderr
     assert "4 shared keys: 0 slower" in done.stderr
     assert "4 slower with their session (session_shift, code_change)" in done.stderr
@@ -571,8 +562,7 @@ def test_compare_of_two_sessions_leaves_the_sessions_shift_out(tmp_path):
     assert (result.shared, result.slower, result.shifted, result.regressed) == (4, 1, 3, True)
     ((code,),) = result.rows.filter("workload = 'w4'").select("code_change").fetchall()
     assert code == pytest.approx(0.25, rel=1e-9)
-    done = subprocess.run([str(kidata), "-w", str(wh.path), "compare", "torch,version=v1",
-                           "torch,version=v2"], capture_output=True, text=True)
+    done = console("-w", wh.path, "compare", "torch,version=v1", "torch,version=v2")
     assert done.returncode == 1, done.stderr
     across = wh.compare("torch", "liger")
     assert across.shifted == 0
@@ -644,14 +634,12 @@ def test_the_gate_leaves_a_sessions_shift_out_when_asked(tmp_path):
     at four workloads with liger beside it moving +1%, +1%, +11%, +11% fails the plain gate
     (4 slower, exit 1) and passes with --sessions (4 'session shift', listed, exit 0); with
     +40% at w4 the gate still fails on w4 (its code's part is +25%), three shifts left out."""
-    kidata = Path(sys.executable).parent / "kidata"
     wh = jsd_sessions(tmp_path, [(100, 1.01, 1.12), (200, 1.01, 1.12), (300, 1.11, 1.12),
                                  (400, 1.11, 1.12)])
     plain = wh.gate("torch,version=v1", "torch,version=v2")
     assert (plain.slower, plain.shifted, plain.exit_code) == (4, 0, 1)
-    done = subprocess.run([str(kidata), "-w", str(wh.path), "gate", "torch,version=v1",
-                           "torch,version=v2", "--sessions", "-f", "csv"],
-                          capture_output=True, text=True)
+    done = console("-w", wh.path, "gate", "torch,version=v1", "torch,version=v2", "--sessions",
+                   "-f", "csv")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     outcome = lines[0].split(",").index("outcome")

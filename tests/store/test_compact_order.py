@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import console
 from oracle_model import generate_module
 from test_check_compact import SOME_VIEWS, everything
 
@@ -243,10 +244,7 @@ def test_a_load_that_drops_duplicates_keeps_its_runs_clustered(parts, tmp_path, 
 
 
 def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch):
-    """Through the installed console script, as a user runs it."""
-    import subprocess
-    import sys
-
+    """Through the CLI, as a user runs it."""
     monkeypatch.setenv("KIDATA_COMPACT_AT", "0")
     wh = Warehouse(tmp_path / "wh")
     assert wh.load([str(p) for p in parts[:2]]).committed
@@ -255,8 +253,7 @@ def test_compact_prints_the_reclustered_files(parts, tmp_path, monkeypatch):
     path = _only_file(wh, "runs")
     pq.write_table(pq.read_table(path).sort_by("run_id"), path, row_group_size=GROUP)
     assert not compaction.is_sorted(path)
-    result = subprocess.run([str(Path(sys.executable).parent / "kidata"), "-w", str(wh.path),
-                             "compact", "runs"], capture_output=True, text=True, timeout=120)
+    result = console("-w", wh.path, "compact", "runs")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "runs: 1 files -> 1 (1 file rewritten sorted by GPU, kernel, pass and time)",
@@ -271,8 +268,6 @@ def test_compact_regroups_a_sorted_file_cut_into_small_row_groups(parts, tmp_pat
     stamped in the file's metadata): ``kidata compact`` rewrites it in row groups of a
     load's own size, the same rows and answers, and leaves it alone the second time; a load's
     own file, stamped with that size, is left as it is however many row groups it has."""
-    import subprocess
-    import sys
 
     wh = _copied(parts, tmp_path, monkeypatch)  # many row groups per GPU
     path = _only_file(wh, "runs")
@@ -282,9 +277,7 @@ def test_compact_regroups_a_sorted_file_cut_into_small_row_groups(parts, tmp_pat
     assert compaction.is_sorted(path) and not compaction.is_coarse(path)
     before = everything(wh.path, SOME_VIEWS)
 
-    kidata = str(Path(sys.executable).parent / "kidata")
-    result = subprocess.run([kidata, "-w", str(wh.path), "compact", "runs"],
-                            capture_output=True, text=True, timeout=120)
+    result = console("-w", wh.path, "compact", "runs")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "runs: 1 files -> 1 (1 file rewritten in larger row groups)",

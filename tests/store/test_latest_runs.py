@@ -328,6 +328,7 @@ def scenario(draw) -> tuple[list[dict], list[int]]:
     return runs, loads
 
 
+@pytest.mark.slow  # generated loads in any split and order (the slow lane's property tests)
 @settings(max_examples=8, deadline=None, derandomize=True,
           phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow])

@@ -3,23 +3,21 @@ on-disk layout a warehouse is in, and a kidata that does not know that layout ne
 nor reads it, instead of rolling forward journals it does not understand or reporting false
 problems.
 
-The commands run the installed console script in a subprocess, as a user would, with the
-kidata package this test imports first on its path (so the same tests, copied beside an older
-kidata, run that one).
+The commands run the CLI of the kidata package this test imports first on its path, in this
+process (``conftest.console``), so the same tests, copied beside an older kidata, run that one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from conftest import console
 
 import kidata
 from kidata import Warehouse, errors
@@ -29,16 +27,12 @@ from kidata.store import commit
 DATA = Path(__file__).parents[1] / "data"
 SEED0 = DATA / "seeds" / "000_ef9e0295e36a82ef.txt"
 SEED1 = DATA / "seeds" / "001_74c4a9a5654eeb33.txt"
-KIDATA = str(Path(sys.executable).parent / "kidata")
-PACKAGE_ROOT = str(Path(kidata.__file__).resolve().parents[1])
 
 NEWER = {"layout": 99, "written_by": "kidata 9.0.0"}
 
 
 def cli(wh: Path, *args: object) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT, "KIDATA_COMPACT_AT": "0"}
-    return subprocess.run([KIDATA, "-w", str(wh), *map(str, args)], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return console("-w", wh, *args, env={"KIDATA_COMPACT_AT": "0"})
 
 
 def layout_file(wh: Path) -> Path:

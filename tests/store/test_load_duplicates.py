@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import shared
+from conftest import console, shared
 
 from kidata import Warehouse
 from kidata.errors import LoadRefused
@@ -260,12 +260,11 @@ def test_a_warehouse_damaged_by_0_2_7_is_named_by_check_and_mended_by_unload(
     assert list(report.damaged) == [damaged.load_id]  # not the clean load
     assert any(p.startswith("loads: 1 loads hold inconsistent rows") for p in
                report.problems)
-    # The way out, through the installed command: take the damaged load out, load again.
-    check = subprocess.run([KIDATA, "check", "-w", str(path)], capture_output=True, text=True)
+    # The way out, through the CLI: take the damaged load out, load again.
+    check = console("check", "-w", path)
     assert check.returncode == 1 and damaged.load_id in check.stderr
     assert "kidata unload --damaged" in check.stderr
-    out = subprocess.run([KIDATA, "unload", "--damaged", "-w", str(path)],
-                         capture_output=True, text=True)
+    out = console("unload", "--damaged", "-w", path)
     assert out.returncode == 0, out.stderr
     assert "took out 1 load(s) (" in out.stdout and damaged.load_id in out.stdout
     assert f"{damaged.runs_added:,} runs" in out.stdout

@@ -85,6 +85,7 @@ def restricted(reference: dict[str, list], chosen: list[dict]) -> dict[str, list
             for table, rows in reference.items()}
 
 
+@pytest.mark.slow  # generated loads in any split and order (the slow lane's property tests)
 @FAST
 @given(picks=st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=8),
        data=st.data())
@@ -138,6 +139,7 @@ VARIANTS = [bundle(0), with_documents(0, False), with_documents(0, True),
 RICHNESS = [2, 3, 4, 4, 2, 4]  # environment, protocol, + workload, + implementation
 
 
+@pytest.mark.slow  # generated loads in any split and order (the slow lane's property tests)
 @FAST
 @given(picks=st.lists(st.integers(0, len(VARIANTS) - 1), min_size=2, max_size=7),
        data=st.data())

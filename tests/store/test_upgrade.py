@@ -7,7 +7,8 @@ The layout-1 warehouse is ``tests/data/layout1/warehouse``, written by kidata 0.
 from its Parquet files with pyarrow, not through kidata, and compared with what kidata gives
 before and after the upgrade. The layout-2 warehouse is ``tests/data/layout2/warehouse``,
 written by kidata 0.3.14 with every step's context stored (its README). The commands run the
-installed console script.
+CLI in this process (``conftest.console``), the killed ones through the installed console
+script.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import same_rows
+from conftest import console, same_rows
 
 import kidata
 from kidata import Warehouse
@@ -37,7 +38,14 @@ PACKAGE_ROOT = str(Path(kidata.__file__).resolve().parents[1])
 RUNS = 31
 
 
-def cli(wh: Path, *args: object, **env: str) -> subprocess.CompletedProcess:
+def cli(wh: Path, *args: object) -> subprocess.CompletedProcess:
+    """``kidata -w wh *args``, in this process (conftest.console)."""
+    return console("-w", wh, *args, env={"KIDATA_COMPACT_AT": "0"})
+
+
+def script(wh: Path, *args: object, **env: str) -> subprocess.CompletedProcess:
+    """``kidata -w wh *args`` through the installed console script: a process a fault point
+    can kill."""
     env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT, "KIDATA_COMPACT_AT": "0", **env}
     return subprocess.run([KIDATA, "-w", str(wh), *map(str, args)], capture_output=True,
                           text=True, timeout=180, env=env)
@@ -180,12 +188,13 @@ def test_a_new_warehouse_is_layout_3_and_documents_are_apart(tmp_path: Path):
         assert json.loads(document)["metadata"]["name"] == run_id
 
 
+@pytest.mark.slow  # a killed process
 @pytest.mark.parametrize("point", ["upgrade:before-journal", "upgrade:after-journal"])
 def test_an_upgrade_killed_is_all_or_nothing(old: Path, point: str):
     """A writer killed (SIGKILL) before the upgrade's journal leaves layout 1 as it was; after
     it, the journal, which the next writer completes. Readers meanwhile see the same answers."""
     expected = answers(old)
-    killed = cli(old, "compact", KIDATA_FAULT=point, KIDATA_FAULT_ACTION="kill")
+    killed = script(old, "compact", KIDATA_FAULT=point, KIDATA_FAULT_ACTION="kill")
     assert killed.returncode == -9, killed.stderr
     journals = list((old / "_kidata" / "journal").glob("*.json"))
     assert len(journals) == (1 if point.endswith("after-journal") else 0)
@@ -334,10 +343,11 @@ def test_compact_upgrades_layout_2_and_stores_every_step(layout2: Path):
     assert cli(layout2, "check").returncode == 0
 
 
+@pytest.mark.slow  # a killed process
 @pytest.mark.parametrize("point", ["upgrade:before-journal", "upgrade:after-journal"])
 def test_an_upgrade_of_layout_2_killed_is_all_or_nothing(layout2: Path, point: str):
     expected = series(layout2)
-    killed = cli(layout2, "compact", KIDATA_FAULT=point, KIDATA_FAULT_ACTION="kill")
+    killed = script(layout2, "compact", KIDATA_FAULT=point, KIDATA_FAULT_ACTION="kill")
     assert killed.returncode == -9, killed.stderr
     assert layout_number(layout2) == 2
     assert series(layout2) == expected
