@@ -603,6 +603,7 @@ def test_a_wrong_type_in_a_harness_file_is_its_records_reject(tmp_path, relative
     assert wh.check().problems == []
 
 
+@pytest.mark.slow  # generated (mutated) inputs, each loaded
 @pytest.mark.shared
 def test_mutated_harness_files_never_crash_a_load_or_fail_inside_kidata(tmp_path):
     from fuzzing import fuzz_field

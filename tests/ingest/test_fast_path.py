@@ -341,6 +341,7 @@ def mutated(draw) -> bytes:
     return json.dumps(bundle, ensure_ascii=draw(st.booleans())).encode()
 
 
+@pytest.mark.slow  # 800 generated inputs, the fast path against the general path
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(mutated(), st.builds(lambda i: json.dumps(GEN.bundle(i)).encode(),
                                                st.integers(0, 5000))),
