@@ -237,24 +237,23 @@ READ_BATCH_ROWS = 4_096
 # (183.6 against 186.2 s; 1M in 50 loads 492 → 409 MB, 9.2 s either way: docs/benchmarks.md,
 # Run BK).
 SORT_MEMORY_SHARE = 2 / 3
-_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 @contextlib.contextmanager
 def _sort_memory(db: Queryable) -> Iterator[None]:
     """The session's memory limit lowered to :data:`SORT_MEMORY_SHARE` of it (as DuckDB shows
-    it, e.g. ``286.1 MiB``) while the block runs, then set back to the configured one. Left
-    alone under ``KIDATA_QUERY_MEMORY=none`` (DuckDB's own limit)."""
+    it, e.g. ``286.1 MiB``, read back by DuckDB's ``parse_formatted_bytes``) while the block
+    runs, then set back to the configured one. Left alone under ``KIDATA_QUERY_MEMORY=none``
+    (DuckDB's own limit)."""
     from kidata.core import engine
 
     limit = engine.query_memory()
     if limit is None:
         yield
         return
-    [(shown,)] = db.sql("SELECT current_setting('memory_limit')").fetchall()
-    number, unit = shown.split()
-    share = int(float(number) * _UNITS[unit] * SORT_MEMORY_SHARE)
+    [(limit_bytes,)] = db.sql(
+        "SELECT parse_formatted_bytes(current_setting('memory_limit'))").fetchall()
+    share = int(limit_bytes * SORT_MEMORY_SHARE)
     db.sql(f"SET memory_limit = '{share} bytes'")
     try:
         yield

@@ -170,12 +170,16 @@ def stored_view() -> viewfiles.View:
     return viewfiles.stored_views()[VIEW]
 
 
-def _in_touched(alias: str, table: str = "_touched", margin: str | None = None) -> str:
+def _in_touched(alias: str, table: str = "_touched", margin: str | None = None,
+                before: str | None = None) -> str:
     """Whether the row ``alias`` is of a kernel, pass and GPU in ``table``; with ``margin`` (an
     interval), within its tail too: observed at or after ``_touched``'s ``since`` less
-    ``margin``, or any time where ``since`` is null (the whole group)."""
+    ``margin``, or any time where ``since`` is null (the whole group); with ``before`` (an
+    interval), observed before ``since`` less ``before`` (never where ``since`` is null)."""
     tail = ("" if margin is None else
             f" AND (t.since IS NULL OR {alias}.observed_at >= t.since - {margin})")
+    if before is not None:
+        tail += f" AND {alias}.observed_at < t.since - {before}"
     return (f"EXISTS (SELECT 1 FROM {table} t WHERE t.kernel = {alias}.kernel "
             f"AND t.pass = {alias}.pass AND t.gpu = {alias}.gpu{tail})")
 
@@ -258,9 +262,7 @@ def _touched_views(con: duckdb.DuckDBPyConnection, batch: list[tuple],
     con.execute(f"""
         INSERT INTO _before
         SELECT {keys}, arg_max(run_id, step), max(step), max(observed_at)
-        FROM _current c
-        WHERE EXISTS (SELECT 1 FROM _touched t WHERE t.kernel = c.kernel AND t.pass = c.pass
-            AND t.gpu = c.gpu AND c.observed_at < t.since - {TAIL_READ})
+        FROM _current c WHERE {_in_touched("c", before=TAIL_READ)}
         GROUP BY {keys}""")
     [(low, high)] = con.execute("SELECT min(observed_at), max(observed_at) FROM _before").fetchall()
     before = "FALSE"

@@ -19,7 +19,6 @@ from conftest import console
 from kidata import Warehouse
 
 VIEWS = Path(__file__).parents[1] / "data" / "views"
-KIDATA = Path(sys.executable).parent / "kidata"
 SAMPLES = VIEWS / "samples.jsonl"
 
 

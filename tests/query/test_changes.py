@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 from conftest import console
 
 from kidata import Warehouse
 
-KIDATA = Path(sys.executable).parent / "kidata"
 WIGGLE = (1.0, 1.005, 0.995, 1.002, 0.998, 1.003, 0.997, 1.0, 1.004, 0.996, 1.001, 0.999)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from conftest import console
 from kidata import Warehouse
 from kidata.core.digest import digest
 
-KIDATA = Path(sys.executable).parent / "kidata"
 MAPPING = Path(__file__).parents[1] / "data" / "field" / "team_mapping.toml"
 SEED0 = Path(__file__).parents[1] / "data" / "seeds" / "000_ef9e0295e36a82ef.txt"
 HEADER = "op,impl,tokens,hidden,precision,device,when,p50_us,p20_us,p80_us,n\n"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from conftest import console, shared
 from kidata import Warehouse
 
 VIEWS = Path(__file__).parents[1] / "data" / "views"
-KIDATA = Path(sys.executable).parent / "kidata"
 
 
 @pytest.fixture(scope="module")

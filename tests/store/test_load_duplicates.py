@@ -30,7 +30,6 @@ from kidata.errors import LoadRefused
 from kidata.store import finalize, load_commit
 
 ROOT = Path(__file__).resolve().parents[2]
-KIDATA = str(Path(sys.executable).parent / "kidata")
 RUNS = 3000  # 9,000 measurements: more than one copy batch (finalize.BATCH, 8,192)
 
 
