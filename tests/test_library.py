@@ -307,3 +307,32 @@ def test_a_load_that_cannot_read_any_file_creates_no_warehouse(tmp_path, bad):
     with pytest.raises(UsageError):
         kidata.Warehouse(target).load([str(SEEDS)], **bad)
     assert not target.exists()
+
+
+def test_rows_answers_as_sql_does_without_binding_a_relation(seeded: kidata.Warehouse,
+                                                              monkeypatch, tmp_path: Path):
+    """``Warehouse.rows``: the rows ``sql`` gives, its errors and its read-only rule, with the
+    statement bound once (a relation is bound when made and again when it runs)."""
+    assert seeded.rows("select count(*) from runs") == [(26,)]  # the seeds' 26 runs
+    query = "select kernel, gpu, candidate, baseline, speedup from speedups order by all"
+    assert seeded.rows(query) == seeded.sql(query).fetchall() != []
+    h100 = {"gpu": "h100-sxm5-80gb"}
+    assert (seeded.rows("select count(*) from runs where gpu = $gpu", h100)
+            == seeded.sql("select count(*) from runs where gpu = $gpu", h100).fetchall())
+    with pytest.raises(kidata.QueryError, match='Did you mean "speedups"'):
+        seeded.rows("select * from speedupz")
+    with pytest.raises(kidata.errors.UsageError, match="refused the COPY statement"):
+        seeded.rows(f"copy runs to '{tmp_path / 'x.csv'}'", read_only=True)
+    assert not (tmp_path / "x.csv").exists()
+
+    from duckdb import _seam  # DuckDB's Python layer: every relation made is bound here
+
+    bound: list[str] = []
+    bind = _seam.bind
+    monkeypatch.setattr(_seam, "bind", lambda con, sql, *a, **k: (
+        bound.append(str(getattr(sql, "query", sql))), bind(con, sql, *a, **k))[1])
+    seeded.sql(query).fetchall()
+    assert any("speedups" in text for text in bound)  # the relation, bound
+    bound.clear()
+    assert seeded.rows(query) != []
+    assert not any("speedups" in text for text in bound)

@@ -88,7 +88,7 @@ def fetch_retrying(con: duckdb.DuckDBPyConnection, sql: Callable[[], str],
     swapped a folder between listing and reading it, the query (``sql()``) is made again."""
     for attempt in range(SWAP_RETRIES):
         try:
-            return con.sql(sql(), params=params).fetchall()
+            return con.execute(sql(), params).fetchall()
         except duckdb.IOException:
             if attempt == SWAP_RETRIES - 1:
                 raise

@@ -59,9 +59,9 @@ def audit(db: Queryable, everything: bool = False,
     where = "" if everything else "WHERE flagged"
     rows = db.sql(f"SELECT {_columns(columns)} FROM audit {where} "
                   "ORDER BY gpu, workload, quantity, run_id")
-    claims, flagged, unchecked = db.sql(
+    claims, flagged, unchecked = db.rows(
         "SELECT count(*), count(CASE WHEN flagged THEN 1 END), "
-        "count(CASE WHEN flagged IS NULL THEN 1 END) FROM audit").fetchall()[0]
+        "count(CASE WHEN flagged IS NULL THEN 1 END) FROM audit")[0]
     return Audit(rows, claims, flagged, unchecked)
 
 
@@ -69,7 +69,7 @@ def min_effect(db: Queryable, threshold: float | None = None) -> float:
     """``threshold`` checked, or when None the session's minimum effect (the
     ``verdict_settings`` view: 0.10 unless the session sets another)."""
     if threshold is None:
-        return float(db.sql("SELECT min_effect FROM verdict_settings").fetchall()[0][0])
+        return float(db.rows("SELECT min_effect FROM verdict_settings")[0][0])
     check_threshold(threshold)
     return float(threshold)
 
@@ -586,16 +586,16 @@ def sessions(db: Queryable, found: pa.Table, threshold: float,
     from datetime import timedelta
 
     ids = found.column("baseline_run_id").to_pylist() + found.column("candidate_run_id").to_pylist()
-    hours = [h for (h,) in db.sql(
+    hours = [h for (h,) in db.rows(
         "SELECT DISTINCT DATE_TRUNC('hour', observed_at) + TO_HOURS(d.shift) FROM runs "
         "CROSS JOIN (VALUES (-1), (0), (1)) AS d(shift) "
         "WHERE observed_at IS NOT NULL AND run_id IN (SELECT UNNEST($ids))",
-        params={"ids": ids}).fetchall()] if ids else []
-    in_hours = [i for (i,) in db.sql(
+        {"ids": ids})] if ids else []
+    in_hours = [i for (i,) in db.rows(
         "SELECT run_id FROM runs WHERE status = 'passed' AND observed_at >= $lo "
         "AND observed_at < $hi AND DATE_TRUNC('hour', observed_at) IN (SELECT UNNEST($hours))",
-        params={"lo": min(hours), "hi": max(hours) + timedelta(hours=1),
-                "hours": hours}).fetchall()] if hours else []  # no pairs: no hours, no results
+        {"lo": min(hours), "hi": max(hours) + timedelta(hours=1),
+         "hours": hours})] if hours else []  # no pairs: no hours, no results
     db.release()
     results = _of_runs(db, in_hours, RESULTS_SQL, ["latencies"])
     local.register("pairs", found)

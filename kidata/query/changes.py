@@ -210,8 +210,8 @@ def changes(db: Queryable, min_effect: float | None = None,
                 pending, held = [], 0
     rows += _change_points(pending, effect)
     if rows:
-        causes = {(run, previous): (cause, facts) for run, previous, cause, facts in db.sql(
-            _CAUSES, params={"runs": [r["run_id"] for r in rows]}).fetchall()}
+        causes = {(run, previous): (cause, facts) for run, previous, cause, facts in db.rows(
+            _CAUSES, {"runs": [r["run_id"] for r in rows]})}
         for r in rows:
             r["cause"], r["changed_facts"] = causes.get((r["run_id"], r["previous_run_id"]),
                                                         (None, None))
@@ -251,8 +251,8 @@ def _sort_memory(db: Queryable) -> Iterator[None]:
     if limit is None:
         yield
         return
-    [(limit_bytes,)] = db.sql(
-        "SELECT parse_formatted_bytes(current_setting('memory_limit'))").fetchall()
+    [(limit_bytes,)] = db.rows(
+        "SELECT parse_formatted_bytes(current_setting('memory_limit'))")
     share = int(limit_bytes * SORT_MEMORY_SHARE)
     db.sql(f"SET memory_limit = '{share} bytes'")
     try:

@@ -381,8 +381,8 @@ def _judge(db: Queryable, baseline: str, candidate: str, th: Thresholds,
         out.geomean_speedup = math.exp(mean)
         if len(means) >= MIN_INTERVAL:  # below, t is 12.7 (df 1): the interval says nothing
             sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1))
-            t = db.sql("SELECT t FROM student_t WHERE $df BETWEEN df_from AND df_to",
-                       params={"df": len(means) - 1}).fetchall()[0][0]
+            t = db.rows("SELECT t FROM student_t WHERE $df BETWEEN df_from AND df_to",
+                        {"df": len(means) - 1})[0][0]
             half = float(t) * sd / math.sqrt(len(means))
             out.interval = (math.exp(mean - half), math.exp(mean + half))
     return out

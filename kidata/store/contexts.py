@@ -838,7 +838,7 @@ def rebuild(root: Path, writer_id: str, *, if_files: int = 2, afresh: bool = Fal
         def write_steps(path: Path) -> int:
             rows = write_reader(path, _stamped(TABLE, covers), batches(),
                                 create_empty=True)
-            [(in_use,)] = con.sql("SELECT count(*) FROM _in_use").fetchall()
+            [(in_use,)] = con.execute("SELECT count(*) FROM _in_use").fetchall()
             if rows != in_use:  # a step whose group no run has: not rebuilt, not dropped
                 raise WarehouseError(f"rebuilding {TABLE}: {rows:,} steps written of "
                                      f"{in_use:,} in use; kidata check --repair stores "

@@ -93,13 +93,13 @@ class LoadCommit:
             con.execute(f"SET memory_limit = '{settings.commit_write_memory}'")  # a size
             # Counted, and only those the report can list fetched: a load of millions of
             # conflicting duplicates holds no Python object per conflict (issue 27, item 8).
-            [(conflicts, duplicates, enriching, added, staged)] = con.sql(
+            [(conflicts, duplicates, enriching, added, staged)] = con.execute(
                 "SELECT (SELECT count(*) FROM conflict_rejects), "
                 "count(*) FILTER (WHERE _outcome IN ('duplicate', 'enrich')), "
                 "count(*) FILTER (WHERE _outcome = 'enrich'), "
                 "count(*) FILTER (WHERE _outcome = 'added'), count(*) FROM run_outcome"
             ).fetchall()
-            listed = [] if not conflicts else con.sql(
+            listed = [] if not conflicts else con.execute(
                 "SELECT source_file, _position, reason FROM conflict_rejects ORDER BY _seq "
                 f"LIMIT {max(0, MAX_REPORTED - len(report.rejects))}").fetchall()
             for file, position, reason in listed:
@@ -241,7 +241,7 @@ class LoadCommit:
                     f"(SELECT count(*) FROM {side} WHERE _seq IN "
                     "(SELECT _seq FROM run_outcome WHERE _outcome = 'added'))")
         [(rows, distinct, found, staged, in_measurements, in_either, docs, documented,
-          in_runs_or_docs)] = con.sql(f"""
+          in_runs_or_docs)] = con.execute(f"""
             WITH r AS (SELECT hash(run_id) AS h FROM {runs}),
                  m AS (SELECT hash(run_id) AS h FROM {measurements}),
                  d AS (SELECT hash(run_id) AS h FROM {documents})
@@ -267,7 +267,7 @@ class LoadCommit:
             (in_runs_or_docs != documented, f"{in_runs_or_docs - documented:,} added runs "
                                             "have no document")) if wrong]
         if copied:
-            [(extra, lost)] = con.sql(f"""
+            [(extra, lost)] = con.execute(f"""
                 WITH f AS (SELECT DISTINCT hash(run_id) AS h FROM {runs}),
                      s AS (SELECT DISTINCT hash(run_id) AS h FROM staged_runs WHERE _seq IN
                            (SELECT _seq FROM run_outcome WHERE _outcome = 'added'))

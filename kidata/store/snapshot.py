@@ -72,11 +72,11 @@ def committed(warehouse: Path, con: duckdb.DuckDBPyConnection | None = None
         own = con is None
         db = engine.connect() if own else con
         try:
-            rel = db.sql("SELECT * FROM read_parquet($files, union_by_name = true, "
-                         "filename = '_kidata_file', file_row_number = true) "
-                         "ORDER BY _kidata_file, file_row_number", params={"files": files})
-            names = rel.columns
-            rows = rel.fetchall()
+            result = db.execute("SELECT * FROM read_parquet($files, union_by_name = true, "
+                                "filename = '_kidata_file', file_row_number = true) "
+                                "ORDER BY _kidata_file, file_row_number", {"files": files})
+            names = [column[0] for column in result.description]
+            rows = result.fetchall()
         except duckdb.Error as exc:
             if not all(os.path.exists(f) for f in files):
                 continue  # compaction swapped the folder between listing and reading: again

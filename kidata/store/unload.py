@@ -90,7 +90,7 @@ def damaged_loads(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         WHERE missing > 0"""
     # One statement, its rows in the checks' order.
     whats = list(checks)
-    rows = con.sql(union_all(
+    rows = con.execute(union_all(
         f"SELECT {i} AS _check, load_id, CAST(n AS BIGINT) FROM ({sql}) AS c(load_id, n)"
         for i, sql in enumerate(checks.values())) + " ORDER BY _check, load_id").fetchall()
     out: dict[str, list[str]] = {}

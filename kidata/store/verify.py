@@ -120,8 +120,8 @@ def _check_files_and_rows(layout: Layout, report: CheckReport) -> None:
         # Each check asks about every table in one statement (core.sql.union_all): a check
         # runs after every load of the test suite, on warehouses of a few rows.
         con.execute(";\n".join(views))
-        counts = dict(con.sql(union_all(f"SELECT {quote_literal(t)}, count(*) FROM {q(t)}"
-                                        for t in TABLES)).fetchall())
+        counts = dict(con.execute(union_all(
+            f"SELECT {quote_literal(t)}, count(*) FROM {q(t)}" for t in TABLES)).fetchall())
         report.rows.update((table, counts[table]) for table in TABLES)
         _check_nulls(con, report)
         _check_identities(con, report)
@@ -163,21 +163,22 @@ def _write_missing_markers(layout: Layout) -> list[str]:
             if table == "loads" or not layout.table_files(table):
                 continue
             has_time = "loaded_at" in TABLES[table].names
-            rows = con.sql(f"SELECT load_id, count(*), {'min(loaded_at)' if has_time else 'NULL'}"
-                           f" FROM ({table_sql(layout.root, table)}) GROUP BY load_id"
-                           ).fetchall()
+            earliest = "min(loaded_at)" if has_time else "NULL"
+            rows = con.execute(f"SELECT load_id, count(*), {earliest}"
+                               f" FROM ({table_sql(layout.root, table)}) GROUP BY load_id"
+                               ).fetchall()
             for load_id, n, stamp in rows:
                 counts.setdefault(load_id, {})[table] = n
                 if stamp is not None:
                     stamps[load_id] = min(stamp, stamps.get(load_id, stamp))
-        known = {r[0] for r in con.sql(
+        known = {r[0] for r in con.execute(
             f"SELECT load_id FROM ({table_sql(layout.root, 'loads')})").fetchall()}
         # Loads whose latest_runs rows all carry their evidence (derived.STATISTICS, 0.2.3)
         # and center (derived.CENTER, 0.2.4).
         evidenced: set[str] = set()
         latest = table_sql(layout.root, "latest_runs")
         if {"evidence", "center_statistic"} <= set(con.sql(latest).columns):
-            evidenced = {r[0] for r in con.sql(
+            evidenced = {r[0] for r in con.execute(
                 f"SELECT load_id FROM ({latest}) GROUP BY load_id "
                 "HAVING count(evidence) = count(*) AND count(center_statistic) = count(*)"
                 ).fetchall()}
@@ -339,8 +340,8 @@ def _rows(con: duckdb.DuckDBPyConnection, report: CheckReport, selects: list[str
     """The rows of ``selects`` (the same columns), in one statement or, past
     :data:`APART_RUNS` runs, one statement each."""
     if report.rows.get("runs", 0) > APART_RUNS:
-        return [row for select in selects for row in con.sql(select).fetchall()]
-    return con.sql(union_all(selects)).fetchall()
+        return [row for select in selects for row in con.execute(select).fetchall()]
+    return con.execute(union_all(selects)).fetchall()
 
 
 def _check_nulls(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
@@ -372,8 +373,8 @@ def _check_identities(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
         total = totals[table]
         if not total:
             continue
-        dups = con.sql(f"SELECT {cols}, count(*) AS n FROM {q(table)} GROUP BY ALL "
-                       f"HAVING count(*) > 1 ORDER BY {cols} LIMIT {SHOWN + 1}").fetchall()
+        dups = con.execute(f"SELECT {cols}, count(*) AS n FROM {q(table)} GROUP BY ALL "
+                           f"HAVING count(*) > 1 ORDER BY {cols} LIMIT {SHOWN + 1}").fetchall()
         report.problems.append(
             f"{table}: {total:,} identities ({', '.join(KEYS[table])}) appear more than "
             "once, e.g. " + _examples([r[:-1] for r in dups]))
@@ -407,12 +408,12 @@ def _check_references(con: duckdb.DuckDBPyConnection, report: CheckReport) -> No
     for (table, column, target, _, why), sql, n in zip(checked, orphan_sql, counts,
                                                          strict=False):
         if n:
-            orphans = con.sql(f"{sql} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
+            orphans = con.execute(f"{sql} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
             report.problems.append(f"{table}: rows for {n:,} {column}s that are not "
                                    f"in {target} ({why}), e.g. {_examples(orphans)}")
     missing = counts[-1]
     if missing:
-        shown = con.sql(f"{missing_median} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
+        shown = con.execute(f"{missing_median} ORDER BY 1 LIMIT {SHOWN + 1}").fetchall()
         report.problems.append(f"runs: {missing:,} runs have no median (or primary "
                                f"statistic) measurement of their metric (never a run without "
                                f"its measurements), e.g. "
@@ -467,16 +468,16 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str,
     on ``con``. ``sizes``: the rows of ``runs`` and ``stored_table``, when known. Past
     :data:`DERIVED_BATCH_ROWS` rows the loads are compared a batch at a time, each batch's
     runs and stored rows within it (a load with more is a batch of its own)."""
-    loads = con.sql("SELECT load_id, kidata_version FROM loads").fetchall()
+    loads = con.execute("SELECT load_id, kidata_version FROM loads").fetchall()
     old = set(derived.underived(loads))
     checked = sorted(load_id for load_id, _ in loads if load_id not in old)
     if sizes is None:
-        sizes = con.sql(f"SELECT (SELECT count(*) FROM runs), "
-                        f"(SELECT count(*) FROM {stored_table})").fetchall()[0]
+        sizes = con.execute(f"SELECT (SELECT count(*) FROM runs), "
+                            f"(SELECT count(*) FROM {stored_table})").fetchall()[0]
     if max(sizes) <= DERIVED_BATCH_ROWS:
         batches = [checked]
     else:
-        weight = dict(con.sql(
+        weight = dict(con.execute(
             f"SELECT load_id, max(n) FROM (SELECT load_id, count(*) AS n FROM runs GROUP BY ALL "
             f"UNION ALL SELECT load_id, count(*) FROM {stored_table} GROUP BY ALL) "
             "GROUP BY ALL").fetchall())
@@ -496,8 +497,8 @@ def _derived_difference(con: duckdb.DuckDBPyConnection, stored_table: str,
                   "WHERE load_id IN (SELECT load_id FROM _derived_batch)")
         for first, then, kind in ((_BATCH_SQL, stored, "missing"),
                                   (stored, _BATCH_SQL, "extra")):
-            for load_id, n in con.sql(f"SELECT load_id, count(*) FROM ({first} EXCEPT ALL "
-                                      f"{then}) GROUP BY ALL").fetchall():
+            for load_id, n in con.execute(f"SELECT load_id, count(*) FROM ({first} EXCEPT ALL "
+                                          f"{then}) GROUP BY ALL").fetchall():
                 setattr(found, kind, getattr(found, kind) + n)
                 found.loads.add(load_id)
     return found
@@ -561,7 +562,7 @@ def _check_derived(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
 
 def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Every row belongs to a committed load, and each load has the rows it recorded."""
-    markers = con.sql("SELECT load_id, added FROM loads").fetchall()
+    markers = con.execute("SELECT load_id, added FROM loads").fetchall()
     recorded: dict[str, dict[str, int]] = {}
     for load_id, added in markers:
         try:
@@ -580,7 +581,7 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     found: dict[str, dict[str, int]] = {table: {} for table in tables}
     counted = [table for table in tables if report.rows.get(table)]
     if counted:
-        for table, load_id, n in con.sql(union_all(
+        for table, load_id, n in con.execute(union_all(
                 f"SELECT {quote_literal(table)}, load_id, count(*) FROM {q(table)} GROUP BY load_id"
                 for table in counted)).fetchall():
             found[table][load_id] = n
@@ -603,7 +604,7 @@ def _check_loads(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
 def _check_digests(con: duckdb.DuckDBPyConnection, report: CheckReport) -> None:
     """Declared digests match the documents stored with them."""
     documents: dict[str, list[tuple[str, str]]] = {table: [] for table in DOCUMENT_KEYS}
-    for table, ident, document in con.sql(union_all(
+    for table, ident, document in con.execute(union_all(
             f"SELECT {quote_literal(table)} AS t, {key} AS id, document FROM {table} "
             "WHERE document IS NOT NULL" for table, key in DOCUMENT_KEYS.items())
             + " ORDER BY t, id").fetchall():

@@ -292,6 +292,9 @@ class _Rows:
     def sql(self, query: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(query, params=params)
 
+    def rows(self, query: str, params: dict | None = None) -> list[tuple]:
+        return self.con.execute(query, params).fetchall()
+
 
 def _speedup_rows(rows: list[tuple]) -> _Rows:
     """``speedups`` rows (candidate, baseline, candidate_role, baseline_role, speedup, and
@@ -900,6 +903,10 @@ def test_figures_are_drawn_and_freed_one_at_a_time_after_every_query(liger: Ware
         def sql(self, *args, **kwargs):
             assert not live, "a query after the first figure was drawn"
             return liger.sql(*args, **kwargs)
+
+        def rows(self, *args, **kwargs):
+            assert not live, "a query after the first figure was drawn"
+            return liger.rows(*args, **kwargs)
 
         def info(self):
             assert not live, "a query after the first figure was drawn"

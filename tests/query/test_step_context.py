@@ -608,6 +608,9 @@ def test_a_restricted_query_builds_no_semi_join_from_the_steps(records, tmp_path
                                     .fetchall()[0][1]))
             return session.sql("SELECT NULL AS kernel, 0 AS total WHERE false")
 
+        def rows(self, query, params=None):
+            return self.sql(query, params).fetchall()
+
     data.trend_series(Explained(), data.Filters(kernels=["rms_norm"]), 12, [])
     Explained().sql("SELECT * FROM trends WHERE kernel = 'rms_norm' AND gpu = 'a100-sxm4-80gb'")
 

@@ -275,7 +275,7 @@ def trend_series(db: Queryable, filters: Filters, limit: int | None = None,
     second read: ~300 MB at 1M; Run AS)."""
     where, params = filters.condition("t")
     key = ", ".join(SERIES_KEY)
-    rows = db.sql(f"""
+    rows = db.rows(f"""
         WITH flagged AS (
             SELECT DISTINCT UNNEST(CAST($regressed AS VARCHAR[])) AS run_id
         ),
@@ -292,7 +292,7 @@ def trend_series(db: Queryable, filters: Filters, limit: int | None = None,
         ORDER BY drawn DESC, regressed DESC, kernel, pass, workload, implementation, gpu,
                  variant NULLS FIRST, family""" + (f" LIMIT {int(limit)}" if limit is not None
                                                    else ""),
-        {**params, "regressed": list(regressed or [])}).fetchall()
+        {**params, "regressed": list(regressed or [])})
     return [row[:-1] for row in rows], (int(rows[0][-1]) if rows else 0)
 
 
@@ -400,7 +400,7 @@ def noise_envelopes(db: Queryable, filters: Filters) -> pl.DataFrame:
 
 def min_effect(db: Queryable) -> float:
     """The minimum effect the report's verdicts use (``verdict_settings``)."""
-    return float(db.sql("SELECT min_effect FROM verdict_settings").fetchall()[0][0])
+    return float(db.rows("SELECT min_effect FROM verdict_settings")[0][0])
 
 
 def modelled(db: Queryable, view: str) -> bool:
@@ -410,7 +410,7 @@ def modelled(db: Queryable, view: str) -> bool:
     condition is ``FALSE`` without running it (0.15 s). The answer itself costs a pass over the
     runs and their models (~180 MB beside DuckDB at 5M runs): the report asks it first, while
     the process holds no frame yet (docs/benchmarks.md, Run BD)."""
-    return bool(db.sql(f"SELECT EXISTS (SELECT 1 FROM {view})").fetchall()[0][0])
+    return bool(db.rows(f"SELECT EXISTS (SELECT 1 FROM {view})")[0][0])
 
 
 # What sets a point's latency when its bytes do not (the efficiency view's ``bound``): such a

@@ -292,8 +292,8 @@ def _unknown(db: Queryable, filters: Filters) -> list[str]:
                           ("implementation", filters.implementations)):
         if not asked:
             continue
-        known = sorted(r[0] for r in db.sql(f"SELECT DISTINCT {column} FROM runs "
-                                            f"WHERE {column} IS NOT NULL").fetchall())
+        known = sorted(r[0] for r in db.rows(f"SELECT DISTINCT {column} FROM runs "
+                                             f"WHERE {column} IS NOT NULL"))
         for name in asked:
             if name not in known:
                 # Names it begins (h100 -> h100-sxm5-80gb), then names spelled like it.
