@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.3.33"
+__version__ = "0.3.34"
 
 if TYPE_CHECKING:
     from kidata.errors import KidataError, QueryError, RecordError, UsageError
