@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import SEEDS, shared
+from conftest import SEEDS, console, shared
 
 from kidata import Warehouse
 
@@ -25,18 +25,13 @@ def kidata(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def run(capsys, monkeypatch):
-    """`kidata` in-process (the CLI's own `run`), with `kidata`'s result shape: the report's
+def run():
+    """`kidata` in-process (``conftest.console``), with `kidata`'s result shape: the report's
     work is what these tests check, not the console script, which test_report_on_the_seeds
     runs as a process (and a new process per report re-imports DuckDB and matplotlib)."""
-    from kidata.cli import run as cli_run
 
-    def invoke(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
-        monkeypatch.setenv("KIDATA_WAREHOUSE", str(warehouse))
-        capsys.readouterr()
-        code = cli_run([str(a) for a in args])
-        captured = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, captured.out, captured.err)
+    def invoke(*args: object, warehouse: Path) -> subprocess.CompletedProcess:
+        return console(*args, env={"KIDATA_WAREHOUSE": str(warehouse)})
 
     return invoke
 
@@ -60,13 +55,10 @@ def liger(tmp_path_factory) -> Warehouse:
 def rms_norm_a100(liger: Warehouse, tmp_path_factory) -> tuple[int, str]:
     """`kidata report -k rms_norm -g a100-sxm4-80gb` of the Liger warehouse, in-process, made
     once: its exit code and page (two tests read the same report)."""
-    from kidata.cli import run as cli_run
-
     out = tmp_path_factory.mktemp("rms-norm") / "h.html"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KIDATA_WAREHOUSE", str(liger.path))
-        code = cli_run(["report", "-o", str(out), "-k", "rms_norm", "-g", "a100-sxm4-80gb"])
-    return code, out.read_text("utf-8") if out.exists() else ""
+    done = console("report", "-o", out, "-k", "rms_norm", "-g", "a100-sxm4-80gb",
+                   env={"KIDATA_WAREHOUSE": str(liger.path)})
+    return done.returncode, out.read_text("utf-8") if out.exists() else ""
 
 
 def charts(page: str) -> list[str]:
